@@ -1,0 +1,712 @@
+"""The controlled tasks of the Context Staircase paper and its predecessors (SPEC.md §4).
+
+Every task is a pure builder registered under a public name::
+
+    ds = tasks.make("add", N=40)      # TokenDataset
+    tasks.names()                     # every task name
+    tasks.describe("add")             # {"N": 20}: parameters and their defaults
+    tasks.summary("add")              # one line of documentation
+
+Conventions shared by all tasks:
+
+- **One vocabulary** for inputs and labels (SPEC.md §4.1, inconsistency 2 and §9):
+  ``vocab_size = 1 + max(max token id, max label id, max id of a declared token group)``. For
+  every task the declared groups are exactly the token ranges the task uses, so the vocabulary
+  depends on the parameters only, never on which ids a random draw happens to hit.
+- Tokens and labels are int32; ``groups`` hold sorted token-id arrays. ``"numbers"`` are the
+  arithmetic operand tokens and ``"labels"`` the label ids that occur; other groups are named per
+  task.
+- Random tasks are deterministic functions of their ``seed`` (``np.random.default_rng(seed)``);
+  complete enumerations take no seed. ``ds.params`` records every parameter, defaults filled in.
+- Bad input raises ``ValueError`` (bad value) or ``TypeError`` (bad type) naming the parameter,
+  the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ctx_staircase.dataset import TokenDataset
+
+__all__ = [
+    "describe",
+    "label_law_distribution",
+    "make",
+    "names",
+    "random_dataset",
+    "summary",
+]
+
+#: Largest number of samples (or memory-table entries) a task may build.
+MAX_SAMPLES = 50_000_000
+
+LAWS = ("uniform", "normal", "poisson", "exponential")
+
+
+# ------------------------------------------------------------------------------------------------
+# Validation helpers
+
+
+def _int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
+    """``value`` as an int in ``[low, high]``; bools, floats (NaN included), others refused."""
+    if low is not None and high is not None:
+        allowed = f"an int in [{low}, {high}]"
+    elif low is not None:
+        allowed = f"an int >= {low}"
+    elif high is not None:
+        allowed = f"an int <= {high}"
+    else:
+        allowed = "an int"
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be {allowed}; got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be {allowed}; got {value}")
+    return value
+
+
+def _real(name: str, value: Any, *, positive: bool = False) -> float:
+    """``value`` as a finite float (``> 0`` when ``positive``); bools and non-numbers refused."""
+    allowed = "a finite real number > 0" if positive else "a finite real number"
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be {allowed}; got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ValueError(f"{name} must be {allowed}; got {value}")
+    return value
+
+
+def _choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")
+    return value
+
+
+def _seed(value: Any) -> np.random.Generator:
+    return np.random.default_rng(_int("seed", value, low=0))
+
+
+def _token_range(low_name: str, low: Any, high_name: str, high: Any, min_low: int = 0) -> range:
+    """The token ids ``low..high`` (inclusive), validated."""
+    low = _int(low_name, low, low=min_low)
+    high = _int(high_name, high, low=low)
+    return range(low, high + 1)
+
+
+def _check_size(name: str, value: Any, count: int) -> None:
+    """Refuse a parameter choice that would build more than ``MAX_SAMPLES`` rows."""
+    if count > MAX_SAMPLES:
+        raise ValueError(
+            f"{name}={value!r} would build {count:,} samples; at most {MAX_SAMPLES:,} are allowed"
+        )
+
+
+def _grid(*axes: np.ndarray) -> np.ndarray:
+    """All combinations of ``axes`` as int32 rows ``[prod(len), len(axes)]``, first axis major."""
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return np.stack([m.ravel() for m in mesh], axis=1).astype(np.int32)
+
+
+# ------------------------------------------------------------------------------------------------
+# Registry
+
+
+class _Parts(NamedTuple):
+    """What a builder returns; :func:`make` assembles the TokenDataset."""
+
+    tokens: np.ndarray
+    labels: np.ndarray
+    groups: dict[str, np.ndarray]
+    weights: np.ndarray | None = None
+    sample_groups: dict[str, np.ndarray] | None = None
+    max_id: int = 0  # a declared id the vocabulary must cover even if no sample draws it
+
+
+class _Task(NamedTuple):
+    builder: Callable[..., _Parts]
+    defaults: dict[str, Any]
+    summary: str
+
+
+_REGISTRY: dict[str, _Task] = {}
+
+
+def _register(name: str, summary: str, **defaults: Any) -> Callable:
+    def decorate(builder: Callable[..., _Parts]) -> Callable[..., _Parts]:
+        _REGISTRY[name] = _Task(builder, defaults, summary)
+        return builder
+
+    return decorate
+
+
+def _task(name: Any) -> _Task:
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise ValueError(f"name must be one of {names()}; got {name!r}")
+    return _REGISTRY[name]
+
+
+def names() -> list[str]:
+    """Every registered task name, in registration order."""
+    return list(_REGISTRY)
+
+
+def describe(name: str) -> dict[str, Any]:
+    """The parameters of task ``name`` with their defaults (a fresh dict)."""
+    return dict(_task(name).defaults)
+
+
+def summary(name: str) -> str:
+    """One line describing task ``name``, with its SPEC.md section."""
+    return _task(name).summary
+
+
+def make(name: str, **params: Any) -> TokenDataset:
+    """Build task ``name`` with ``params`` (defaults from :func:`describe` fill in the rest).
+
+    Raises ``ValueError`` for an unknown task or parameter and for an out-of-range value, and
+    ``TypeError`` for a value of the wrong type; the message names the parameter.
+    """
+    task = _task(name)
+    unknown = sorted(set(params) - set(task.defaults))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter(s) {unknown} for task {name!r}; "
+            f"allowed parameters are {sorted(task.defaults)}"
+        )
+    full = {**task.defaults, **params}
+    parts = task.builder(**full)
+    labels = parts.labels.astype(np.int32, copy=False)
+    groups = dict(parts.groups)
+    groups["labels"] = np.flatnonzero(np.bincount(labels)).astype(np.int32)
+    max_id = max(
+        int(parts.tokens.max()),
+        int(labels.max()),
+        parts.max_id,
+        *(int(ids.max()) for ids in groups.values() if ids.size),
+    )
+    return TokenDataset(
+        tokens=parts.tokens,
+        labels=labels,
+        vocab_size=max_id + 1,
+        groups=groups,
+        weights=parts.weights,
+        sample_groups=parts.sample_groups or {},
+        name=name,
+        params={key: _record(value, task.defaults[key]) for key, value in full.items()},
+    )
+
+
+def _record(value: Any, default: Any) -> Any:
+    """A plain-Python copy of a validated parameter value, for ``ds.params``."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    if isinstance(value, np.floating):
+        value = float(value)
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return tuple(_record(v, None) for v in value)
+    return value
+
+
+def random_dataset(n: int, L: int, vocab_size: int, seed: int = 0) -> TokenDataset:
+    """Uniformly random tokens ``[n, L]`` and labels ``[n]`` in ``[0, vocab_size)``.
+
+    A brute-force fixture for other modules' tests (no structure, uniform weights).
+    """
+    n = _int("n", n, low=1)
+    L = _int("L", L, low=1)
+    vocab_size = _int("vocab_size", vocab_size, low=1)
+    _check_size("n", n, n)
+    rng = _seed(seed)
+    tokens = rng.integers(0, vocab_size, size=(n, L), dtype=np.int32)
+    labels = rng.integers(0, vocab_size, size=n, dtype=np.int32)
+    return TokenDataset(
+        tokens=tokens,
+        labels=labels,
+        vocab_size=vocab_size,
+        name="random",
+        params={"n": n, "L": L, "vocab_size": vocab_size, "seed": seed},
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Task 1: prescribed label law
+
+
+def label_law_distribution(
+    law: str,
+    x_max: int = 50,
+    *,
+    mu: float = 25.0,
+    sigma: float = 1.0,
+    lam: float = 10.0,
+    rate: float = 5.0,
+) -> np.ndarray:
+    """The exact label law ``p_a`` of Task 1 on ``X = {0..x_max}``: float64 ``[x_max + 1]``.
+
+    SPEC.md §4.1. Laws:
+
+    - ``"uniform"``: ``1 / (x_max + 1)``.
+    - ``"normal"``: discretized normal [GAP: the source does not say how]: the
+      ``N(mu, sigma^2)`` density evaluated at the integers of ``X``, renormalized to sum to 1.
+    - ``"poisson"``: ``Poisson(lam)`` truncated to ``X`` and renormalized.
+    - ``"exponential"``: ``p(y) ∝ exp(-rate * y)`` on ``X``.
+
+    Only the parameters of ``law`` are used, but all are validated. Computed in log space, so
+    extreme parameters underflow to exact zeros instead of NaN.
+    """
+    law = _choice("law", law, LAWS)
+    x_max = _int("x_max", x_max, low=1)
+    mu = _real("mu", mu)
+    sigma = _real("sigma", sigma, positive=True)
+    lam = _real("lam", lam, positive=True)
+    rate = _real("rate", rate, positive=True)
+    y = np.arange(x_max + 1, dtype=np.float64)
+    if law == "uniform":
+        log_p = np.zeros_like(y)
+    elif law == "normal":
+        log_p = -0.5 * ((y - mu) / sigma) ** 2
+    elif law == "poisson":
+        log_factorial = np.concatenate([[0.0], np.cumsum(np.log(y[1:]))])
+        log_p = y * math.log(lam) - log_factorial
+    else:
+        log_p = -rate * y
+    p = np.exp(log_p - log_p.max())
+    return p / p.sum()
+
+
+@_register(
+    "label_law",
+    "Task 1 (SPEC §4.1, Fig. 2A): (anchor, x1, x2), x_i in {0..x_max}; y ~ p_a, a prescribed law",
+    law="uniform",
+    anchor=100,
+    x_max=50,
+    mu=25.0,
+    sigma=1.0,
+    lam=10.0,
+    rate=5.0,
+    labels="sampled",
+    seed=0,
+)
+def _label_law(
+    *,
+    law: str,
+    anchor: int,
+    x_max: int,
+    mu: float,
+    sigma: float,
+    lam: float,
+    rate: float,
+    labels: str,
+    seed: int,
+) -> _Parts:
+    """Task 1 (SPEC.md §4.1): inputs ``(a, x1, x2)`` over all ``(x_max + 1)^2`` pairs, x1 major.
+
+    The anchor ``a`` sits at position 0 and must lie outside ``X`` (``anchor > x_max``). The label
+    vocabulary is ``X`` and the law is :func:`label_law_distribution`.
+
+    - ``labels="sampled"`` (the paper's protocol): one label per input drawn iid from ``p_a`` with
+      ``seed``, then fixed.
+    - ``labels="expected"`` [GAP/R: the population version]: each input is repeated once per label
+      ``nu`` in the support of ``p_a`` (input major, ``nu`` minor) with sample weight
+      ``p_a(nu) / (x_max + 1)^2``, so the zeroth-order signature of the anchor equals ``p_a``
+      exactly. ``seed`` is then unused.
+    """
+    p = label_law_distribution(law, x_max, mu=mu, sigma=sigma, lam=lam, rate=rate)
+    labels = _choice("labels", labels, ("sampled", "expected"))
+    anchor = _int("anchor", anchor, low=x_max + 1)
+    rng = _seed(seed)
+    numbers = np.arange(x_max + 1)
+    pairs = _grid(numbers, numbers)
+    n_inputs = pairs.shape[0]
+    weights = None
+    if labels == "sampled":
+        y = rng.choice(x_max + 1, size=n_inputs, p=p).astype(np.int32)
+    else:
+        support = np.flatnonzero(p > 0)
+        _check_size("labels", labels, n_inputs * support.size)
+        pairs = np.repeat(pairs, support.size, axis=0)
+        y = np.tile(support, n_inputs).astype(np.int32)
+        weights = np.tile(p[support], n_inputs) / n_inputs
+    tokens = np.concatenate([np.full((pairs.shape[0], 1), anchor, np.int32), pairs], axis=1)
+    return _Parts(tokens, y, {"anchors": np.array([anchor]), "numbers": numbers}, weights)
+
+
+# ------------------------------------------------------------------------------------------------
+# Task 2 (arithmetic), Fig. 5 (modsum), Fig. 9 (modulus)
+
+
+def _pairs(N: int) -> np.ndarray:
+    """All ``(x1, x2)`` in ``{1..N}^2``, x1 major; ``N`` validated (``>= 2``, ``N^2`` capped)."""
+    N = _int("N", N, low=2)
+    _check_size("N", N, N * N)
+    numbers = np.arange(1, N + 1)
+    return _grid(numbers, numbers)
+
+
+def _arithmetic(pairs: np.ndarray, labels: np.ndarray) -> _Parts:
+    return _Parts(pairs, labels, {"numbers": np.unique(pairs)})
+
+
+@_register("add", "Task 2 (SPEC §4.1, Figs. 2-4): all (x1, x2) in {1..N}^2, y = x1 + x2", N=20)
+def _add(*, N: int) -> _Parts:
+    """F_add (SPEC.md §4.1, closed forms §2.6): ``y = x1 + x2``, all ``N^2`` pairs, x1 major."""
+    pairs = _pairs(N)
+    return _arithmetic(pairs, pairs[:, 0] + pairs[:, 1])
+
+
+@_register("sub", "Task 2 (SPEC §4.1, Fig. 2): all (x1, x2) in {1..N}^2, y = |x1 - x2|", N=20)
+def _sub(*, N: int) -> _Parts:
+    """F_sub (SPEC.md §4.1): ``y = |x1 - x2|`` (0 on the diagonal), all ``N^2`` pairs."""
+    pairs = _pairs(N)
+    return _arithmetic(pairs, np.abs(pairs[:, 0] - pairs[:, 1]))
+
+
+@_register("mul", "Task 2 (SPEC §4.1, Fig. 2): all (x1, x2) in {1..N}^2, y = x1 * x2", N=20)
+def _mul(*, N: int) -> _Parts:
+    """F_mul (SPEC.md §4.1): ``y = x1 * x2``, all ``N^2`` pairs (the vocabulary reaches ``N^2``)."""
+    pairs = _pairs(N)
+    return _arithmetic(pairs, pairs[:, 0] * pairs[:, 1])
+
+
+@_register(
+    "mod",
+    "Task 2 (SPEC §4.1, Figs. 3, 4, 8): all (x1, x2) in {1..N}^2, y = (x1 + x2 + 1) mod N",
+    N=40,
+    convention="main",
+)
+def _mod(*, N: int, convention: str) -> _Parts:
+    """F_mod (SPEC.md §4.1, closed forms §2.6), all ``N^2`` pairs, x1 major.
+
+    [GAP] SPEC.md §4.1 inconsistency 1: ``convention="main"`` is the main text's
+    ``(x1 + x2 + 1) mod N`` (labels ``0..N-1``); ``"appendix"`` is App. A.1.7's
+    ``1 + ((x1 + x2) mod N)`` (labels ``1..N``). Default ``N = 40`` (Figs. 3, 4 and 8 use it;
+    Fig. 6's attention run uses ``N = 20``).
+    """
+    pairs = _pairs(N)
+    convention = _choice("convention", convention, ("main", "appendix"))
+    total = pairs[:, 0] + pairs[:, 1]
+    labels = (total + 1) % N if convention == "main" else 1 + total % N
+    return _arithmetic(pairs, labels)
+
+
+@_register(
+    "modsum",
+    "Fig. 5 (SPEC §4.1): all (x_1..x_L) in {1..N}^L, y = 1 + (sum_i x_i mod N)",
+    N=50,
+    L=4,
+)
+def _modsum(*, N: int, L: int) -> _Parts:
+    """Length-``L`` modular sum (SPEC.md §4.1, the activation-order sweep of Fig. 5).
+
+    All ``N^L`` sequences in lexicographic order (position 0 most significant), labels
+    ``1 + (sum mod N)`` in ``1..N`` (App. A.1.7's convention). Built column by column with
+    ``repeat``/``tile`` in int32, so the default ``N = 50, L = 4`` (6.25M rows) needs only the
+    output arrays. ``N^L`` is capped at ``MAX_SAMPLES``.
+    """
+    N = _int("N", N, low=2)
+    L = _int("L", L, low=1)
+    if L * math.log(N) > math.log(MAX_SAMPLES) + 1e-9 or N**L > MAX_SAMPLES:
+        raise ValueError(
+            f"N={N}, L={L} would build N^L = {N}^{L} samples; at most {MAX_SAMPLES:,} are "
+            "allowed (lower N or L)"
+        )
+    n = N**L
+    digits = np.arange(1, N + 1, dtype=np.int32)
+    tokens = np.empty((n, L), dtype=np.int32)
+    total = np.zeros(n, dtype=np.int32)
+    for position in range(L):
+        column = np.tile(np.repeat(digits, N ** (L - 1 - position)), N**position)
+        tokens[:, position] = column
+        total += column
+    total %= N
+    total += 1
+    return _Parts(tokens, total, {"numbers": digits})
+
+
+@_register(
+    "modulus",
+    "Fig. 9 (SPEC §4.1): all (x1, x2) in {1..N}^2, y = (x1 + x2) mod M",
+    N=20,
+    M=4,
+)
+def _modulus(*, N: int, M: int) -> _Parts:
+    """Modulus sweep (SPEC.md §4.1, Fig. 9): ``y = (x1 + x2) mod M``, all ``N^2`` pairs.
+
+    [GAP] The paper does not list the ``M`` it tested (slow runs at ``M = 4, 5, 10, 20``); any
+    ``M >= 2`` is allowed and the default is ``M = 4``.
+    """
+    pairs = _pairs(N)
+    M = _int("M", M, low=2)
+    return _arithmetic(pairs, (pairs[:, 0] + pairs[:, 1]) % M)
+
+
+# ------------------------------------------------------------------------------------------------
+# Task 3: anchor–noise parity
+
+
+@_register(
+    "anchor_parity",
+    "Task 3 (SPEC §4.1, Fig. 6I-L): one anchor among L-1 noise tokens; y = parity of the anchor",
+    L=8,
+    n=10000,
+    anchor_low=11,
+    anchor_high=20,
+    noise_low=21,
+    noise_high=60,
+    seed=0,
+)
+def _anchor_parity(
+    *,
+    L: int,
+    n: int,
+    anchor_low: int,
+    anchor_high: int,
+    noise_low: int,
+    noise_high: int,
+    seed: int,
+) -> _Parts:
+    """Task 3 (SPEC.md §4.1): ``n`` sequences of length ``L``, generated once from ``seed``.
+
+    Each row has one anchor, uniform on ``{anchor_low..anchor_high}``, at a uniform position in
+    ``[L]``; every other position is iid uniform on ``{noise_low..noise_high}`` (with replacement).
+    ``y = 0`` if the anchor is even, else ``1``. The two ranges must be disjoint. Draw order (part
+    of the determinism contract): noise ``[n, L]``, then anchors ``[n]``, then positions ``[n]``.
+    """
+    L = _int("L", L, low=1)
+    n = _int("n", n, low=1)
+    _check_size("n", n, n)
+    anchors = _token_range("anchor_low", anchor_low, "anchor_high", anchor_high)
+    noise = _token_range("noise_low", noise_low, "noise_high", noise_high)
+    if anchors.start <= noise.stop - 1 and noise.start <= anchors.stop - 1:
+        raise ValueError(
+            f"the anchor range [{anchors.start}, {anchors.stop - 1}] (anchor_low, anchor_high) "
+            f"and the noise range [{noise.start}, {noise.stop - 1}] (noise_low, noise_high) "
+            "must be disjoint"
+        )
+    rng = _seed(seed)
+    tokens = rng.integers(noise.start, noise.stop, size=(n, L), dtype=np.int32)
+    anchor = rng.integers(anchors.start, anchors.stop, size=n, dtype=np.int32)
+    position = rng.integers(0, L, size=n)
+    tokens[np.arange(n), position] = anchor
+    groups = {"anchors": np.array(anchors), "noise": np.array(noise)}
+    return _Parts(tokens, anchor % 2, groups)
+
+
+# ------------------------------------------------------------------------------------------------
+# Task 4 (App. C) and min–max selection (§7.2)
+
+
+@_register(
+    "task4",
+    "Task 4 (SPEC §4.1, App. C): all (a1, a2, x), y = (v(a1) + v(a2) + x) mod n_x",
+    n_x=20,
+    n_a=10,
+)
+def _task4(*, n_x: int, n_a: int) -> _Parts:
+    """Task 4 (SPEC.md §4.1, App. C, Figs. 12-13): all ``n_a^2 * n_x`` inputs ``(a1, a2, x)``.
+
+    [GAP] The paper gives neither the sizes nor the token ids. Choice: ``X = {0..n_x-1}`` (so the
+    labels, residues ``0..n_x-1``, are the X tokens' own ids), anchors ``A = {n_x..n_x+n_a-1}``
+    with numeric value ``v(a) = a - n_x + 1`` in ``{1..n_a}``; defaults ``n_x = 20, n_a = 10``.
+    Order: a1 major, then a2, then x.
+    """
+    n_x = _int("n_x", n_x, low=2)
+    n_a = _int("n_a", n_a, low=1)
+    _check_size("n_a", n_a, n_a * n_a * n_x)
+    numbers = np.arange(n_x)
+    anchors = np.arange(n_x, n_x + n_a)
+    tokens = _grid(anchors, anchors, numbers)
+    value = tokens[:, :2] - (n_x - 1)
+    labels = (value[:, 0] + value[:, 1] + tokens[:, 2]) % n_x
+    return _Parts(tokens, labels, {"anchors": anchors, "numbers": numbers})
+
+
+@_register(
+    "minmax",
+    "Min-max selection (SPEC §7 Fig. 10, §8.12): (c, x1, x2); y = max if c = a else min",
+    N=20,
+)
+def _minmax(*, N: int) -> _Parts:
+    """Min-max selection (SPEC.md §4.1 last row, Fig. 10): all ``2 N^2`` inputs ``(c, x1, x2)``.
+
+    Numbers are ``1..N``; the control tokens are ``a = N + 1`` (label ``max(x1, x2)``) and
+    ``b = N + 2`` (label ``min(x1, x2)``). [GAP] The paper gives no data protocol; the complete
+    enumeration (c major, then x1, then x2) makes ``c`` and ``x_i`` uniform as the text assumes.
+    """
+    N = _int("N", N, low=2)
+    _check_size("N", N, 2 * N * N)
+    controls = np.array([N + 1, N + 2])
+    numbers = np.arange(1, N + 1)
+    tokens = _grid(controls, numbers, numbers)
+    x = tokens[:, 1:]
+    labels = np.where(tokens[:, 0] == N + 1, x.max(axis=1), x.min(axis=1))
+    return _Parts(tokens, labels, {"numbers": numbers, "controls": controls})
+
+
+# ------------------------------------------------------------------------------------------------
+# [RB] reasoning vs memory anchors (SPEC §4.3)
+
+_MEMORY_ANCHORS = np.arange(1, 11)
+_REASONING_ANCHORS = np.arange(11, 21)
+_RANGE_LOW = 30
+
+
+@_register(
+    "rb_anchor",
+    "[RB] (SPEC §4.3): key z_p then q anchors among noise keys; reasoning y = z_p + sum(anchors),"
+    " memory y = a fixed random label",
+    L=9,
+    q=2,
+    n=200000,
+    key_low=21,
+    key_high=120,
+    memory_labels="uniform",
+    heldout=((11, 13), (13, 11)),
+    seed=0,
+)
+def _rb_anchor(
+    *,
+    L: int,
+    q: int,
+    n: int,
+    key_low: int,
+    key_high: int,
+    memory_labels: str,
+    heldout: Any,
+    seed: int,
+) -> _Parts:
+    """[RB] anchor-function composite task (SPEC.md §4.3, Fig. 3 and Fig. 8 there).
+
+    A row is ``[z_1 .. z_p, a_{p+1} .. a_{p+q}, z_{p+q+1} .. z_L]``: keys iid uniform on
+    ``Z = {key_low..key_high}``, the key ``z_p`` at a uniform (1-based) position
+    ``p in {1..L-q}`` immediately before ``q`` anchors. Anchor tuples are all-reasoning
+    (``A_rsn = {11..20}``) or all-memory (``A_mem = {1..10}``), never mixed: ``2 * 10^q`` tuples.
+
+    - Reasoning: ``y = z_p + sum(anchors)``.
+    - Memory: one label per ``(z_p, tuple)``, drawn once. ``memory_labels``:
+      ``"uniform"`` (F_mem,1: uniform on ``Z``); ``"local"`` (F_mem,2: uniform on
+      ``[z_p - sum a, z_p + sum a]``); ``"ranges"`` (four memory groups, group ``i`` uniform on
+      ``{30..29+20i}``).
+    - ``sample_groups``: ``"rsn_train"``, ``"rsn_test"`` (the ``heldout`` tuples, weight 0: outside
+      the training distribution, kept for evaluation), ``"mem"``, and for ``"ranges"`` also
+      ``"mem_group1".."mem_group4"``. Training rows have equal weights summing to 1.
+
+    [GAP] choices:
+
+    - Balance: ``n // (2 * 10^q)`` rows per tuple, so the dataset has
+      ``(n // (2 * 10^q)) * 2 * 10^q`` rows (exactly ``n`` for the default), shuffled once.
+    - ``"ranges"`` groups: memory tuples in lexicographic order (first anchor most significant),
+      rank ``r`` in ``[0, 10^q)`` belongs to group ``1 + floor(4 r / 10^q)``; for ``q = 2`` that is
+      ranks 0-24, 25-49, 50-74, 75-99.
+    - Keys must lie above the anchors (``key_low >= 21``); ``"local"`` also needs
+      ``key_low >= 10 q`` so no label is negative.
+    - The vocabulary covers every label the task can produce (the reasoning maximum
+      ``key_high + 20 q`` and the ``"ranges"`` maximum 109), whether or not the draw hits it.
+    - Draw order (part of the determinism contract): memory label table ``[|Z|, 10^q]``, keys
+      ``[n, L]``, key positions ``[n]``, row permutation.
+    """
+    L = _int("L", L, low=2)
+    q = _int("q", q, low=1, high=L - 1)
+    n_tuples = 10**q
+    n_combos = 2 * n_tuples
+    n = _int("n", n, low=n_combos)
+    _check_size("n", n, n)
+    keys = _token_range("key_low", key_low, "key_high", key_high, min_low=21)
+    _check_size("q", q, len(keys) * n_tuples)
+    memory_labels = _choice("memory_labels", memory_labels, ("uniform", "local", "ranges"))
+    if memory_labels == "local" and keys.start < 10 * q:
+        raise ValueError(
+            f'key_low must be >= 10 q = {10 * q} with memory_labels="local" (labels '
+            f"z_p - sum(anchors) must be >= 0); got {keys.start}"
+        )
+    heldout_ranks = _heldout_ranks(heldout, q)
+
+    rng = _seed(seed)
+    mem_tuples = _tuples(_MEMORY_ANCHORS, q)
+    rsn_tuples = _tuples(_REASONING_ANCHORS, q)
+    key_values = np.array(keys)[:, None]
+    mem_group = 1 + (4 * np.arange(n_tuples)) // n_tuples
+    if memory_labels == "uniform":
+        table = rng.integers(keys.start, keys.stop, size=(len(keys), n_tuples))
+    elif memory_labels == "local":
+        spread = mem_tuples.sum(axis=1)[None, :]
+        table = rng.integers(key_values - spread, key_values + spread + 1)
+    else:
+        high = np.broadcast_to(_RANGE_LOW + 20 * mem_group, (len(keys), n_tuples))
+        table = rng.integers(_RANGE_LOW, high)
+
+    per_combo = n // n_combos
+    n = per_combo * n_combos
+    combo = np.repeat(np.arange(n_combos), per_combo)
+    tokens = rng.integers(keys.start, keys.stop, size=(n, L), dtype=np.int32)
+    key_pos = rng.integers(0, L - q, size=n)  # 0-based index of z_p
+    order = rng.permutation(n)
+    combo, tokens, key_pos = combo[order], tokens[order], key_pos[order]
+
+    rows = np.arange(n)
+    is_memory = combo >= n_tuples
+    rank = combo % n_tuples
+    anchors = np.where(is_memory[:, None], mem_tuples[rank], rsn_tuples[rank])
+    for i in range(q):
+        tokens[rows, key_pos + 1 + i] = anchors[:, i]
+    key = tokens[rows, key_pos]
+    labels = np.where(is_memory, table[key - keys.start, rank], key + anchors.sum(axis=1))
+
+    test = ~is_memory & np.isin(rank, heldout_ranks)
+    weights = np.where(test, 0.0, 1.0)
+    weights /= weights.sum()
+    sample_groups = {
+        "rsn_train": np.flatnonzero(~is_memory & ~test),
+        "rsn_test": np.flatnonzero(test),
+        "mem": np.flatnonzero(is_memory),
+    }
+    if memory_labels == "ranges":
+        for g in range(1, 5):
+            sample_groups[f"mem_group{g}"] = np.flatnonzero(is_memory & (mem_group[rank] == g))
+    groups = {
+        "keys": np.array(keys),
+        "anchors_mem": _MEMORY_ANCHORS,
+        "anchors_rsn": _REASONING_ANCHORS,
+    }
+    max_label = max(keys.stop - 1 + q * int(_REASONING_ANCHORS[-1]), _RANGE_LOW + 79)
+    return _Parts(tokens, labels, groups, weights, sample_groups, max_id=max_label)
+
+
+def _tuples(alphabet: np.ndarray, q: int) -> np.ndarray:
+    """All ``q``-tuples over ``alphabet`` in lexicographic order: ``[len^q, q]``."""
+    return _grid(*([alphabet] * q))
+
+
+def _heldout_ranks(heldout: Any, q: int) -> np.ndarray:
+    """Lexicographic ranks in ``A_rsn^q`` of the held-out reasoning tuples (validated)."""
+    allowed = (
+        f"a sequence of {q}-tuples of reasoning anchors in "
+        f"[{_REASONING_ANCHORS[0]}, {_REASONING_ANCHORS[-1]}], e.g. ((11, 13), (13, 11)) for q=2"
+    )
+    if isinstance(heldout, np.ndarray):
+        heldout = heldout.tolist()
+    if isinstance(heldout, str | bytes | Mapping) or not isinstance(heldout, Sequence):
+        raise TypeError(f"heldout must be {allowed}; got {heldout!r}")
+    ranks = []
+    for entry in heldout:
+        if isinstance(entry, str | bytes) or not isinstance(entry, Sequence) or len(entry) != q:
+            raise ValueError(f"heldout must be {allowed}; got entry {entry!r}")
+        rank = 0
+        for anchor in entry:
+            if isinstance(anchor, bool) or not isinstance(anchor, int | np.integer):
+                raise TypeError(f"heldout must be {allowed}; got entry {entry!r}")
+            if not _REASONING_ANCHORS[0] <= anchor <= _REASONING_ANCHORS[-1]:
+                raise ValueError(f"heldout must be {allowed}; got entry {entry!r}")
+            rank = rank * 10 + int(anchor - _REASONING_ANCHORS[0])
+        ranks.append(rank)
+    if len(set(ranks)) == 10**q:
+        raise ValueError(f"heldout must leave some reasoning tuples for training; got {heldout!r}")
+    return np.array(ranks, dtype=np.int64)

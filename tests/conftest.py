@@ -1,0 +1,21 @@
+"""Test configuration: float64 for every numerical check, strict dtype promotion, and the shared
+corpus path for the tests that need real text."""
+
+from pathlib import Path
+
+import jax
+import pytest
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+@pytest.fixture
+def shakespeare_path() -> Path:
+    """Path of the real corpus in ../shared/data; the test skips, saying why, where it is absent."""
+    path = SHARED_DATA / "tinyshakespeare.txt"
+    if not path.is_file():
+        pytest.skip(f"real-text corpus not found at {path} (../shared/data is absent here)")
+    return path

@@ -1,0 +1,312 @@
+"""Tests of the similarity and alignment metrics (SPEC.md §3)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ctx_staircase import metrics
+
+
+def _random_similarity(rng: np.random.Generator, n: int = 9, d: int = 4) -> np.ndarray:
+    return np.asarray(metrics.cosine_matrix(rng.normal(size=(n, d))))
+
+
+def _average_ranks_reference(x: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties averaged, by brute force."""
+    return np.array([np.sum(x < xi) + (np.sum(x == xi) + 1) / 2 for xi in x])
+
+
+# --------------------------------------------------------------------------------- cosines
+
+
+def test_cosine_matrix_matches_numpy_and_zero_rows_give_zero():
+    X = np.random.default_rng(0).normal(size=(6, 5))
+    X[2] = 0.0
+    S = np.asarray(metrics.cosine_matrix(X))
+    norms = np.linalg.norm(X, axis=1)
+    present = norms > 0
+    expected = np.zeros((6, 6))
+    expected[np.ix_(present, present)] = (X[present] @ X[present].T) / np.outer(
+        norms[present], norms[present]
+    )
+    assert np.all(np.isfinite(S))
+    np.testing.assert_allclose(S, expected, atol=1e-14)
+    np.testing.assert_array_equal(np.diag(S), present.astype(float))
+    grad = jax.grad(lambda X: jnp.sum(metrics.cosine_matrix(X) ** 2))(jnp.asarray(X))
+    assert bool(jnp.all(jnp.isfinite(grad)))
+
+
+def test_cosine_matrix_batched_equals_looped():
+    X = np.random.default_rng(1).normal(size=(3, 2, 7, 4))
+    batched = metrics.cosine_matrix(X)
+    for i in range(3):
+        for j in range(2):
+            np.testing.assert_allclose(batched[i, j], metrics.cosine_matrix(X[i, j]), atol=1e-15)
+
+
+def test_mixed_dtypes_are_cast_explicitly():
+    S_sig = _random_similarity(np.random.default_rng(17))
+    S_emb = metrics.cosine_matrix(np.arange(18, dtype=np.int32).reshape(9, 2) % 5)
+    assert S_emb.dtype == jnp.float64
+    result = metrics.alignment(S_emb.astype(jnp.float32), S_sig)
+    assert result.value.dtype == jnp.float64 and np.isfinite(float(result.value))
+
+
+def test_upper_triangle_is_row_major_strict_triangle():
+    S = np.arange(16.0).reshape(4, 4)
+    np.testing.assert_array_equal(metrics.upper_triangle(S), [1, 2, 3, 6, 7, 11])
+    assert metrics.upper_triangle(np.zeros((5, 3, 3))).shape == (5, 3)
+    with pytest.raises(ValueError, match="S must have shape"):
+        metrics.upper_triangle(np.zeros((3, 4)))
+
+
+# --------------------------------------------------------------------------------- primitives
+
+
+def test_weighted_pearson_equals_pearson_of_the_selected_entries_and_is_jittable():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(2, 30))
+    mask = rng.random(30) < 0.5
+    weighted = jax.jit(metrics.pearson)(a, b, mask.astype(float))
+    np.testing.assert_allclose(weighted, np.corrcoef(a[mask], b[mask])[0, 1], rtol=1e-12)
+    folds = jnp.asarray(rng.random((4, 30)) < 0.5, dtype=jnp.float64)
+    np.testing.assert_allclose(
+        jax.vmap(metrics.pearson, in_axes=(None, None, 0))(a, b, folds),
+        [metrics.pearson(a, b, w) for w in folds],
+        rtol=1e-12,
+    )
+
+
+def test_pearson_of_a_constant_vector_is_zero_with_finite_gradient():
+    a = jnp.full(10, 0.7)
+    b = jnp.asarray(np.random.default_rng(3).normal(size=10))
+    assert float(metrics.pearson(a, b)) == 0.0
+    assert bool(jnp.all(jnp.isfinite(jax.grad(metrics.pearson)(a, b))))
+
+
+def test_spearman_matches_a_rank_then_pearson_reference_with_ties():
+    rng = np.random.default_rng(4)
+    a = rng.integers(0, 5, size=40).astype(float)  # many ties
+    b = rng.integers(0, 7, size=40).astype(float) + 0.1 * a
+    reference = np.corrcoef(_average_ranks_reference(a), _average_ranks_reference(b))[0, 1]
+    np.testing.assert_allclose(metrics.spearman(a, b), reference, rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(metrics.spearman)(a, b), reference, rtol=1e-12)
+
+
+def test_spearman_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    a, b = np.random.default_rng(5).integers(0, 4, size=(2, 25)).astype(float)
+    np.testing.assert_allclose(metrics.spearman(a, b), stats.spearmanr(a, b)[0], rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------- alignment
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman"])
+def test_alignment_is_invariant_under_positive_affine_maps(method):
+    rng = np.random.default_rng(6)
+    S_a, S_b = _random_similarity(rng), _random_similarity(rng)
+    base = metrics.alignment(S_a, S_b, method)
+    assert base.method == method
+    assert -1 <= float(base.value) <= 1
+    for scale, shift in [(3.0, -2.0), (0.01, 5.0)]:
+        np.testing.assert_allclose(
+            metrics.alignment(scale * S_a + shift, S_b, method).value, base.value, rtol=1e-10
+        )
+        np.testing.assert_allclose(
+            metrics.alignment(S_a, scale * S_b + shift, method).value, base.value, rtol=1e-10
+        )
+
+
+def test_spearman_alignment_is_invariant_under_strictly_increasing_maps():
+    rng = np.random.default_rng(7)
+    S_a, S_b = _random_similarity(rng), _random_similarity(rng)
+    base = metrics.alignment(S_a, S_b, "spearman").value
+    np.testing.assert_allclose(metrics.alignment(np.exp(3 * S_a), S_b, "spearman").value, base)
+    np.testing.assert_allclose(metrics.alignment(S_a, S_b**3, "spearman").value, base)
+    assert abs(float(metrics.alignment(S_a, S_a, "spearman").value) - 1) < 1e-12
+
+
+def test_alignment_batched_trajectory_equals_looped():
+    rng = np.random.default_rng(8)
+    trajectory = np.stack([_random_similarity(rng) for _ in range(4)])
+    S_sig = _random_similarity(rng)
+    for method in metrics.ALIGNMENT_METHODS:
+        batched = metrics.alignment(trajectory, S_sig, method)
+        assert batched.value.shape == (4,)
+        looped = [metrics.alignment(S, S_sig, method).value for S in trajectory]
+        np.testing.assert_allclose(batched.value, looped, rtol=1e-12)
+
+
+def test_constant_similarity_falls_back_to_one_minus_mse():
+    S_emb = _random_similarity(np.random.default_rng(9))
+    S_sig = np.ones_like(S_emb)  # F_mod: S^{sig,(0)} is constant
+    for method in ("pearson", "spearman"):
+        result = metrics.alignment(S_emb, S_sig, method)
+        assert result.method == "1-mse"
+        triangle = metrics.upper_triangle(S_emb)
+        np.testing.assert_allclose(result.value, 1 - np.mean((triangle - 1) ** 2), rtol=1e-12)
+        assert np.isfinite(float(result.value))
+    # one constant snapshot puts a whole trajectory on the 1 - MSE scale
+    trajectory = metrics.alignment(np.stack([S_emb, S_sig]), S_emb)
+    assert trajectory.method == "1-mse" and trajectory.value.shape == (2,)
+    np.testing.assert_allclose(trajectory.value[0], 1.0)
+    # constant up to rounding noise is still constant
+    noisy = S_sig + 1e-15 * np.random.default_rng(10).normal(size=S_sig.shape)
+    assert metrics.alignment(noisy, S_emb).method == "1-mse"
+
+
+def test_alignment_errors_name_the_parameter():
+    S = np.eye(4)
+    with pytest.raises(ValueError, match=r"method must be one of .*'kendall'"):
+        metrics.alignment(S, S, method="kendall")
+    with pytest.raises(ValueError, match="S_a and S_b"):
+        metrics.alignment(np.eye(4), np.eye(5))
+    with pytest.raises(ValueError, match="S_a must have shape"):
+        metrics.alignment(np.zeros((4, 3)), S)
+    with pytest.raises(ValueError, match="S_b has non-finite"):
+        metrics.alignment(S, np.full((4, 4), np.nan))
+
+
+# --------------------------------------------------------------------------------- Fourier
+
+
+def _circulant_signature(N: int) -> np.ndarray:
+    """F_mod-like phi^{y;1}: phi_a(nu, beta) = 1{nu = (a + beta) mod N} / N, shape [N, N, N]."""
+    a, nu, beta = np.meshgrid(np.arange(N), np.arange(N), np.arange(N), indexing="ij")
+    return (nu == (a + beta) % N) / N
+
+
+def test_fourier_basis_values():
+    basis = metrics.fourier_basis(8, [0, 1, 4])
+    assert basis.shape == (3, 8)
+    np.testing.assert_allclose(basis[0], 1.0)
+    np.testing.assert_allclose(basis[1], np.cos(2 * np.pi * np.arange(8) / 8), atol=1e-15)
+    np.testing.assert_allclose(basis[2], (-1.0) ** np.arange(8), atol=1e-15)
+    with pytest.raises(TypeError, match="ks"):
+        metrics.fourier_basis(8, [0.5])
+
+
+def test_frequency_alignment_on_a_circulant_signature_picks_its_frequency():
+    N = 12
+    phi1 = _circulant_signature(N)
+    a = np.arange(N)
+    ks = np.arange(N // 2 + 1)
+    basis = np.asarray(metrics.fourier_basis(N, ks))
+    for k in ks[1:]:  # S^{sig,(1)}_k = cos(2 pi k (a - b) / N) exactly
+        S_k = metrics.probe_similarity(phi1, [basis[k]])
+        np.testing.assert_allclose(S_k, np.cos(2 * np.pi * k * (a[:, None] - a) / N), atol=1e-12)
+    S_emb = np.cos(2 * np.pi * 5 * (a[:, None] - a) / N)
+    rho = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))
+    assert rho.shape == (len(ks),)
+    np.testing.assert_allclose(rho[5], 1.0, atol=1e-12)
+    assert rho[0] == 0.0  # k = 0: S^{sig,(1)}_0 = S^{sig,(0)} is constant for F_mod
+    assert np.all(np.abs(np.delete(rho, 5)) < 0.99)
+    batched = metrics.frequency_alignment(phi1, np.stack([S_emb, S_emb.T**2]), ks)
+    assert batched.shape == (2, len(ks))
+    np.testing.assert_allclose(batched[0], rho)
+
+
+# --------------------------------------------------------------------------------- probe
+
+
+def test_probe_recovers_a_planted_first_order_vector():
+    rng = np.random.default_rng(11)
+    phi = rng.random((16, 12, 10))
+    v_planted = rng.normal(size=10)
+    S_emb = metrics.cosine_matrix(phi @ v_planted)
+    result = metrics.probe_fit(phi, S_emb)  # 4 restarts by default at order 1
+    assert float(result.heldout_corr) >= 0.99
+    assert result.fold_corr.shape == result.fold_mse.shape == (5,)
+    assert float(result.heldout_mse) < 1e-2
+    assert len(result.v) == 1 and result.v[0].shape == (10,)
+    assert result.S_sig.shape == (16, 16)
+    assert float(metrics.alignment(result.S_sig, S_emb).value) >= 0.99
+    # compiled once per shape: a second snapshot of the same shape reuses the compiled fit
+    cache_size = metrics._fit_probe._cache_size()
+    metrics.probe_fit(phi, 0.5 * (S_emb + np.eye(16)), seed=1, lr=0.02)
+    assert metrics._fit_probe._cache_size() == cache_size
+    # a constant S_emb has no pairwise structure: correlation 0, never NaN
+    flat = metrics.probe_fit(phi, np.ones((16, 16)))
+    assert float(flat.heldout_corr) == 0.0 and np.isfinite(float(flat.heldout_mse))
+    assert metrics._fit_probe._cache_size() == cache_size
+
+
+def test_probe_similarity_is_invariant_to_rescaling_each_vector():
+    rng = np.random.default_rng(18)
+    phi = rng.random((7, 5, 4, 3))
+    v1, v2 = rng.normal(size=4), rng.normal(size=3)
+    S = metrics.probe_similarity(phi, [v1, v2])
+    np.testing.assert_allclose(metrics.probe_similarity(phi, [1e3 * v1, -0.1 * v2]), S, atol=1e-13)
+    expected = metrics.cosine_matrix(np.einsum("anpq,p,q->an", phi, v1, v2))
+    np.testing.assert_allclose(S, expected, atol=1e-13)
+
+
+def test_probe_recovers_a_planted_second_order_pair():
+    rng = np.random.default_rng(12)
+    phi = rng.random((14, 8, 6, 6))
+    v1, v2 = rng.normal(size=(2, 6))
+    S_emb = metrics.cosine_matrix(phi @ v2 @ v1)
+    result = metrics.probe_fit(phi, S_emb)
+    assert float(result.heldout_corr) >= 0.99
+    assert [v.shape for v in result.v] == [(6,), (6,)]
+
+
+def test_probe_rejects_bad_input():
+    phi = np.random.default_rng(13).random((6, 4, 5))
+    with pytest.raises(ValueError, match="S_emb must have shape"):
+        metrics.probe_fit(phi, np.eye(5))
+    with pytest.raises(ValueError, match="phi must have shape"):
+        metrics.probe_fit(phi[..., 0], np.eye(6))
+    with pytest.raises(ValueError, match="folds"):
+        metrics.probe_fit(phi, np.eye(6), folds=8)
+
+
+# --------------------------------------------------------------------------------- Task 1
+
+
+def test_distribution_match_identical_rows():
+    p = np.random.default_rng(14).dirichlet(np.ones(7), size=3)
+    match = metrics.distribution_match(p, p)
+    np.testing.assert_allclose(match.pearson, 1.0, rtol=1e-12)
+    np.testing.assert_allclose(match.kl, 0.0, atol=1e-15)
+    np.testing.assert_allclose(match.jsd, 0.0, atol=1e-15)
+
+
+def test_distribution_match_kl_by_hand_and_jsd_bounds():
+    p = np.array([0.5, 0.5, 0.0])
+    q = np.array([0.25, 0.25, 0.5])
+    match = metrics.distribution_match(p, q)
+    np.testing.assert_allclose(match.kl, np.log(2), rtol=1e-12)  # 2 * 0.5 log(0.5 / 0.25)
+    assert float(metrics.distribution_match(q, p).kl) == np.inf  # q > 0 = p somewhere
+    rng = np.random.default_rng(15)
+    p, q = rng.dirichlet(0.3 * np.ones(9), size=(2, 50))
+    forward, backward = metrics.distribution_match(p, q), metrics.distribution_match(q, p)
+    np.testing.assert_allclose(forward.jsd, backward.jsd, rtol=1e-12)
+    assert np.all((forward.jsd >= 0) & (forward.jsd <= np.log(2) + 1e-15))
+    disjoint = metrics.distribution_match(np.array([1.0, 0.0]), np.array([0.0, 1.0]))
+    np.testing.assert_allclose(disjoint.jsd, np.log(2), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------- PCA
+
+
+def test_pca_recovers_a_planted_line_with_deterministic_sign():
+    rng = np.random.default_rng(16)
+    t = rng.permutation(np.linspace(-1, 1, 20))
+    direction = rng.normal(size=6)
+    X = 3.0 + t[:, None] * direction + 1e-3 * rng.normal(size=(20, 6))
+    result = metrics.pca(X, k=3)
+    assert result.scores.shape == (20, 3) and result.components.shape == (3, 6)
+    order = np.argsort(np.asarray(result.scores[:, 0]))
+    assert np.array_equal(order, np.argsort(t)) or np.array_equal(order, np.argsort(-t))
+    ratio = np.asarray(result.explained_variance_ratio)
+    assert ratio[0] > 0.999 and np.sum(ratio) <= 1 + 1e-12
+    components = np.asarray(result.components)
+    largest = components[np.arange(3), np.argmax(np.abs(components), axis=1)]
+    assert np.all(largest > 0)
+    flipped = metrics.pca(-X, k=3)
+    np.testing.assert_allclose(flipped.components[0], components[0], atol=1e-10)
+    np.testing.assert_allclose(flipped.scores[:, 0], -result.scores[:, 0], atol=1e-10)
+    assert np.all(np.asarray(metrics.pca(np.ones((4, 3))).explained_variance_ratio) == 0)
