@@ -2,30 +2,54 @@
 
 Modules, left to right in the data flow of DESIGN.md: `tasks` (datasets), `signatures` (exact
 probability signatures), `metrics` (similarity, alignment, probes), `geometry` (signature
-geometry of a token group), `plots`, `results` (atomic files, provenance) and `cli`.
+geometry of a token group); the simulation side `activations`, `models` (Flax NNX), `train`
+(one compiled scan per run), `sweep` (vmapped, sharded grids) and `analysis` (alignment of a
+trajectory); then `plots`, `results` (atomic files, provenance) and `cli`.
 """
 
-from ctx_staircase import geometry, metrics, results, signatures, tasks
+from ctx_staircase import (
+    activations,
+    analysis,
+    geometry,
+    metrics,
+    models,
+    results,
+    signatures,
+    sweep,
+    tasks,
+    train,
+)
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.geometry import SignatureGeometry, signature_geometry
 from ctx_staircase.metrics import Alignment, ProbeResult, alignment, cosine_matrix, probe_fit
 from ctx_staircase.signatures import SignatureSet, signature_set
+from ctx_staircase.sweep import SweepResult, train_sweep
+from ctx_staircase.train import TrainConfig, Trajectory
 
 __all__ = [
     "Alignment",
     "ProbeResult",
     "SignatureGeometry",
     "SignatureSet",
+    "SweepResult",
     "TokenDataset",
+    "TrainConfig",
+    "Trajectory",
+    "activations",
     "alignment",
+    "analysis",
     "cosine_matrix",
     "geometry",
     "metrics",
+    "models",
     "probe_fit",
     "results",
     "signature_geometry",
     "signature_set",
     "signatures",
+    "sweep",
     "tasks",
+    "train",
+    "train_sweep",
 ]
 __version__ = "0.1.0"

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 DEFAULT_RUN_OUT = Path("runs/staircase")
@@ -56,6 +59,47 @@ def _parser() -> argparse.ArgumentParser:
     sig.add_argument("--group", default=None, help="token group for alpha (default: numbers)")
     sig.add_argument("--out", type=Path, default=None, help="output folder")
     sig.set_defaults(handler=_signatures)
+
+    tr = commands.add_parser(
+        "train", help="train a (gamma x seed x lr) sweep and measure alignment"
+    )
+    tr.add_argument("task", help="task name (see `ctx-staircase list`)")
+    tr.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="task parameter, repeatable",
+    )
+    tr.add_argument("--model", default="ffn", help="ffn | attention | transformer")
+    tr.add_argument("--gamma", type=float, nargs="+", default=[0.8], help="init scales d^-gamma")
+    tr.add_argument("--seeds", type=int, nargs="+", default=[0])
+    tr.add_argument("--optimizer", default="adam", help="gd | sgd | adam | adamw")
+    tr.add_argument("--lr", type=float, nargs="+", default=[1e-3], help="learning rate(s)")
+    tr.add_argument("--steps", type=int, default=1000)
+    tr.add_argument("--batch-size", type=int, default=None, help="minibatch size (sgd)")
+    tr.add_argument(
+        "--snapshot-steps",
+        type=int,
+        nargs="+",
+        default=None,
+        help="steps to record (default: log- plus linearly spaced)",
+    )
+    tr.add_argument("--d", type=int, default=128, help="embedding width")
+    tr.add_argument(
+        "--vocab-size", type=int, default=None, help="model vocabulary (default: data's)"
+    )
+    tr.add_argument("--activation", default=None, help="FFN activation (relu, gelu, poly:..., z^K)")
+    tr.add_argument("--float64", action="store_true", help="train in float64")
+    tr.add_argument(
+        "--probe-snapshots",
+        type=int,
+        default=8,
+        help="snapshots at which to fit the first-order probe (0: none)",
+    )
+    tr.add_argument("--chunk", type=int, default=None, help="lanes per compiled call")
+    tr.add_argument("--out", type=Path, default=None, help="output folder (resumes if present)")
+    tr.set_defaults(handler=_train)
     return parser
 
 
@@ -76,6 +120,130 @@ def _list(args: argparse.Namespace) -> int:
 def _signatures(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"signatures_{args.task}"
     _signature_report(args.task, _parse_params(args.param), args.order, args.group, out)
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    import jax
+
+    from ctx_staircase import analysis, plots, results, sweep, tasks, train
+
+    if args.float64:
+        jax.config.update("jax_enable_x64", True)
+    if args.model not in ("ffn", "attention", "transformer"):
+        raise ValueError(f"--model must be one of ffn, attention, transformer; got {args.model!r}")
+    if args.probe_snapshots < 0:
+        raise ValueError(f"--probe-snapshots must be >= 0; got {args.probe_snapshots}")
+    ds = tasks.make(args.task, **_parse_params(args.param))
+    config = train.TrainConfig(
+        optimizer=args.optimizer,
+        lr=args.lr[0],
+        steps=args.steps,
+        batch_size=args.batch_size,
+        snapshots=tuple(args.snapshot_steps) if args.snapshot_steps else None,
+    )
+    model_kwargs: dict = {"d": args.d}
+    if args.activation is not None:
+        if args.model == "attention":
+            raise ValueError("--activation applies to the ffn and transformer models only")
+        model_kwargs["activation"] = args.activation
+    if args.float64:
+        model_kwargs["dtype"] = "float64"
+    if args.vocab_size is not None:
+        model_kwargs["vocab_size"] = args.vocab_size
+    # validate the grid and build one model before anything is written
+    sweep.grid(args.gamma, args.seeds, args.lr)
+    train.init_state(args.model, ds, gamma=1.0, seed=0, **model_kwargs)
+    out = args.out or Path("runs") / f"train_{args.task}_{args.model}"
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("training lanes (first call compiles)", total=None)
+
+        def report(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        result = sweep.train_sweep(
+            args.model,
+            ds,
+            config,
+            gammas=args.gamma,
+            seeds=args.seeds,
+            lrs=args.lr,
+            out=out,
+            chunk=args.chunk,
+            progress=report,
+            **model_kwargs,
+        )
+        progress.update(task, description="measuring alignment and fitting probes")
+        curves = analysis.alignment_curves(
+            result.trajectory.W_E,
+            result.trajectory.steps[0],
+            ds,
+            probe_snapshots=args.probe_snapshots if ds.L > 1 else 0,
+        )
+    time_label = "t = lr·step" if args.optimizer == "gd" else "step (full-batch epoch)"
+    steps = np.asarray(result.trajectory.steps[0])
+    if args.optimizer == "gd" and np.unique(result.lr).size == 1:
+        steps_label = f"step (t = {result.lr[0]:g}·step)"
+    else:
+        steps_label = "step" if args.optimizer != "gd" else time_label
+    # the figure shows the smallest initialization, where the staircase is clearest
+    best = int(np.argmax(result.gamma))
+    picks = sorted({0, len(steps) // 3, len(steps) - 1})
+    results.save_figure(plots.training_figure(result, curves, steps_label), out / "training.png")
+    results.save_figure(
+        plots.embedding_geometry_figure(
+            result.trajectory.W_E[best],
+            steps,
+            curves,
+            picks,
+            f"{args.task}, {args.model}, γ={result.gamma[best]:g}, seed={result.seed[best]}",
+        ),
+        out / "geometry.png",
+    )
+    results.write_npz(out / "alignment.npz", **curves._asdict())
+    summary = json.loads((out / "metrics.json").read_text())
+    summary["alignment"] = {
+        "group": curves.group,
+        "rho0_method": curves.rho0_method,
+        "steps": steps,
+        "rho0": curves.rho0,
+        "probe_steps": curves.probe_steps,
+        "probe_heldout_corr": curves.probe_corr,
+        "probe_heldout_mse": curves.probe_mse,
+    }
+    results.write_json(out / "metrics.json", summary)
+
+    table = Table(title=f"{args.task} ({ds.params}), {args.model}, {args.optimizer}")
+    for column in (
+        "γ",
+        "seed",
+        "lr",
+        "status",
+        "final loss",
+        "final acc",
+        "max ρ0 (step)",
+        "final ρ0",
+        "final probe",
+    ):
+        table.add_column(column)
+    for lane, status in enumerate(result.status):
+        peak = int(np.nanargmax(curves.rho0[lane]))
+        probe = f"{curves.probe_corr[lane, -1]:.3f}" if curves.probe_steps.size else "-"
+        table.add_row(
+            f"{result.gamma[lane]:g}",
+            str(result.seed[lane]),
+            f"{result.lr[lane]:g}",
+            status,
+            f"{result.trajectory.loss[lane, -1]:.4f}",
+            f"{result.trajectory.accuracy[lane, -1]:.3f}",
+            f"{curves.rho0[lane, peak]:.3f} ({steps[peak]})",
+            f"{curves.rho0[lane, -1]:.3f}",
+            probe,
+        )
+    console.print(table)
+    console.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
     return 0
 
 

@@ -68,3 +68,73 @@ def _title(name: str) -> str:
         order, k = name.split("_k")
         return f"$S^{{sig,({order[-1]})}}_{{k={k}}}$"
     return f"$S^{{sig,({name[-1]})}}$"
+
+
+def _lane_styles(gamma: np.ndarray, seed: np.ndarray, lr: np.ndarray):
+    """One colour per gamma, one line style per seed; labels name the lane."""
+    colours = plt.cm.viridis(np.linspace(0.0, 0.9, max(len(np.unique(gamma)), 1)))
+    colour_of = {g: colours[i] for i, g in enumerate(np.unique(gamma))}
+    styles = ("-", "--", ":", "-.")
+    style_of = {s: styles[i % len(styles)] for i, s in enumerate(np.unique(seed))}
+    for g, s, r in zip(gamma, seed, lr, strict=True):
+        yield dict(color=colour_of[g], ls=style_of[s], label=f"γ={g:g} seed={s} lr={r:g}")
+
+
+def training_figure(sweep_result, curves, time_label: str):
+    """Loss, accuracy, rho_0(t) and the held-out probe correlation of every lane of a sweep."""
+    traj = sweep_result.trajectory
+    x = np.maximum(np.asarray(traj.steps[0]), 1)
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8), layout="constrained")
+    styles = list(_lane_styles(sweep_result.gamma, sweep_result.seed, sweep_result.lr))
+    for lane, style in enumerate(styles):
+        axes[0].plot(x, traj.loss[lane], **style)
+        axes[1].plot(x, traj.accuracy[lane], **style)
+        axes[2].plot(x, curves.rho0[lane], **style)
+        if curves.probe_steps.size:
+            axes[3].plot(
+                np.maximum(curves.probe_steps, 1),
+                curves.probe_corr[lane],
+                marker="o",
+                ms=3,
+                **style,
+            )
+    titles = (
+        "loss (cross-entropy, nats)",
+        "training accuracy",
+        f"$\\rho_0$: $S^{{emb}}$ vs $S^{{sig,(0)}}$ ({curves.rho0_method})",
+        "first-order probe, held-out corr.",
+    )
+    for ax, title in zip(axes, titles, strict=True):
+        ax.set_xscale("log")
+        ax.set_xlabel(time_label)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6, loc="best")
+    return fig
+
+
+def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
+    """Embedding cosine heatmaps and PCA at chosen snapshots, next to ``S^{sig,(0)}``."""
+    from ctx_staircase import metrics
+
+    alphas = curves.alphas
+    columns = len(snapshot_indices) + 1
+    fig, axes = plt.subplots(
+        2, columns, figsize=(3.3 * columns, 6.6), squeeze=False, layout="constrained"
+    )
+    S_emb = np.asarray(metrics.cosine_matrix(np.asarray(W_E)[:, alphas]))
+    for column, s in enumerate(snapshot_indices):
+        image = heatmap(axes[0, column], S_emb[s], alphas, f"$S^{{emb}}$ at step {steps[s]}")
+        embedding_pca = metrics.pca(np.asarray(W_E)[s, alphas], k=2)
+        pca_scatter(
+            axes[1, column],
+            np.asarray(embedding_pca.scores),
+            alphas,
+            np.asarray(embedding_pca.explained_variance_ratio),
+            f"PCA of $w^E$ at step {steps[s]}",
+        )
+    heatmap(axes[0, -1], curves.S_sig0, alphas, "$S^{sig,(0)}$ (signature)")
+    axes[1, -1].axis("off")
+    fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="cosine similarity")
+    fig.suptitle(title)
+    return fig

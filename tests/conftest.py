@@ -1,7 +1,12 @@
 """Test configuration: float64 for every numerical check, strict dtype promotion, and the shared
 corpus path for the tests that need real text."""
 
+import os
 from pathlib import Path
+
+# Four host devices, so the sharded sweep is tested across devices on a CPU-only machine; this
+# must be set before JAX initializes its backend.
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
 import jax
 import pytest

@@ -50,3 +50,61 @@ def test_bad_input_is_one_line_exit_2_and_no_files(tmp_path, capsys, argv, needl
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err
     assert not out.exists()
+
+
+def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
+    out = tmp_path / "train"
+    argv = [
+        "train",
+        "add",
+        "--param",
+        "N=8",
+        "--gamma",
+        "0.8",
+        "1.2",
+        "--steps",
+        "30",
+        "--d",
+        "16",
+        "--lr",
+        "0.01",
+        "--probe-snapshots",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["status"] == ["ok", "ok"]
+    alignment = summary["alignment"]
+    assert np.shape(alignment["rho0"]) == (2, len(alignment["steps"]))
+    assert np.shape(alignment["probe_heldout_corr"]) == (2, 2)
+    for name in ("training.png", "geometry.png", "arrays.npz", "alignment.npz"):
+        assert (out / name).stat().st_size > 0
+    assert len(list((out / "lanes").glob("lane_*.npz"))) == 2
+    capsys.readouterr()
+    assert cli.main(argv) == 0  # a rerun finds every lane saved and recomputes none
+    assert "ok" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--model", "lstm"], "--model"),
+        (["--optimizer", "lbfgs"], "optimizer"),
+        (["--lr", "0"], "lr"),
+        (["--lr", "nan"], "lr"),
+        (["--steps", "0"], "steps"),
+        (["--steps", "5", "--snapshot-steps", "0", "9"], "snapshots"),
+        (["--gamma", "0.5", "nan"], "gamma"),
+        (["--vocab-size", "4"], "vocab_size"),
+        (["--activation", "tanh"], "activation"),
+    ],
+)
+def test_train_bad_input_is_one_line_exit_2_and_no_files(tmp_path, capsys, extra, needle):
+    out = tmp_path / "never"
+    argv = ["train", "add", "--param", "N=6", "--steps", "5", "--d", "8", *extra]
+    assert cli.main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err and needle in err
+    assert not out.exists()

@@ -1,0 +1,527 @@
+"""The simulated models (SPEC.md §5), in Flax NNX, with the small-initialization rule of §5.5.
+
+Four architectures, each storing its weights in the paper's roles with **rows as vectors**:
+
+- ``FFN`` — the FFN/CBOW model f(X) = W^U σ(Σ_i w^E_{x_i}) (SPEC §5.1);
+- ``AttentionOnly`` — one causal attention head, last-position prediction (SPEC §5.2);
+- ``OneLayerTransformer`` — attention + FFN with residuals, no LayerNorm ([RB] Def. 2, SPEC §5.3);
+- ``GPT`` — a small pre-norm decoder (RMSNorm, RoPE, SwiGLU) for the language-model run (§4.2).
+
+``W_E [V, d]`` (row α is w^E_α) and ``W_U [V, d]`` (row ν is w^U_ν); attention projections act on
+column vectors as in SPEC §5.2 (q_s = W_Q h_s), so ``W_Q, W_K, W_V [d_k, d]`` and ``W_O [d, d_k]``.
+``weights(model)`` returns these as plain arrays, so theory code never touches a Flax object.
+
+**Initialization (SPEC §5.5).** Every weight matrix is drawn iid N(0, std²) with
+std = d^{-γ} (``init="d"``, the default; [CS]: "each coordinate has standard deviation d^{-γ}"),
+or std = d_in^{-γ} (``init="fan_in"``), d_in being the input dimension of that matrix: V for an
+embedding table (as in [RB]), ``seq_len`` for a positional table, d for W_Q, W_K, W_V, W_U, W_f1,
+W_gate, W_up, d_k for W_O, d_ff or the MLP hidden width for W_f2 and W_down. Learned positional
+embeddings follow the same rule. RMSNorm scales start at 1. γ may be a traced JAX scalar (the std
+is computed with jnp ops), so construction can be vmapped over γ; the same key gives the same
+standard-normal draws for every γ, in a fixed order per model.
+
+Shapes: ``tokens`` are integers ``[B, L]`` with L ≤ ``seq_len``; ``FFN``, ``AttentionOnly`` and
+``OneLayerTransformer`` return last-position logits ``[B, V]``; ``GPT`` returns next-token logits
+at every position ``[B, T, V]``. All arithmetic runs in the parameter ``dtype``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from ctx_staircase import activations
+from ctx_staircase.activations import Activation
+
+__all__ = [
+    "FFN",
+    "GPT",
+    "INIT_MODES",
+    "AttentionOnly",
+    "OneLayerTransformer",
+    "create",
+    "init_std",
+    "names",
+    "swiglu_hidden",
+    "weights",
+]
+
+INIT_MODES = ("d", "fan_in")
+RMS_NORM_EPS = 1e-6
+
+# --------------------------------------------------------------------------------------------
+# argument checks (ValueError naming the parameter, the value and what is allowed)
+
+
+def _check_positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _check_init(init) -> str:
+    if init not in INIT_MODES:
+        raise ValueError(f"init: unknown mode {init!r}; allowed: {INIT_MODES}")
+    return init
+
+
+def _check_gamma(gamma) -> None:
+    """γ must be a real scalar; when concrete it must be finite (a tracer passes unchecked)."""
+    if jnp.ndim(gamma) != 0:
+        raise ValueError(f"gamma: must be a scalar, got shape {jnp.shape(gamma)}")
+    if isinstance(gamma, jax.core.Tracer):
+        return
+    value = np.asarray(gamma)
+    if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
+        raise ValueError(f"gamma: must be a real number, got {gamma!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"gamma: must be finite, got {gamma!r}")
+
+
+def _check_dtype(dtype) -> np.dtype:
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as error:
+        raise ValueError(f"dtype: not a dtype: {dtype!r}") from error
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"dtype: must be a floating dtype (float32, float64), got {dtype}")
+    return dtype
+
+
+def _check_activation(activation) -> Activation:
+    return activations.get(activation)  # raises ValueError naming ``activation``
+
+
+def _check_tokens(tokens, seq_len: int | None = None) -> jax.Array:
+    tokens = jnp.asarray(tokens)
+    if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
+        raise ValueError(
+            f"tokens: must be an integer array [B, L], got {tokens.dtype} {tokens.shape}"
+        )
+    if seq_len is not None and tokens.shape[1] > seq_len:
+        raise ValueError(f"tokens: length {tokens.shape[1]} exceeds seq_len={seq_len}")
+    return tokens
+
+
+# --------------------------------------------------------------------------------------------
+# initialization (SPEC §5.5)
+
+
+def init_std(gamma, fan: int, dtype=jnp.float32) -> jax.Array:
+    """The initial standard deviation fan^{-γ}, a scalar of ``dtype``; γ may be traced."""
+    return jnp.power(jnp.asarray(fan, dtype), -jnp.asarray(gamma).astype(dtype))
+
+
+def _initializer(d: int, gamma, init: str, rngs: nnx.Rngs, dtype):
+    """``draw(shape, d_in) -> nnx.Param``: N(0, std²) entries, one ``rngs.params()`` key per call
+    (so a model's draws come in a fixed order), std = d^{-γ} for ``init="d"`` and d_in^{-γ} for
+    ``init="fan_in"`` (SPEC §5.5)."""
+    _check_gamma(gamma)
+    init = _check_init(init)
+
+    def draw(shape: tuple[int, ...], d_in: int) -> nnx.Param:
+        fan = d if init == "d" else d_in
+        return nnx.Param(_scaled_normal(rngs.params(), gamma, fan, shape, dtype))
+
+    return draw
+
+
+@functools.partial(jax.jit, static_argnames=("fan", "shape", "dtype"))
+def _scaled_normal(key: jax.Array, gamma, fan: int, shape: tuple[int, ...], dtype) -> jax.Array:
+    """fan^{-γ} · N(0, 1) of ``shape``; one compiled call per shape (construction stays fast)."""
+    return init_std(gamma, fan, dtype) * jax.random.normal(key, shape, dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# pure forward pieces on plain arrays
+
+
+def _last_row_attention(h: jax.Array, W_Q: jax.Array, W_K: jax.Array, d: int) -> jax.Array:
+    """a_s = softmax_s(h_s^T W_K^T W_Q h_L / √d) for h [B, L, d]; returns [B, L] (SPEC §5.2).
+
+    The causal mask leaves the last row unmasked: position L sees every s ≤ L.
+    """
+    keys = h @ W_K.T  # [B, L, d_k]
+    query = h[:, -1] @ W_Q.T  # [B, d_k]
+    logits = jnp.einsum("bsk,bk->bs", keys, query) / math.sqrt(d)
+    return jax.nn.softmax(logits, axis=-1)
+
+
+def _attention_value(h, attention, W_V, W_O) -> jax.Array:
+    """W_O W_V Σ_s a_s h_s for h [B, L, d], attention [B, L]; returns [B, d]."""
+    mixed = jnp.einsum("bs,bsd->bd", attention, h)
+    return (mixed @ W_V.T) @ W_O.T
+
+
+def _rms_norm(x: jax.Array, scale: jax.Array, eps: float = RMS_NORM_EPS) -> jax.Array:
+    """x / sqrt(mean(x²) + eps) ⊙ scale over the last axis."""
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * scale
+
+
+def _rotary(x: jax.Array, base: float) -> jax.Array:
+    """RoPE on x [B, T, H, head_dim], "rotate-half" layout (GPT-NeoX/LLaMA).
+
+    Coordinates i and i + head_dim/2 form a pair rotated by the angle t·base^{-2i/head_dim} at
+    position t = 0, 1, ..., T-1.
+    """
+    _, length, _, head_dim = x.shape
+    half = head_dim // 2
+    frequencies = jnp.power(
+        jnp.asarray(base, x.dtype), -jnp.arange(half, dtype=x.dtype) * (2.0 / head_dim)
+    )
+    angles = jnp.arange(length, dtype=x.dtype)[:, None] * frequencies[None, :]  # [T, half]
+    cos, sin = jnp.cos(angles)[None, :, None, :], jnp.sin(angles)[None, :, None, :]
+    first, second = x[..., :half], x[..., half:]
+    return jnp.concatenate([first * cos - second * sin, first * sin + second * cos], axis=-1)
+
+
+def _causal_self_attention(x, W_Q, W_K, W_V, W_O, n_heads: int, rope_base: float):
+    """Multi-head causal self-attention with RoPE on x [B, T, d]; heads are row blocks of
+    W_Q, W_K, W_V [d, d] and column blocks of W_O [d, d]. Returns (output [B, T, d],
+    attention [B, H, T, T])."""
+    batch, length, d = x.shape
+    head_dim = d // n_heads
+
+    def heads(W):
+        return (x @ W.T).reshape(batch, length, n_heads, head_dim)
+
+    queries, keys = _rotary(heads(W_Q), rope_base), _rotary(heads(W_K), rope_base)
+    logits = jnp.einsum("bthe,bshe->bhts", queries, keys) / math.sqrt(head_dim)
+    causal = jnp.tril(jnp.ones((length, length), dtype=bool))
+    attention = jax.nn.softmax(jnp.where(causal, logits, -jnp.inf), axis=-1)
+    mixed = jnp.einsum("bhts,bshe->bthe", attention, heads(W_V)).reshape(batch, length, d)
+    return mixed @ W_O.T, attention
+
+
+def _swiglu(x, W_gate, W_up, W_down) -> jax.Array:
+    """W_down (silu(W_gate x) ⊙ W_up x) on x [..., d]."""
+    return (jax.nn.silu(x @ W_gate.T) * (x @ W_up.T)) @ W_down.T
+
+
+# --------------------------------------------------------------------------------------------
+# models
+
+
+class FFN(nnx.Module):
+    """f(X) = W_U σ(Σ_i w^E_{x_i}) (SPEC §5.1): no hidden matrix, bias, norm or position.
+
+    Parameters ``W_E [V, d]``, ``W_U [V, d]``; ``activation`` is an ``Activation``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d: int = 128,
+        *,
+        activation="relu",
+        gamma=0.8,
+        init: str = "d",
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.d = _check_positive_int("d", d)
+        self.activation = _check_activation(activation)
+        draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
+        self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
+        self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
+
+    def hidden(self, tokens: jax.Array) -> jax.Array:
+        """h = Σ_i w^E_{x_i}: tokens int [B, L] -> [B, d]."""
+        return self.W_E[...][_check_tokens(tokens)].sum(axis=1)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """Logits W_U σ(h): tokens int [B, L] -> [B, V]."""
+        return activations.apply(self.activation, self.hidden(tokens)) @ self.W_U[...].T
+
+
+class AttentionOnly(nnx.Module):
+    """One causal attention head predicting from the last position (SPEC §5.2).
+
+    h_s = w^E_{x_s} + p_s; z_s = h_s^T W_K^T W_Q h_L / √d (1/√d, not 1/√d_k, as the theory);
+    a = softmax(z); f = W_U W_O W_V Σ_s a_s h_s. No residual, norm, FFN or bias. Parameters
+    ``W_E [V, d]``, ``P [seq_len, d]`` (learned positions, only if ``positional``),
+    ``W_Q, W_K, W_V [d_k, d]``, ``W_O [d, d_k]``, ``W_U [V, d]``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        seq_len: int,
+        d: int = 128,
+        d_k: int = 64,
+        *,
+        gamma=0.8,
+        init: str = "d",
+        positional: bool = True,
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.seq_len = _check_positive_int("seq_len", seq_len)
+        self.d = _check_positive_int("d", d)
+        self.d_k = _check_positive_int("d_k", d_k)
+        self.positional = bool(positional)
+        draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
+        self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
+        if self.positional:
+            self.P = draw((self.seq_len, self.d), d_in=self.seq_len)
+        self.W_Q = draw((self.d_k, self.d), d_in=self.d)
+        self.W_K = draw((self.d_k, self.d), d_in=self.d)
+        self.W_V = draw((self.d_k, self.d), d_in=self.d)
+        self.W_O = draw((self.d, self.d_k), d_in=self.d_k)
+        self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
+
+    def embed(self, tokens: jax.Array) -> jax.Array:
+        """h_s = w^E_{x_s} + p_s: tokens int [B, L] -> [B, L, d]."""
+        tokens = _check_tokens(tokens, self.seq_len)
+        h = self.W_E[...][tokens]
+        return h + self.P[...][: tokens.shape[1]] if self.positional else h
+
+    def attention(self, tokens: jax.Array) -> jax.Array:
+        """Last-row attention weights a_s: tokens int [B, L] -> [B, L], rows sum to 1."""
+        return _last_row_attention(self.embed(tokens), self.W_Q[...], self.W_K[...], self.d)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """Logits f = W_U W_O W_V Σ_s a_s h_s: tokens int [B, L] -> [B, V]."""
+        h = self.embed(tokens)
+        attention = _last_row_attention(h, self.W_Q[...], self.W_K[...], self.d)
+        return _attention_value(h, attention, self.W_V[...], self.W_O[...]) @ self.W_U[...].T
+
+
+class OneLayerTransformer(nnx.Module):
+    """Attention then FFN, both with residuals, no LayerNorm ([RB] Def. 2, SPEC §5.3).
+
+    h = W_E[x] + P; a = softmax_s(h_s^T W_K^T W_Q h_L / √d); u = h_L + W_O W_V Σ_s a_s h_s;
+    v = u + W_f2 σ(W_f1 u); logits W_U v, from the last position. Parameters ``W_E [V, d]``,
+    ``P [seq_len, d]``, ``W_Q, W_K, W_V, W_O [d, d]``, ``W_f1 [d_ff, d]``, ``W_f2 [d, d_ff]``,
+    ``W_U [V, d]``; ``d_ff`` defaults to 4d.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        seq_len: int,
+        d: int = 128,
+        *,
+        d_ff: int | None = None,
+        activation="relu",
+        gamma=0.8,
+        init: str = "d",
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.seq_len = _check_positive_int("seq_len", seq_len)
+        self.d = _check_positive_int("d", d)
+        self.d_ff = _check_positive_int("d_ff", 4 * self.d if d_ff is None else d_ff)
+        self.activation = _check_activation(activation)
+        draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
+        self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
+        self.P = draw((self.seq_len, self.d), d_in=self.seq_len)
+        self.W_Q = draw((self.d, self.d), d_in=self.d)
+        self.W_K = draw((self.d, self.d), d_in=self.d)
+        self.W_V = draw((self.d, self.d), d_in=self.d)
+        self.W_O = draw((self.d, self.d), d_in=self.d)
+        self.W_f1 = draw((self.d_ff, self.d), d_in=self.d)
+        self.W_f2 = draw((self.d, self.d_ff), d_in=self.d_ff)
+        self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
+
+    def embed(self, tokens: jax.Array) -> jax.Array:
+        """h_s = w^E_{x_s} + p_s: tokens int [B, L] -> [B, L, d]."""
+        tokens = _check_tokens(tokens, self.seq_len)
+        return self.W_E[...][tokens] + self.P[...][: tokens.shape[1]]
+
+    def attention(self, tokens: jax.Array) -> jax.Array:
+        """Last-row attention weights a_s: tokens int [B, L] -> [B, L]."""
+        return _last_row_attention(self.embed(tokens), self.W_Q[...], self.W_K[...], self.d)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """Last-position logits W_U v: tokens int [B, L] -> [B, V]."""
+        h = self.embed(tokens)
+        attention = _last_row_attention(h, self.W_Q[...], self.W_K[...], self.d)
+        u = h[:, -1] + _attention_value(h, attention, self.W_V[...], self.W_O[...])
+        v = u + activations.apply(self.activation, u @ self.W_f1[...].T) @ self.W_f2[...].T
+        return v @ self.W_U[...].T
+
+
+def swiglu_hidden(d: int) -> int:
+    """The default SwiGLU width: 8d/3 rounded up to a multiple of 8 (LLaMA), e.g. 344 for d=128."""
+    return 8 * math.ceil(d / 3)
+
+
+class GPT(nnx.Module):
+    """A small decoder-only transformer for the language-model run (SPEC §4.2, §6.5).
+
+    x⁰ = W_E[x] (no absolute positions: RoPE on queries and keys); per layer ℓ, pre-norm
+    x ← x + Attn_ℓ(RMSNorm(x)), x ← x + SwiGLU_ℓ(RMSNorm(x)); logits W_U RMSNorm(x) at every
+    position. Multi-head causal attention with head_dim = d / n_heads, scale 1/√head_dim; RMSNorm
+    has a learned scale (init 1) and eps 1e-6; no biases. Per-layer weights are stacked on a
+    leading axis: ``W_Q, W_K, W_V, W_O [n_layers, d, d]`` (head h owns rows h·head_dim ... of
+    W_Q, W_K, W_V and the same columns of W_O), ``W_gate, W_up [n_layers, hidden, d]``,
+    ``W_down [n_layers, d, hidden]``, ``attention_norm, mlp_norm [n_layers, d]``,
+    ``final_norm [d]``, ``W_E [V, d]`` and ``W_U [V, d]`` unless ``tied`` (then W_U = W_E).
+    ``mlp_hidden`` defaults to ``swiglu_hidden(d)``. At very small initialization
+    (d^{-2γ} ≲ 1e-6) the RMSNorm eps dominates the normalizer, so the normalized stream is small.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        seq_len: int,
+        d: int = 128,
+        *,
+        n_layers: int = 2,
+        n_heads: int = 4,
+        mlp_hidden: int | None = None,
+        tied: bool = False,
+        gamma=0.8,
+        init: str = "d",
+        rope_base: float = 10000.0,
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.seq_len = _check_positive_int("seq_len", seq_len)
+        self.d = _check_positive_int("d", d)
+        self.n_layers = _check_positive_int("n_layers", n_layers)
+        self.n_heads = _check_positive_int("n_heads", n_heads)
+        if self.d % self.n_heads or (self.d // self.n_heads) % 2:
+            raise ValueError(
+                f"n_heads: d={self.d} must be divisible by n_heads={self.n_heads} into an even "
+                "head_dim (RoPE rotates pairs)"
+            )
+        hidden = swiglu_hidden(self.d) if mlp_hidden is None else mlp_hidden
+        self.mlp_hidden = _check_positive_int("mlp_hidden", hidden)
+        if not (isinstance(rope_base, int | float) and math.isfinite(rope_base) and rope_base > 0):
+            raise ValueError(f"rope_base: must be a finite number > 0, got {rope_base!r}")
+        self.rope_base = float(rope_base)
+        self.tied = bool(tied)
+        dtype = _check_dtype(dtype)
+        draw = _initializer(self.d, gamma, init, rngs, dtype)
+        layers, d, hidden = self.n_layers, self.d, self.mlp_hidden
+        self.W_E = draw((self.vocab_size, d), d_in=self.vocab_size)
+        self.W_Q = draw((layers, d, d), d_in=d)
+        self.W_K = draw((layers, d, d), d_in=d)
+        self.W_V = draw((layers, d, d), d_in=d)
+        self.W_O = draw((layers, d, d), d_in=d)
+        self.W_gate = draw((layers, hidden, d), d_in=d)
+        self.W_up = draw((layers, hidden, d), d_in=d)
+        self.W_down = draw((layers, d, hidden), d_in=hidden)
+        self.attention_norm = nnx.Param(jnp.ones((layers, d), dtype))
+        self.mlp_norm = nnx.Param(jnp.ones((layers, d), dtype))
+        self.final_norm = nnx.Param(jnp.ones((d,), dtype))
+        if not self.tied:
+            self.W_U = draw((self.vocab_size, d), d_in=d)
+
+    def _forward(self, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(logits [B, T, V], attention maps [n_layers, B, n_heads, T, T])."""
+        tokens = _check_tokens(tokens, self.seq_len)
+        x = self.W_E[...][tokens]
+        maps = []
+        for layer in range(self.n_layers):
+            attended, attention = _causal_self_attention(
+                _rms_norm(x, self.attention_norm[...][layer]),
+                self.W_Q[...][layer],
+                self.W_K[...][layer],
+                self.W_V[...][layer],
+                self.W_O[...][layer],
+                self.n_heads,
+                self.rope_base,
+            )
+            x = x + attended
+            maps.append(attention)
+            normed = _rms_norm(x, self.mlp_norm[...][layer])
+            x = x + _swiglu(
+                normed, self.W_gate[...][layer], self.W_up[...][layer], self.W_down[...][layer]
+            )
+        W_U = self.W_E[...] if self.tied else self.W_U[...]
+        return _rms_norm(x, self.final_norm[...]) @ W_U.T, jnp.stack(maps)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """Next-token logits at every position: tokens int [B, T] -> [B, T, V]."""
+        return self._forward(tokens)[0]
+
+    def attention_maps(self, tokens: jax.Array) -> jax.Array:
+        """Causal attention weights: tokens int [B, T] -> [n_layers, B, n_heads, T, T]."""
+        return self._forward(tokens)[1]
+
+
+# --------------------------------------------------------------------------------------------
+# factory and paper-role weights
+
+_MODELS = {
+    "ffn": FFN,
+    "attention": AttentionOnly,
+    "transformer": OneLayerTransformer,
+    "gpt": GPT,
+}
+
+
+def names() -> tuple[str, ...]:
+    """Model names accepted by ``create``: ``("ffn", "attention", "transformer", "gpt")``."""
+    return tuple(_MODELS)
+
+
+def create(name: str, *, vocab_size: int, seq_len: int | None = None, **kwargs) -> nnx.Module:
+    """Build a model by name; ``kwargs`` (``rngs`` required) go to its constructor.
+
+    ``seq_len`` is required by every model but ``"ffn"``, which ignores it.
+    """
+    if name not in _MODELS:
+        raise ValueError(f"model: unknown name {name!r}; allowed: {names()}")
+    if name == "ffn":
+        return FFN(vocab_size, **kwargs)
+    if seq_len is None:
+        raise ValueError(f"seq_len: required for model {name!r}")
+    return _MODELS[name](vocab_size, seq_len, **kwargs)
+
+
+_ROLES = {
+    FFN: ("W_E", "W_U"),
+    AttentionOnly: ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P"),
+    OneLayerTransformer: ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P", "W_f1", "W_f2"),
+    GPT: (
+        "W_E",
+        "W_U",
+        "W_Q",
+        "W_K",
+        "W_V",
+        "W_O",
+        "W_gate",
+        "W_up",
+        "W_down",
+        "attention_norm",
+        "mlp_norm",
+        "final_norm",
+    ),
+}
+
+
+def weights(model: nnx.Module) -> dict[str, jax.Array]:
+    """The paper-role arrays of ``model`` as plain arrays (rows are vectors, see module doc).
+
+    - ``FFN``: W_E, W_U [V, d].
+    - ``AttentionOnly``: also W_Q, W_K, W_V [d_k, d], W_O [d, d_k], P [seq_len, d] (zeros when
+      ``positional=False``, so h = W_E[x] + P[:L] always holds).
+    - ``OneLayerTransformer``: W_Q, W_K, W_V, W_O [d, d], P, W_f1 [d_ff, d], W_f2 [d, d_ff].
+    - ``GPT``: W_Q, W_K, W_V, W_O [n_layers, d, d] (heads merged), W_gate, W_up, W_down,
+      attention_norm, mlp_norm, final_norm; W_U is W_E when ``tied``.
+    """
+    roles = next((r for kind, r in _ROLES.items() if isinstance(model, kind)), None)
+    if roles is None:
+        raise TypeError(f"model: expected one of {names()} models, got {type(model).__name__}")
+    arrays = {}
+    for role in roles:
+        if role == "P" and not getattr(model, "positional", True):
+            arrays[role] = jnp.zeros((model.seq_len, model.d), model.W_E[...].dtype)
+        elif role == "W_U" and getattr(model, "tied", False):
+            arrays[role] = model.W_E[...]
+        else:
+            arrays[role] = getattr(model, role)[...]
+    return arrays

@@ -1,0 +1,361 @@
+"""Training as one compiled scan, with snapshots of the embedding trajectory (DESIGN.md).
+
+A run is a pure function ``run(state, lr, key) -> Trajectory`` of the model state (from
+``nnx.split``), the learning rate and a PRNG key, so `sweep.py` can vmap it over a grid of
+(gamma, seed, lr). The loop is ``lax.scan`` over snapshot segments, each a ``fori_loop`` of
+optimizer steps; nothing runs per step in Python.
+
+Time: for full-batch ``gd`` a step is gradient-flow time ``lr`` (``t = lr * step``), so
+theory and training share an axis; `time_axis` gives it.
+
+Divergence: a lane whose loss or parameters become non-finite freezes at its last finite state
+and records the step in ``diverged_step`` (-1 while finite); the other lanes of a sweep go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ctx_staircase import models
+from ctx_staircase.dataset import TokenDataset
+
+OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
+SCHEDULES = ("constant", "warmup_cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """How to train (SPEC.md §5.5, [GAP] defaults: full-batch Adam, lr 1e-3).
+
+    Attributes:
+        optimizer: ``"gd"`` (full batch), ``"sgd"`` (minibatch), ``"adam"``, ``"adamw"``.
+        lr: learning rate; the sweep's lr grid overrides it lane by lane.
+        steps: optimizer steps (epochs, for full batch).
+        batch_size: minibatch size (``sgd`` needs one; ``None`` is full batch). Minibatches are
+            drawn with replacement with probability proportional to the sample weights, so the
+            minibatch loss is unbiased for the weighted population loss.
+        weight_decay: decoupled weight decay of ``adamw``.
+        schedule: ``"constant"`` or ``"warmup_cosine"`` (linear warm-up over ``warmup_steps``,
+            then cosine decay to ``min_lr_ratio * lr``).
+        snapshots: steps at which the state is recorded (default `default_snapshots`).
+        record_weights: keep ``W_E`` and ``W_U`` at every snapshot (the memory-heavy part).
+    """
+
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    steps: int = 1000
+    batch_size: int | None = None
+    weight_decay: float = 1e-2
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1
+    snapshots: tuple[int, ...] | None = None
+    record_weights: bool = True
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
+        check_lr(self.lr)
+        _check_int(self.steps, "steps", minimum=1)
+        _check_int(self.warmup_steps, "warmup_steps", minimum=0)
+        if self.batch_size is not None:
+            _check_int(self.batch_size, "batch_size", minimum=1)
+        if self.optimizer == "sgd" and self.batch_size is None:
+            raise ValueError("batch_size must be set for optimizer='sgd' (minibatch)")
+        for name in ("weight_decay", "min_lr_ratio"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be finite and >= 0; got {value!r}")
+        snapshots = default_snapshots(self.steps) if self.snapshots is None else self.snapshots
+        snapshots = tuple(sorted({int(s) for s in snapshots}))
+        if not snapshots or snapshots[0] < 0 or snapshots[-1] > self.steps:
+            raise ValueError(
+                f"snapshots must be steps in [0, steps] = [0, {self.steps}]; got "
+                f"{list(self.snapshots or [])}"
+            )
+        object.__setattr__(self, "snapshots", snapshots)
+
+
+class Trajectory(NamedTuple):
+    """Snapshots of one run (a sweep adds a leading lane axis to every array).
+
+    Attributes:
+        steps: int ``[S]`` snapshot steps.
+        loss, accuracy: ``[S]`` weighted full-dataset cross-entropy and accuracy.
+        W_E, W_U: ``[S, V, d]`` (empty ``[S, 0, 0]`` when not recorded).
+        group_norms: ``{group: [S]}`` mean embedding norm ``||w^E_alpha||`` over each token group.
+        attention_position: ``[S, L]`` mean last-row attention each position receives (zeros for
+            models without attention).
+        attention_group: ``{group: [S]}`` mean attention mass on each token group.
+        diverged_step: int, the step whose update went non-finite, or -1.
+    """
+
+    steps: jax.Array
+    loss: jax.Array
+    accuracy: jax.Array
+    W_E: jax.Array
+    W_U: jax.Array
+    group_norms: dict[str, jax.Array]
+    attention_position: jax.Array
+    attention_group: dict[str, jax.Array]
+    diverged_step: jax.Array
+
+
+def default_snapshots(steps: int, n_log: int = 24, n_linear: int = 16) -> tuple[int, ...]:
+    """Log-spaced plus linearly spaced steps in ``[0, steps]``, with 0 and ``steps``."""
+    log = np.unique(np.round(np.logspace(0, np.log10(max(steps, 1)), n_log)).astype(int))
+    linear = np.round(np.linspace(0, steps, n_linear + 1)).astype(int)
+    return tuple(sorted({0, steps, *log.tolist(), *linear.tolist()}))
+
+
+def time_axis(steps, lr) -> np.ndarray:
+    """Gradient-flow time ``t = lr * step`` (exact for full-batch ``gd``)."""
+    return np.asarray(lr, dtype=np.float64)[..., None] * np.asarray(steps, dtype=np.float64)
+
+
+def check_lr(lr) -> None:
+    values = np.atleast_1d(np.asarray(lr, dtype=np.float64))
+    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError(f"lr must be finite and > 0; got {np.asarray(lr).tolist()}")
+
+
+def init_state(
+    model: str, ds: TokenDataset, *, gamma, seed: int | jax.Array, **model_kwargs
+) -> tuple[nnx.GraphDef, nnx.State]:
+    """Build a model for ``ds`` and split it into (graphdef, state); vmappable in gamma and seed.
+
+    The initial weights use ``fold_in(key(seed), 0)``; the same seed gives the same standard
+    normal draw at every gamma, scaled by ``d^{-gamma}``.
+    """
+    vocab_size = model_kwargs.pop("vocab_size", ds.vocab_size)
+    if vocab_size < ds.vocab_size:
+        raise ValueError(
+            f"vocab_size must be >= the data's vocabulary ({ds.vocab_size}); got {vocab_size}"
+        )
+    key = seed if _is_key(seed) else jax.random.key(seed)
+    module = models.create(
+        model,
+        vocab_size=vocab_size,
+        seq_len=ds.L,
+        gamma=gamma,
+        rngs=nnx.Rngs(jax.random.fold_in(key, 0)),
+        **model_kwargs,
+    )
+    return nnx.split(module)
+
+
+def train(
+    model: str, ds: TokenDataset, config: TrainConfig, *, gamma=0.8, seed: int = 0, **model_kwargs
+) -> Trajectory:
+    """Train one model on ``ds``; see `make_run` for the compiled loop."""
+    graphdef, state = init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)
+    run = make_run(graphdef, ds, config)
+    return jax.jit(run)(state, jnp.asarray(config.lr, dtype=_dtype(state)), jax.random.key(seed))
+
+
+def make_run(
+    graphdef: nnx.GraphDef, ds: TokenDataset, config: TrainConfig
+) -> Callable[[nnx.State, jax.Array, jax.Array], Trajectory]:
+    """The pure training function ``run(state, lr, key) -> Trajectory`` (vmap- and jit-safe)."""
+    return _make_run(graphdef, _DatasetKey(ds), config)
+
+
+@functools.lru_cache(maxsize=32)
+def _make_run(graphdef, dataset_key, config):
+    ds = dataset_key.ds
+    tokens, labels = jnp.asarray(ds.tokens), jnp.asarray(ds.labels)
+    probabilities_np = ds.probabilities
+    group_masks = {name: np.isin(np.arange(ds.vocab_size), ids) for name, ids in ds.groups.items()}
+    transform = _transform(config)
+    schedule = _schedule(config)
+    segment_lengths = np.diff(np.concatenate([[0], config.snapshots]))
+
+    def logits_of(state, batch_tokens):
+        return nnx.merge(graphdef, state)(batch_tokens)
+
+    def weighted_loss(state, batch_tokens, batch_labels, batch_weights):
+        logits = logits_of(state, batch_tokens)
+        nll = optax.softmax_cross_entropy_with_integer_labels(logits, batch_labels)
+        return jnp.sum(batch_weights * nll)
+
+    def record(state, probabilities):
+        module = nnx.merge(graphdef, state)
+        logits = module(tokens)
+        nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+        correct = (jnp.argmax(logits, axis=-1).astype(labels.dtype) == labels).astype(
+            probabilities.dtype
+        )
+        weights = models.weights(module)
+        W_E, W_U = weights["W_E"], weights["W_U"]
+        norms = jnp.linalg.norm(W_E, axis=-1)
+        group_norms = {
+            g: jnp.sum(jnp.where(mask, norms, 0)) / max(int(mask.sum()), 1)
+            for g, mask in group_masks.items()
+        }
+        if hasattr(module, "attention"):
+            attention = module.attention(tokens).astype(probabilities.dtype)  # [n, L]
+        else:
+            attention = jnp.zeros(tokens.shape, probabilities.dtype)
+        position = probabilities @ attention
+        attention_group = {
+            g: probabilities @ jnp.sum(jnp.where(jnp.asarray(mask)[tokens], attention, 0), -1)
+            for g, mask in group_masks.items()
+        }
+        if not config.record_weights:
+            W_E, W_U = W_E[:0, :0], W_U[:0, :0]
+        return dict(
+            loss=jnp.sum(probabilities * nll),
+            accuracy=jnp.sum(probabilities * correct),
+            W_E=W_E,
+            W_U=W_U,
+            group_norms=group_norms,
+            attention_position=position,
+            attention_group=attention_group,
+        )
+
+    def run(state, lr, key):
+        dtype = _dtype(state)
+        probabilities = jnp.asarray(probabilities_np, dtype=dtype)
+        opt_state = _call_optax(transform.init, state)
+
+        def step(i, carry):
+            state, opt_state, diverged = carry
+            if config.batch_size is None:
+                batch = (tokens, labels, probabilities)
+            else:
+                index = jax.random.choice(
+                    jax.random.fold_in(key, i),
+                    tokens.shape[0],
+                    (config.batch_size,),
+                    p=probabilities,
+                )
+                uniform = jnp.full(config.batch_size, 1.0 / config.batch_size, dtype)
+                batch = (tokens[index], labels[index], uniform)
+            loss, grads = jax.value_and_grad(weighted_loss)(state, *batch)
+            updates, new_opt_state = _call_optax(transform.update, grads, opt_state, state)
+            rate = lr.astype(dtype) * jnp.asarray(_call_optax(schedule, i), dtype)
+            new_state = jax.tree.map(lambda p, u: p - rate * u, state, updates)
+            finite = jnp.isfinite(loss) & _all_finite(new_state)
+            diverged = jnp.where((diverged < 0) & ~finite, i.astype(diverged.dtype), diverged)
+            keep = diverged < 0
+            state = _select(keep, new_state, state)
+            opt_state = _select(keep, new_opt_state, opt_state)
+            return state, opt_state, diverged
+
+        def segment(carry, bounds):
+            start, length = bounds
+            carry = jax.lax.fori_loop(start, start + length, step, carry)
+            return carry, record(carry[0], probabilities)
+
+        starts = np.concatenate([[0], np.cumsum(segment_lengths)[:-1]])
+        carry = (state, opt_state, jnp.asarray(-1, dtype=jnp.int32))
+        (_, _, diverged), recorded = jax.lax.scan(
+            segment, carry, (jnp.asarray(starts), jnp.asarray(segment_lengths))
+        )
+        return Trajectory(
+            steps=jnp.asarray(config.snapshots, dtype=jnp.int32),
+            diverged_step=diverged,
+            **recorded,
+        )
+
+    return run
+
+
+class _DatasetKey:
+    """Hashable by identity, so compiled runs are cached per dataset object."""
+
+    def __init__(self, ds: TokenDataset) -> None:
+        self.ds = ds
+
+    def __hash__(self) -> int:
+        return id(self.ds)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DatasetKey) and other.ds is self.ds
+
+
+def _transform(config: TrainConfig) -> optax.GradientTransformation:
+    """The optimizer's direction, without the learning rate (which is a traced value)."""
+    if config.optimizer in ("gd", "sgd"):
+        return optax.identity()
+    adam = optax.scale_by_adam()
+    if config.optimizer == "adam":
+        return adam
+    # decoupled decay, scaled by the same lr as the Adam direction (as optax.adamw does)
+    return optax.chain(adam, optax.add_decayed_weights(config.weight_decay))
+
+
+def _schedule(config: TrainConfig) -> Callable[[jax.Array], jax.Array]:
+    if config.schedule == "constant":
+        return lambda step: jnp.ones((), jnp.float32)
+    return optax.warmup_cosine_decay_schedule(
+        init_value=0.0,
+        peak_value=1.0,
+        warmup_steps=config.warmup_steps,
+        decay_steps=config.steps,
+        end_value=config.min_lr_ratio,
+    )
+
+
+def _call_optax(fn, *args):
+    # optax mixes python floats with int32 step counts, which strict dtype promotion rejects.
+    with jax.numpy_dtype_promotion("standard"):
+        return fn(*args)
+
+
+def _all_finite(tree) -> jax.Array:
+    return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
+def _select(keep, new, old):
+    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, old)
+
+
+def _is_key(x) -> bool:
+    return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _dtype(state) -> Any:
+    return jax.tree.leaves(state)[0].dtype
+
+
+def _check_int(value, name: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+
+
+def trajectory_arrays(trajectory: Trajectory) -> dict[str, np.ndarray]:
+    """Flatten a trajectory into named arrays (``group_norms/<group>`` for the dicts)."""
+    arrays = {}
+    for field, value in trajectory._asdict().items():
+        if isinstance(value, dict):
+            arrays.update({f"{field}/{g}": np.asarray(v) for g, v in value.items()})
+        else:
+            arrays[field] = np.asarray(value)
+    return arrays
+
+
+def trajectory_from_arrays(arrays: dict[str, np.ndarray]) -> Trajectory:
+    """Inverse of `trajectory_arrays`."""
+    fields: dict[str, Any] = {"group_norms": {}, "attention_group": {}}
+    for name, value in arrays.items():
+        field, _, group = name.partition("/")
+        if field not in Trajectory._fields:
+            continue
+        if group:
+            fields[field][group] = value
+        else:
+            fields[field] = value
+    return Trajectory(**fields)

@@ -1,0 +1,126 @@
+"""Sweeps: a lane equals its run alone, sharding changes nothing, resume recomputes nothing."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ctx_staircase import sweep, tasks, train
+
+F64 = dict(d=16, dtype=jnp.float64, activation="poly:1,0.5")
+CONFIG = train.TrainConfig(optimizer="gd", lr=0.5, steps=40, snapshots=(0, 10, 40))
+
+
+@pytest.fixture(scope="module")
+def ds():
+    return tasks.make("add", N=8)
+
+
+@pytest.fixture(scope="module")
+def reference(ds):
+    return sweep.train_sweep(
+        "ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], lrs=[0.5, 1e7], **F64
+    )
+
+
+def test_grid_is_gamma_major(reference):
+    assert reference.gamma.tolist() == [0.5] * 4 + [1.0] * 4
+    assert reference.seed.tolist() == [0, 0, 3, 3] * 2
+    assert reference.lr.tolist() == [0.5, 1e7] * 4
+
+
+def test_a_lane_equals_the_same_run_alone(ds, reference):
+    for lane in (0, 6):
+        alone = train.train(
+            "ffn",
+            ds,
+            train.TrainConfig(
+                optimizer="gd", lr=reference.lr[lane], steps=40, snapshots=(0, 10, 40)
+            ),
+            gamma=reference.gamma[lane],
+            seed=int(reference.seed[lane]),
+            **F64,
+        )
+        np.testing.assert_allclose(alone.W_E, reference.trajectory.W_E[lane], rtol=0, atol=1e-10)
+        np.testing.assert_allclose(alone.loss, reference.trajectory.loss[lane], atol=1e-10)
+
+
+def test_divergent_lanes_do_not_touch_the_others(ds, reference):
+    assert [s.startswith("diverged") for s in reference.status] == [False, True] * 4
+    calm = sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], **F64)
+    # equal up to float64 rounding (XLA may vectorize a different lane count differently)
+    np.testing.assert_allclose(calm.trajectory.W_E, reference.trajectory.W_E[0::2], rtol=1e-12)
+
+
+def test_sharded_sweep_equals_single_device(ds, reference):
+    assert len(jax.devices()) == 4  # tests/conftest.py forces four host devices
+    single = sweep.train_sweep(
+        "ffn",
+        ds,
+        CONFIG,
+        gammas=[0.5, 1.0],
+        seeds=[0, 3],
+        lrs=[0.5, 1e7],
+        devices=jax.devices()[:1],
+        **F64,
+    )
+    np.testing.assert_allclose(single.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12, atol=0)
+    # an odd lane count is padded to the device count and the padding dropped
+    odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0))
+    np.testing.assert_array_equal(odd, jnp.arange(5.0) ** 2)
+
+
+def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, monkeypatch):
+    grid = dict(gammas=[0.5, 0.8, 1.0], seeds=[0, 1], **F64)
+    whole = sweep.train_sweep("ffn", ds, CONFIG, **grid)
+
+    saves = {"count": 0}
+    original_save = sweep._LaneStore.save
+
+    def interrupted_save(self, lane, trajectory):
+        if saves["count"] == 2:
+            raise KeyboardInterrupt  # the process dies after two lanes reached disk
+        saves["count"] += 1
+        original_save(self, lane, trajectory)
+
+    monkeypatch.setattr(sweep._LaneStore, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
+    assert len(list((tmp_path / "lanes").glob("lane_*.npz"))) == 2
+    assert not (tmp_path / "metrics.json").exists()
+    monkeypatch.setattr(sweep._LaneStore, "save", original_save)
+
+    computed = []
+    original_map = sweep.sweep_map
+
+    def counting_map(fn, *lanes, **kwargs):
+        computed.append(int(lanes[0].shape[0]))
+        return original_map(fn, *lanes, **kwargs)
+
+    monkeypatch.setattr(sweep, "sweep_map", counting_map)
+    resumed = sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
+    assert computed == [2, 2]  # the four missing lanes, in two chunks; none of the saved two
+    np.testing.assert_allclose(resumed.trajectory.W_E, whole.trajectory.W_E, rtol=1e-12, atol=0)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["status"] == ["ok"] * 6 and "jax" in metrics["environment"]["packages"]
+    saved = np.load(tmp_path / "arrays.npz")
+    np.testing.assert_array_equal(saved["W_E"], resumed.trajectory.W_E)
+
+    with pytest.raises(ValueError, match="different sweep"):
+        sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, gammas=[2.0], **F64)
+
+
+@pytest.mark.parametrize(
+    "grid,needle",
+    [
+        (dict(gammas=[0.5, float("nan")]), "gamma"),
+        (dict(gammas=[]), "gamma"),
+        (dict(gammas=[0.5], lrs=[-1.0]), "lr"),
+        (dict(gammas=[0.5], seeds=[-1]), "seeds"),
+    ],
+)
+def test_bad_grid_names_the_parameter(ds, grid, needle):
+    with pytest.raises(ValueError, match=needle):
+        sweep.train_sweep("ffn", ds, CONFIG, **grid)
