@@ -4,15 +4,20 @@ Modules, left to right in the data flow of DESIGN.md: `tasks` (datasets), `signa
 probability signatures), `metrics` (similarity, alignment, probes), `geometry` (signature
 geometry of a token group); the simulation side `activations`, `models` (Flax NNX), `train`
 (one compiled scan per run), `sweep` (vmapped, sharded grids) and `analysis` (alignment of a
-trajectory); then `plots`, `results` (atomic files, provenance) and `cli`.
+trajectory); the theory side `flows` (signature flows), `closed_form` (the linear phase) and
+`ode` (solvers); `comparison` (theory against training); then `plots`, `results` and `cli`.
 """
 
 from ctx_staircase import (
     activations,
     analysis,
+    closed_form,
+    comparison,
+    flows,
     geometry,
     metrics,
     models,
+    ode,
     results,
     signatures,
     sweep,
@@ -38,10 +43,14 @@ __all__ = [
     "activations",
     "alignment",
     "analysis",
+    "closed_form",
+    "comparison",
     "cosine_matrix",
+    "flows",
     "geometry",
     "metrics",
     "models",
+    "ode",
     "probe_fit",
     "results",
     "signature_geometry",

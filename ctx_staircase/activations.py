@@ -28,7 +28,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Activation", "apply", "derivative", "get", "names"]
+__all__ = ["Activation", "apply", "derivative", "effective_coefficients", "get", "names"]
 
 _ALLOWED = (
     "'relu', 'gelu', 'identity', 'poly:c1,c2,...', 'z^K', 'monomial:K', "
@@ -171,3 +171,22 @@ def derivative(activation: Activation, z: jax.Array) -> jax.Array:
         raise _error(activation)
     scaled = tuple(k * c for k, c in enumerate(activation.coefficients, start=1))
     return _horner(scaled, z)
+
+
+def effective_coefficients(activation: Activation) -> tuple[float, ...]:
+    """Polynomial coefficients ``(C_1, .., C_K)`` the signature flows use for an activation.
+
+    Polynomials give their own. GELU, ``z Phi(z)``, has the Taylor series
+    ``z/2 + z^2/sqrt(2 pi) - z^4/(6 sqrt(2 pi)) + ...``, exact at small pre-activations; it is
+    truncated at degree 4. ReLU has no expansion at 0: its effective linear rate at small
+    initialization is ``C_1 = 1/2`` (the mean slope over symmetric random pre-activations), and
+    no higher term is scale-free, so ReLU gets ``(0.5,)`` only, valid while pre-activations are
+    small and of random sign (theory/ffn.md §6).
+    """
+    activation = get(activation)
+    if activation.coefficients is not None:
+        return activation.coefficients
+    if activation.name == "gelu":
+        c = 1.0 / math.sqrt(2.0 * math.pi)
+        return (0.5, c, 0.0, -c / 6.0)
+    return (0.5,)

@@ -165,6 +165,21 @@ def train(
     return jax.jit(run)(state, jnp.asarray(config.lr, dtype=_dtype(state)), jax.random.key(seed))
 
 
+def loss_function(graphdef: nnx.GraphDef, ds: TokenDataset) -> Callable[[nnx.State], jax.Array]:
+    """The weighted full-dataset cross-entropy as a function of the model state.
+
+    ``flows.gradient_flow(loss_function(graphdef, ds))`` is full-batch training as an ODE.
+    """
+    tokens, labels = jnp.asarray(ds.tokens), jnp.asarray(ds.labels)
+
+    def loss(state):
+        logits = nnx.merge(graphdef, state)(tokens)
+        nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+        return jnp.sum(jnp.asarray(ds.probabilities, dtype=nll.dtype) * nll)
+
+    return loss
+
+
 def make_run(
     graphdef: nnx.GraphDef, ds: TokenDataset, config: TrainConfig
 ) -> Callable[[nnx.State, jax.Array, jax.Array], Trajectory]:

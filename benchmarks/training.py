@@ -1,0 +1,660 @@
+"""Benchmark: the vmapped training sweep against sequential runs, PyTorch and the matmul peak.
+
+Setup (the issue's task): `add`, N=40 (n=1600 sequences, L=2, V=81), `FFN` d=128 with ReLU,
+full-batch GD (lr 0.5), 2000 steps, float32, 64 lanes = 16 gammas in [0.5, 1.5] x 4 seeds,
+5 snapshots (steps 0, 500, ..., 2000) without recorded weights, so recording is not the cost.
+
+Measured in one run:
+
+(a) `sweep.train_sweep`: one compiled, vmapped call over all 64 lanes (its first call, so it
+    includes tracing and compilation; see (d)), against the same runs one after another with
+    ``jax.jit(train.make_run(...))`` compiled once (its compile, the first call, is reported
+    separately and excluded from the loop time). The loop times ``--loop-lanes`` lanes (default
+    8, spread over the grid) and extrapolates linearly to 64; the output says so.
+(b) The sweep against plain PyTorch (CPU, threads = core count): the same model
+    f = W_U relu(sum_i W_E[x_i]), the same weighted cross-entropy, the same initial weights
+    (copied from the JAX lanes), manual GD ``p -= lr * p.grad``, one lane after another, timed on
+    the same lane subset and extrapolated. Extra rows: a hand-batched torch version (all 64 lanes
+    in one set of batched tensors, timed over ``--batched-steps`` steps and extrapolated to the
+    full step count) and, with ``--torch-compile``, the loop with a ``torch.compile``d step.
+    Skipped with a message where torch is not installed (``pip install torch``, CPU wheel).
+(c) Achieved FLOP/s of the sweep as a fraction of this machine's dense float32 matmul rate
+    (best of 5 jitted 2048x2048 ``jnp.matmul``, 2*2048^3 FLOP each). FLOPs are counted
+    analytically, per GD step and lane:
+        F_step = 6 n d V  (logits h@W_U^T forward, and dW_U, dh backward: 2 n d V each)
+               + 2 n L d  (gather-sum of embeddings forward, scatter-add into W_E backward)
+               + 4 V d    (the update of W_E and W_U)
+    plus one forward (2 n d V + n L d) per snapshot; softmax, cross-entropy and ReLU elementwise
+    work (~10 n V) is left out. XLA's cost analysis of one vmapped GD step (the step of
+    `train.make_run`, lowered and compiled for 64 lanes) is reported next to it; XLA counts a
+    loop body once, so the whole compiled sweep cannot be analysed directly.
+(d) Compile time as a share of the sweep's first call: JAX's own timings of tracing, lowering
+    and XLA compilation during that call (its ``jax._src`` debug log records), cross-checked by a
+    cold/warm pair of the same sweep at ``--short-steps`` steps (same program, compile time does
+    not depend on the step count). ``--warm`` also times a second full call (another ~3-5 min on
+    2 cores) and uses it as the steady-state sweep time.
+
+No speed is asserted. Usage: python benchmarks/training.py [--loop-lanes 8] [--warm]
+[--no-torch] [--torch-compile] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import re
+import time
+from contextlib import contextmanager
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ctx_staircase import results, sweep, tasks, train
+
+TASK, N, D, STEPS, LR = "add", 40, 128, 2000, 0.5
+GAMMAS = tuple(np.linspace(0.5, 1.5, 16).tolist())
+SEEDS = (0, 1, 2, 3)
+N_SNAPSHOTS = 5
+JAX_LOGGERS = (
+    "jax._src.dispatch",
+    "jax._src.interpreters.pxla",
+    "jax._src.compiler",
+    "jax._src.pjit",
+)
+GOALS = {"a": 5.0, "b": 10.0, "c": 0.25}
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def config(steps: int) -> train.TrainConfig:
+    snapshots = tuple(int(s) for s in np.linspace(0, steps, N_SNAPSHOTS).round())
+    return train.TrainConfig(
+        optimizer="gd", lr=LR, steps=steps, snapshots=snapshots, record_weights=False
+    )
+
+
+def run_sweep(ds, cfg):
+    return sweep.train_sweep("ffn", ds, cfg, gammas=GAMMAS, seeds=SEEDS, d=D, activation="relu")
+
+
+@contextmanager
+def compile_log():
+    """Collect JAX's "Finished <stage> in <t> sec" debug records (tracing, lowering, compiling)."""
+    seconds: list[tuple[str, float]] = []
+    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            match = pattern.match(record.getMessage())
+            if match:
+                seconds.append((match.group(1), float(match.group(2))))
+
+    handler, saved = Handler(logging.DEBUG), []
+    for name in JAX_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(handler)
+    try:
+        yield seconds
+    finally:
+        for logger, level, propagate in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+
+
+def lane_states(ds, lanes):
+    """Initial state and run key of each (gamma, seed) lane, exactly as the sweep makes them."""
+    out = []
+    for gamma, seed in lanes:
+        key = jax.random.key(seed)
+        _, state = train.init_state(
+            "ffn", ds, gamma=jnp.float32(gamma), seed=key, d=D, activation="relu"
+        )
+        out.append((state, jax.random.fold_in(key, 1)))
+    return out
+
+
+def weights_of(graphdef, state) -> tuple[np.ndarray, np.ndarray]:
+    module = nnx.merge(graphdef, state)
+    return np.asarray(module.W_E[...]), np.asarray(module.W_U[...])
+
+
+def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
+    a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    jax.block_until_ready(matmul(a, b))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(matmul(a, b))
+        times.append(time.perf_counter() - start)
+    flops = 2.0 * size**3
+    return {"size": size, "best_s": min(times), "flops_per_s": flops / min(times)}
+
+
+def analytic_flops(n: int, L: int, V: int, d: int) -> dict:
+    step = 6 * n * d * V + 2 * n * L * d + 4 * V * d
+    record = 2 * n * d * V + n * L * d
+    return {"step_per_lane": step, "record_per_lane": record}
+
+
+def xla_step_flops(ds, graphdef, states) -> float | None:
+    """XLA's flop count of one vmapped GD step (train.make_run's step, optimizer 'gd')."""
+    tokens, labels = jnp.asarray(ds.tokens), jnp.asarray(ds.labels)
+    probabilities = jnp.asarray(ds.probabilities, jnp.float32)
+
+    def weighted_loss(state):
+        logits = nnx.merge(graphdef, state)(tokens)
+        nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+        return jnp.sum(probabilities * nll)
+
+    def step(state, lr):
+        loss, grads = jax.value_and_grad(weighted_loss)(state)
+        new = jax.tree.map(lambda p, g: p - lr * g, state, grads)
+        finite = jnp.isfinite(loss) & jnp.all(
+            jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(new)])
+        )
+        return jax.tree.map(lambda a, b: jnp.where(finite, a, b), new, state)
+
+    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+    lrs = jnp.full(len(states), LR, jnp.float32)
+    analysis = jax.jit(jax.vmap(step)).lower(stacked, lrs).compile().cost_analysis()
+    if isinstance(analysis, list | tuple):
+        analysis = analysis[0] if analysis else None
+    if not analysis or "flops" not in analysis:
+        return None
+    return float(analysis["flops"])
+
+
+# --------------------------------------------------------------------------------------------
+# PyTorch baselines
+
+
+def torch_setup(ds):
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    data = {
+        "tokens": torch.as_tensor(np.array(ds.tokens), dtype=torch.long),
+        "labels": torch.as_tensor(np.array(ds.labels), dtype=torch.long),
+        "weights": torch.as_tensor(np.array(ds.probabilities), dtype=torch.float32),
+    }
+    return torch, data
+
+
+def torch_step(W_E, W_U, tokens, labels, weights, lr: float):
+    """One full-batch GD step of one lane: weighted cross-entropy, backward, p -= lr * p.grad."""
+    import torch
+
+    h = W_E[tokens].sum(1)  # [n, d]
+    logits = torch.relu(h) @ W_U.T  # [n, V]
+    nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+    loss = (weights * nll).sum()
+    loss.backward()
+    with torch.no_grad():
+        W_E -= lr * W_E.grad
+        W_U -= lr * W_U.grad
+    W_E.grad = None
+    W_U.grad = None
+    return loss
+
+
+def torch_run(torch, data, W_E, W_U, steps: int, lr: float, snapshots, step=torch_step):
+    """One lane: plain PyTorch, manual GD. Returns the weighted loss at each snapshot (the loss
+    of the parameters after that many steps, as the JAX run records it)."""
+    tokens, labels, weights = data["tokens"], data["labels"], data["weights"]
+    W_E = torch.from_numpy(np.array(W_E)).requires_grad_()
+    W_U = torch.from_numpy(np.array(W_U)).requires_grad_()
+
+    def loss_now():
+        with torch.no_grad():
+            logits = torch.relu(W_E[tokens].sum(1)) @ W_U.T
+            nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+            return float((weights * nll).sum())
+
+    losses, wanted = [], set(snapshots)
+    for i in range(steps):
+        if i in wanted:
+            losses.append(loss_now())
+        step(W_E, W_U, tokens, labels, weights, lr)
+    if steps in wanted:
+        losses.append(loss_now())
+    return np.asarray(losses)
+
+
+def torch_batched(torch, data, W_E, W_U, steps: int, lr: float):
+    """All lanes at once in batched tensors W_E, W_U [B, V, d] (a hand-vmapped torch)."""
+    tokens, labels, weights = data["tokens"], data["labels"], data["weights"]
+    W_E = torch.from_numpy(np.array(W_E)).requires_grad_()
+    W_U = torch.from_numpy(np.array(W_U)).requires_grad_()
+    lanes, V = W_E.shape[0], W_E.shape[1]
+    repeated = labels.repeat(lanes)
+    for _ in range(steps):
+        h = W_E[:, tokens].sum(2)  # [B, n, d]
+        logits = torch.bmm(torch.relu(h), W_U.transpose(1, 2))  # [B, n, V]
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, V), repeated, reduction="none"
+        ).view(lanes, -1)
+        (weights * nll).sum().backward()  # lanes are independent: their gradients separate
+        with torch.no_grad():
+            W_E -= lr * W_E.grad
+            W_U -= lr * W_U.grad
+        W_E.grad = None
+        W_U.grad = None
+    with torch.no_grad():
+        h = W_E[:, tokens].sum(2)
+        logits = torch.bmm(torch.relu(h), W_U.transpose(1, 2))
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, V), repeated, reduction="none"
+        ).view(lanes, -1)
+        return (weights * nll).sum(1).numpy()
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=STEPS)
+    parser.add_argument(
+        "--loop-lanes", type=int, default=8, help="lanes timed in the sequential loops (<= 64)"
+    )
+    parser.add_argument("--short-steps", type=int, default=20, help="cold/warm compile check")
+    parser.add_argument("--batched-steps", type=int, default=200, help="batched torch steps")
+    parser.add_argument("--warm", action="store_true", help="also time a second full sweep call")
+    parser.add_argument("--no-torch", action="store_true")
+    parser.add_argument("--torch-compile", action="store_true", help="extra torch.compile row")
+    parser.add_argument("--json", help="also write the JSON record here")
+    args = parser.parse_args()
+
+    ds = tasks.make(TASK, N=N)
+    n, L, V = ds.n, ds.L, ds.vocab_size
+    cfg = config(args.steps)
+    grid = [(g, s) for g in GAMMAS for s in SEEDS]  # the sweep's gamma-major lane order
+    total_lanes = len(grid)
+    subset = np.unique(np.linspace(0, total_lanes - 1, min(args.loop_lanes, total_lanes)).round())
+    subset = subset.astype(int)
+    scale = total_lanes / subset.size
+    loop_note = (
+        f"{subset.size} of {total_lanes} lanes timed, x{scale:g} (linear extrapolation)"
+        if subset.size < total_lanes
+        else f"all {total_lanes} lanes timed"
+    )
+    print(
+        f"task {TASK} N={N} (n={n}, L={L}, V={V}), FFN d={D} relu, gd lr={LR}, "
+        f"{args.steps} steps, {total_lanes} lanes, snapshots {list(cfg.snapshots)}, "
+        f"{os.cpu_count()} CPU cores, devices {jax.devices()}",
+        flush=True,
+    )
+    others = _other_busy_processes()
+    load_start = os.getloadavg()
+    print(f"load average at start {load_start}", flush=True)
+    if others:
+        print(f"note: other busy processes at start: {others}", flush=True)
+
+    # (c) the machine's dense matmul rate (measured again after the JAX runs; best of both)
+    peak = matmul_peak()
+    print(
+        f"matmul 2048^2 float32: best {peak['best_s'] * 1e3:.1f} ms, "
+        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
+        flush=True,
+    )
+
+    # (d) compile-time cross-check: a cold/warm pair of the same sweep at a few steps
+    short = config(args.short_steps)
+    start = time.perf_counter()
+    run_sweep(ds, short)
+    short_cold = time.perf_counter() - start
+    start = time.perf_counter()
+    run_sweep(ds, short)
+    short_warm = time.perf_counter() - start
+    print(
+        f"short sweep ({args.short_steps} steps): cold {short_cold:.2f} s, warm {short_warm:.2f} s",
+        flush=True,
+    )
+
+    # (a) the sweep: first call (compile included), optionally a second call
+    with compile_log() as compile_records:
+        start = time.perf_counter()
+        result = run_sweep(ds, cfg)
+        sweep_first = time.perf_counter() - start
+    compile_s = sum(seconds for _, seconds in compile_records)
+    status = dict(collections.Counter(result.status))
+    final_loss = result.trajectory.loss[:, -1]
+    print(
+        f"sweep first call: {sweep_first:.1f} s (JAX compile records {compile_s:.2f} s); "
+        f"status {status}",
+        flush=True,
+    )
+    sweep_second = None
+    if args.warm:
+        start = time.perf_counter()
+        run_sweep(ds, cfg)
+        sweep_second = time.perf_counter() - start
+        print(f"sweep second call: {sweep_second:.1f} s", flush=True)
+    sweep_run = sweep_second if sweep_second is not None else sweep_first - compile_s
+
+    # (a) the same lanes one after another, jitted single run compiled once
+    graphdef, _ = train.init_state("ffn", ds, gamma=1.0, seed=0, d=D, activation="relu")
+    lanes = lane_states(ds, [grid[i] for i in subset])  # initialization outside the timing
+    single = jax.jit(train.make_run(graphdef, ds, cfg))
+    lr = jnp.asarray(LR, jnp.float32)
+    with compile_log() as single_records:
+        start = time.perf_counter()
+        jax.block_until_ready(single(lanes[0][0], lr, lanes[0][1]))
+        single_first = time.perf_counter() - start
+    single_compile = sum(seconds for _, seconds in single_records)
+    start = time.perf_counter()
+    loop_losses = []
+    for state, key in lanes:
+        trajectory = jax.block_until_ready(single(state, lr, key))
+        loop_losses.append(np.asarray(trajectory.loss))
+    loop_subset = time.perf_counter() - start
+    loop_all = loop_subset * scale
+    loop_check = float(np.max(np.abs(np.stack(loop_losses) - result.trajectory.loss[subset])))
+    print(
+        f"jitted single-run loop: {loop_subset:.1f} s for {subset.size} lanes -> "
+        f"{loop_all:.1f} s for {total_lanes} ({loop_note}); first call {single_first:.2f} s "
+        f"(compile records {single_compile:.2f} s); max |loss - sweep| {loop_check:.2e}",
+        flush=True,
+    )
+
+    # (c) the matmul rate again (best of both), in case the machine was busier at the start
+    peak_end = matmul_peak()
+    peak_start = peak
+    peak = max(peak_start, peak_end, key=lambda row: row["flops_per_s"])
+    print(
+        f"matmul 2048^2 float32 again: {peak_end['flops_per_s'] / 1e9:.1f} GFLOP/s; using "
+        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
+        flush=True,
+    )
+
+    # (c) FLOPs: analytic and XLA's cost analysis of one vmapped step
+    counts = analytic_flops(n, L, V, D)
+    analytic_total = total_lanes * (
+        args.steps * counts["step_per_lane"] + len(cfg.snapshots) * counts["record_per_lane"]
+    )
+    all_states = [state for state, _ in lane_states(ds, grid)]
+    xla_step = xla_step_flops(ds, graphdef, all_states)
+    xla_total = None if xla_step is None else xla_step * args.steps
+    flop_rows = {
+        "analytic": {
+            "flops_total": analytic_total,
+            "flops_per_s": analytic_total / sweep_run,
+            "fraction_of_matmul_peak": analytic_total / sweep_run / peak["flops_per_s"],
+        }
+    }
+    if xla_total is not None:
+        flop_rows["xla_cost_analysis"] = {
+            "flops_total": xla_total,
+            "flops_per_s": xla_total / sweep_run,
+            "fraction_of_matmul_peak": xla_total / sweep_run / peak["flops_per_s"],
+        }
+
+    # (b) PyTorch
+    torch_info: dict = {"available": False}
+    if args.no_torch:
+        torch_info["skipped"] = "--no-torch"
+        print("torch: skipped (--no-torch)", flush=True)
+    else:
+        try:
+            torch, data = torch_setup(ds)
+        except ImportError:
+            torch = None
+            torch_info["skipped"] = "torch is not installed (pip install torch, CPU wheel)"
+            print(f"torch: part (b) skipped: {torch_info['skipped']}", flush=True)
+        if torch is not None:
+            torch_info.update(
+                available=True, version=torch.__version__, threads=torch.get_num_threads()
+            )
+            initial = [weights_of(graphdef, state) for state, _ in lanes]
+            torch_run(torch, data, *initial[0], 5, LR, ())  # warm-up (allocator, kernels)
+            start = time.perf_counter()
+            torch_losses = [
+                torch_run(torch, data, *w, args.steps, LR, cfg.snapshots) for w in initial
+            ]
+            torch_subset = time.perf_counter() - start
+            finite = np.isfinite(np.stack(torch_losses)[:, -1])
+            torch_check = float(
+                np.nanmax(np.abs(np.stack(torch_losses) - result.trajectory.loss[subset]))
+            )
+            torch_info["loop"] = {
+                "seconds_subset": torch_subset,
+                "seconds_all_lanes": torch_subset * scale,
+                "lanes_timed": int(subset.size),
+                "max_abs_loss_diff_vs_sweep": torch_check,
+                "all_finite": bool(finite.all()),
+            }
+            print(
+                f"torch loop: {torch_subset:.1f} s for {subset.size} lanes -> "
+                f"{torch_subset * scale:.1f} s for {total_lanes}; max |loss - sweep| "
+                f"{torch_check:.2e}",
+                flush=True,
+            )
+
+            # extra: all 64 lanes batched, timed over fewer steps and extrapolated
+            every = [weights_of(graphdef, s) for s in all_states]
+            W_E = np.stack([w[0] for w in every])
+            W_U = np.stack([w[1] for w in every])
+            batched_steps = min(args.batched_steps, args.steps)
+            torch_batched(torch, data, W_E, W_U, 2, LR)  # warm-up
+            start = time.perf_counter()
+            torch_batched(torch, data, W_E, W_U, batched_steps, LR)
+            batched_s = time.perf_counter() - start
+            torch_info["batched"] = {
+                "steps_timed": batched_steps,
+                "seconds_timed": batched_s,
+                "seconds_full": batched_s * args.steps / batched_steps,
+            }
+            print(
+                f"torch batched ({total_lanes} lanes, {batched_steps} steps): "
+                f"{batched_s:.1f} s -> {batched_s * args.steps / batched_steps:.1f} s for "
+                f"{args.steps} steps",
+                flush=True,
+            )
+
+            if args.torch_compile:
+                compiled_step = torch.compile(torch_step)
+                start = time.perf_counter()
+                torch_run(torch, data, *initial[0], 3, LR, (), step=compiled_step)
+                compile_first = time.perf_counter() - start
+                start = time.perf_counter()
+                for w in initial:
+                    torch_run(torch, data, *w, args.steps, LR, (), step=compiled_step)
+                compiled_s = time.perf_counter() - start
+                torch_info["compiled_loop"] = {
+                    "seconds_subset": compiled_s,
+                    "seconds_all_lanes": compiled_s * scale,
+                    "first_call_s": compile_first,
+                }
+                print(
+                    f"torch.compile loop: {compiled_s:.1f} s for {subset.size} lanes -> "
+                    f"{compiled_s * scale:.1f} s; first call {compile_first:.1f} s",
+                    flush=True,
+                )
+
+    # ----------------------------------------------------------------------------------------
+    lane_steps = total_lanes * args.steps
+    rows = [
+        ("sweep, first call (compile incl.)", sweep_first, "measured, 64 lanes"),
+        ("sweep, compile (JAX records)", compile_s, "trace + lower + XLA compile"),
+        (
+            "sweep, compile (short cold - warm)",
+            short_cold - short_warm,
+            f"{args.short_steps}-step sweep, cross-check",
+        ),
+        (
+            "sweep, run",
+            sweep_run,
+            "second call" if sweep_second is not None else "first call - compile",
+        ),
+        ("jitted single run: compile", single_compile, "first call, excluded from loop"),
+        ("jitted single-run loop", loop_all, loop_note),
+    ]
+    if torch_info.get("available"):
+        rows.append(("torch loop (manual GD)", torch_info["loop"]["seconds_all_lanes"], loop_note))
+        b = torch_info["batched"]
+        factor = args.steps / b["steps_timed"]
+        rows.append(
+            (
+                "torch batched (extra)",
+                b["seconds_full"],
+                f"{total_lanes} lanes, {b['steps_timed']} steps timed, x{factor:g}",
+            )
+        )
+        if "compiled_loop" in torch_info:
+            rows.append(
+                (
+                    "torch.compile loop (extra)",
+                    torch_info["compiled_loop"]["seconds_all_lanes"],
+                    loop_note,
+                )
+            )
+
+    speedup_a = loop_all / sweep_run
+    speedup_b = (
+        torch_info["loop"]["seconds_all_lanes"] / sweep_run if torch_info.get("available") else None
+    )
+    fraction = flop_rows.get("xla_cost_analysis", flop_rows["analytic"])["fraction_of_matmul_peak"]
+    compile_share = compile_s / sweep_first
+
+    print(f"\n{'measurement':38s} {'seconds':>9s} {'ms/lane-step':>13s}  note")
+    for name, seconds, note in rows:
+        per = (
+            None if name.endswith("compile") or "compile (" in name else seconds / lane_steps * 1e3
+        )
+        per_text = f"{per:13.3f}" if per is not None else f"{'':13s}"
+        print(f"{name:38s} {seconds:9.2f} {per_text}  {note}")
+    print(
+        f"\nFLOPs per step per lane: analytic {counts['step_per_lane'] / 1e6:.2f} M"
+        + (f", XLA {xla_step / total_lanes / 1e6:.2f} M" if xla_step else "")
+    )
+    for name, row in flop_rows.items():
+        print(
+            f"  {name:18s}: {row['flops_total'] / 1e12:.2f} TFLOP, "
+            f"{row['flops_per_s'] / 1e9:.1f} GFLOP/s = "
+            f"{100 * row['fraction_of_matmul_peak']:.1f}% of matmul peak "
+            f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s"
+        )
+    print("\ngoals:")
+    print(
+        f"  (a) sweep vs jitted loop: {speedup_a:.2f}x (goal >= {GOALS['a']:g}x: "
+        f"{'met' if speedup_a >= GOALS['a'] else 'not met'})"
+    )
+    if speedup_b is not None:
+        print(
+            f"  (b) sweep vs torch loop:  {speedup_b:.2f}x (goal >= {GOALS['b']:g}x: "
+            f"{'met' if speedup_b >= GOALS['b'] else 'not met'})"
+        )
+    else:
+        print(f"  (b) skipped: {torch_info.get('skipped')}")
+    print(
+        f"  (c) FLOP fraction: {100 * fraction:.1f}% (goal >= {100 * GOALS['c']:g}%: "
+        f"{'met' if fraction >= GOALS['c'] else 'not met'})"
+    )
+    print(f"  (d) compile share of the sweep's first call: {100 * compile_share:.2f}%")
+    print(
+        f"  sweep status {status}; final loss {final_loss.min():.4f} .. "
+        f"{final_loss.max():.4f}; loop check max |loss diff| {loop_check:.1e}"
+    )
+
+    load_end = os.getloadavg()
+    others_end = _other_busy_processes()
+    print(f"  load average at end {load_end}; other busy processes at end: {others_end}")
+
+    environment = results.environment()
+    if torch_info.get("available"):
+        environment["packages"]["torch"] = torch_info["version"]
+    record = {
+        "setup": {
+            "task": TASK,
+            "N": N,
+            "n": n,
+            "L": L,
+            "V": V,
+            "d": D,
+            "activation": "relu",
+            "optimizer": "gd",
+            "lr": LR,
+            "steps": args.steps,
+            "gammas": [round(g, 4) for g in GAMMAS],
+            "seeds": list(SEEDS),
+            "lanes": total_lanes,
+            "snapshots": list(cfg.snapshots),
+            "loop_lanes": subset.tolist(),
+            "cpu_count": os.cpu_count(),
+            "other_busy_processes_start": others,
+            "other_busy_processes_end": others_end,
+            "load_average_start": load_start,
+            "load_average_end": load_end,
+        },
+        "matmul_peak": {"start": peak_start, "end": peak_end, "used": peak},
+        "sweep": {
+            "first_call_s": sweep_first,
+            "second_call_s": sweep_second,
+            "compile_s_jax_records": compile_s,
+            "run_s": sweep_run,
+            "short_cold_s": short_cold,
+            "short_warm_s": short_warm,
+            "status": status,
+            "final_loss_min": float(final_loss.min()),
+            "final_loss_max": float(final_loss.max()),
+        },
+        "jax_loop": {
+            "seconds_subset": loop_subset,
+            "seconds_all_lanes": loop_all,
+            "first_call_s": single_first,
+            "compile_s_jax_records": single_compile,
+            "max_abs_loss_diff_vs_sweep": loop_check,
+        },
+        "torch": torch_info,
+        "flops": {"per_lane": counts, "xla_step_all_lanes": xla_step, **flop_rows},
+        "goals": {
+            "a_speedup_vs_jit_loop": speedup_a,
+            "b_speedup_vs_torch_loop": speedup_b,
+            "c_fraction_of_matmul_peak": fraction,
+            "d_compile_share": compile_share,
+        },
+        "environment": environment,
+    }
+    text = json.dumps(record, indent=1, default=float)
+    print(text)
+    if args.json:
+        results.write_json(args.json, record)
+
+
+def _other_busy_processes(threshold: float = 20.0) -> list[str]:
+    """Other processes using more than ``threshold``% CPU (from ps; empty if ps is missing)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["ps", "-eo", "pid,pcpu,args", "--no-headers"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    busy = []
+    for line in out.splitlines():
+        pid, pcpu, command = line.split(None, 2)
+        if int(pid) != os.getpid() and float(pcpu) > threshold:
+            busy.append(f"{pid} {pcpu}% {command[:60]}")
+    return busy
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+"""Gradient-flow vector fields built from signatures (SPEC.md §6; derivations in theory/ffn.md).
+
+Every vector field has the signature ``(t, y, args) -> dy`` of `ode.integrate`. Theory works on
+plain arrays, in the row convention of `models.weights`: ``W_E [V, d]`` (row alpha is w^E_alpha)
+and ``W_U [V, d]`` (row nu is w^U_nu).
+
+- `ffn_signature_flow`: the FFN flows of W_E *and* W_U from a `SignatureSet` alone, for
+  ``sigma(z) = sum_k C_k z^k``: the label-driven terms of Theorem 1 (theory/ffn.md eq. F4, F7),
+  the prediction term under the uniform-softmax truncation with its m = 0 term (Theorem 2,
+  eq. F5, F8), and optionally the linear-softmax correction of Remark 1 (eq. F9-F10).
+  ``max_order`` masks orders above m_max, so it is a value that can be vmapped.
+- `order_contributions`: the per-order terms ``L r_alpha A_{alpha,m} . phi^{y;m}_alpha`` of
+  Theorem 1, ``[M+1, V, d]``.
+- `attention_uniform_flow`: the attention-only model at uniform attention, a depth-4 linear
+  network (theory/attention.md eq. A3).
+- `gradient_flow`: ``-grad`` of any loss, i.e. exact training written as an ODE.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ctx_staircase.signatures import SignatureSet
+
+PREDICTION_TERMS = ("none", "uniform", "linear")
+
+
+class FlowSignatures(NamedTuple):
+    """The arrays of a `SignatureSet` the flows need, as JAX arrays (a pytree).
+
+    Attributes:
+        r: ``[A]`` occurrence probabilities of the alpha tokens.
+        label: per order m, ``[A, Vnu, P^m]`` label signatures phi^{y;m}.
+        cooccurrence: per order m, ``[A, P^m]`` co-occurrence signatures phi^m.
+        alphas, labels, context: int token ids of each axis.
+    """
+
+    r: jax.Array
+    label: tuple[jax.Array, ...]
+    cooccurrence: tuple[jax.Array, ...]
+    alphas: jax.Array
+    labels: jax.Array
+    context: jax.Array
+
+
+def flow_signatures(sigs: SignatureSet, dtype=None) -> FlowSignatures:
+    """Convert a `SignatureSet` (NumPy float64) to JAX arrays of ``dtype`` (default: x64 or f32)."""
+    dtype = dtype or jnp.zeros(()).dtype
+    as_array = functools.partial(jnp.asarray, dtype=dtype)
+    return FlowSignatures(
+        r=as_array(sigs.r[sigs.alphas]),
+        label=tuple(as_array(p) for p in sigs.label),
+        cooccurrence=tuple(as_array(p) for p in sigs.cooccurrence),
+        alphas=jnp.asarray(sigs.alphas),
+        labels=jnp.asarray(sigs.labels),
+        context=jnp.asarray(sigs.context),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Multinomial bookkeeping of Theorem 1 (theory/ffn.md eq. F3)
+
+
+@functools.lru_cache(maxsize=256)
+def _compositions(total: int, parts: int, first_min: int) -> tuple[tuple[tuple[int, ...], float]]:
+    """Terms of ``(a_0 + a_1 + .. + a_m)^total`` with a_0's power ``>= first_min`` and every
+    context power ``>= 1``, grouped by the multiset of context powers (phi is symmetric in its
+    context axes): ``((n_0, n_1..n_m sorted), multinomial * permutations)``."""
+    grouped: Counter = Counter()
+    for powers in itertools.product(range(total + 1), repeat=parts + 1):
+        n_0, rest = powers[0], powers[1:]
+        if sum(powers) != total or n_0 < first_min or any(n < 1 for n in rest):
+            continue
+        multinomial = math.factorial(total) / math.prod(math.factorial(n) for n in powers)
+        grouped[(n_0, *sorted(rest))] += multinomial
+    return tuple(grouped.items())
+
+
+def _contract_context(phi: jax.Array, powers: Sequence[int], context_embeddings: jax.Array):
+    """``sum_beta phi[..., beta_1..beta_m] prod_r w_{beta_r}^{n_r}`` -> ``[..., d]``.
+
+    ``phi`` ``[..., P^m]`` with m trailing context axes; the d axis of the embeddings is a batch
+    axis of the contraction (elementwise products of d-vectors).
+    """
+    out = phi[..., None]  # [..., P^m, 1]
+    for n in reversed(powers):  # contract the last context axis first
+        out = jnp.einsum("...pd,pd->...d", out, context_embeddings**n)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The FFN signature flow (theory/ffn.md)
+
+
+@functools.partial(jax.jit, static_argnames=("coefficients", "L", "prediction"))
+def ffn_signature_field(
+    W_E: jax.Array,
+    W_U: jax.Array,
+    sigs: FlowSignatures,
+    coefficients: Sequence[float],
+    *,
+    L: int,
+    max_order: jax.Array | int | None = None,
+    prediction: str = "uniform",
+) -> tuple[jax.Array, jax.Array]:
+    """``(dW_E/dt, dW_U/dt)`` of the FFN under gradient flow, from signatures alone.
+
+    Args:
+        W_E, W_U: ``[V, d]`` current weights.
+        sigs: `FlowSignatures` with orders ``0..M``; alphas and context should cover every token
+            that occurs in the inputs, labels every label (rows outside them get no label drive).
+        coefficients: ``(C_1, .., C_K)`` of sigma, a tuple (static: compiled per value).
+        L: sequence length.
+        max_order: m_max; orders above it are masked out (a traced value is fine).
+        prediction: ``"none"``, ``"uniform"`` (Theorem 2) or ``"linear"`` (Remark 1; needs the
+            full order ``M = L-1``, see theory/ffn.md eq. F9).
+
+    Returns:
+        ``dW_E [V, d]`` (theory/ffn.md eq. F6) and ``dW_U [V, d]`` (eq. F8).
+    """
+    if prediction not in PREDICTION_TERMS:
+        raise ValueError(f"prediction must be one of {PREDICTION_TERMS}; got {prediction!r}")
+    M = len(sigs.label) - 1
+    if prediction == "linear" and M != L - 1:
+        raise ValueError(
+            f"prediction='linear' needs signatures up to order L-1 = {L - 1}; got max order {M}"
+        )
+    V = W_U.shape[0]
+    gate = _order_gate(M, max_order, W_E.dtype)
+    E_alpha, E_context, U_label = W_E[sigs.alphas], W_E[sigs.context], W_U[sigs.labels]
+    b_0 = jnp.mean(W_U, axis=0)  # (1/V) W_U^T 1: the readout of a uniform softmax (Theorem 2)
+    dE = jnp.zeros_like(E_alpha)  # [A, d]
+    dU_label = jnp.zeros_like(U_label)  # [Vnu, d]
+    dU_uniform = jnp.zeros_like(b_0)  # [d], the same for every row nu
+    for k, C_k in enumerate(coefficients, start=1):
+        if C_k == 0:
+            continue
+        for m in range(min(k - 1, L - 1, M) + 1):
+            label, cooc = sigs.label[m], sigs.cooccurrence[m]
+            # W_E, eq. (F4)-(F6): k C_k binom(L-1, m) sum_comp w_alpha^l * (label - prediction)
+            scale = k * C_k * math.comb(L - 1, m) * gate[m]
+            for (power, *powers), weight in _compositions(k - 1, m, 0):
+                per_label = _contract_context(label, powers, E_context)  # [A, Vnu, d|1]
+                term = jnp.sum(per_label * U_label, axis=1)
+                if prediction != "none":
+                    term = term - b_0 * _contract_context(cooc, powers, E_context)
+                dE = dE + scale * weight * E_alpha**power * term
+            # W_U, eq. (F7)-(F8): C_k binom(L, m+1) sum_comp sum_alpha r_alpha w_alpha^{n_0} ...
+            scale = C_k * math.comb(L, m + 1) * gate[m]
+            for (power, *powers), weight in _compositions(k, m, 1):
+                left = sigs.r[:, None] * E_alpha**power  # [A, d]
+                per_label = _contract_context(label, powers, E_context)
+                dU_label = dU_label + scale * weight * jnp.sum(per_label * left[:, None], axis=0)
+                if prediction != "none":
+                    mass = jnp.sum(left * _contract_context(cooc, powers, E_context), axis=0)
+                    dU_uniform = dU_uniform - scale * weight * mass / V
+    dW_E = jnp.zeros_like(W_E).at[sigs.alphas].set(L * sigs.r[:, None] * dE)
+    dW_U = jnp.broadcast_to(dU_uniform, W_U.shape).at[sigs.labels].add(dU_label)
+    if prediction == "linear":
+        extra_E, extra_U = _linear_softmax_correction(W_E, W_U, sigs, coefficients, L)
+        dW_E, dW_U = dW_E + extra_E, dW_U + extra_U
+    return dW_E, dW_U
+
+
+def ffn_signature_flow(
+    sigs: SignatureSet,
+    coefficients: Sequence[float],
+    *,
+    prediction: str = "uniform",
+    dtype=None,
+) -> Callable:
+    """The vector field ``(t, y, args) -> dy`` of `ffn_signature_field` for `ode.integrate`.
+
+    ``y`` is ``{"W_E": [V, d], "W_U": [V, d]}``; ``args`` is ``max_order`` (or None for all
+    orders), so a vmap over args sweeps the context order in one compiled call.
+    """
+    flow_sigs = flow_signatures(sigs, dtype)
+    coefficients = tuple(float(c) for c in coefficients)
+
+    def vector_field(t, y, args):
+        dW_E, dW_U = ffn_signature_field(
+            y["W_E"],
+            y["W_U"],
+            flow_sigs,
+            coefficients,
+            L=sigs.L,
+            max_order=args,
+            prediction=prediction,
+        )
+        return {"W_E": dW_E, "W_U": dW_U}
+
+    return vector_field
+
+
+def order_contributions(
+    W_E: jax.Array, W_U: jax.Array, sigs: SignatureSet | FlowSignatures, coeffs, *, L=None
+) -> jax.Array:
+    """Theorem 1 per order: ``L r_alpha A_{alpha,m} . phi^{y;m}_alpha``, ``[M+1, V, d]``.
+
+    The label-driven drive of every embedding split by the context order m of the signature
+    it contracts (theory/ffn.md eq. F4). Summed over m it equals the autodiff label-driven
+    gradient ``E[(df/dw_alpha)^T e_y]`` exactly for polynomial sigma.
+    """
+    if isinstance(sigs, SignatureSet):
+        L = sigs.L
+        sigs = flow_signatures(sigs, W_E.dtype)
+    if L is None:
+        raise ValueError("L must be given with FlowSignatures")
+    return _order_contributions(W_E, W_U, sigs, tuple(float(c) for c in coeffs), int(L))
+
+
+@functools.partial(jax.jit, static_argnames=("coeffs", "L"))
+def _order_contributions(W_E, W_U, sigs, coeffs, L):
+    M = len(sigs.label) - 1
+    contributions = []
+    for m in range(M + 1):
+        mask = jnp.zeros(M + 1, W_E.dtype).at[m].set(1)
+        only_m = sigs._replace(label=tuple(p * mask[i] for i, p in enumerate(sigs.label)))
+        dW_E, _ = ffn_signature_field(W_E, W_U, only_m, tuple(coeffs), L=L, prediction="none")
+        contributions.append(dW_E)
+    return jnp.stack(contributions)
+
+
+def _order_gate(M: int, max_order, dtype) -> jax.Array:
+    """``[M+1]`` 0/1 mask ``m <= max_order`` (all ones when max_order is None)."""
+    if max_order is None:
+        return jnp.ones(M + 1, dtype)
+    return (jnp.arange(M + 1) <= jnp.asarray(max_order)).astype(dtype)
+
+
+def _polynomial(coefficients, z):
+    return sum(C * z**k for k, C in enumerate(coefficients, start=1))
+
+
+def _polynomial_derivative(coefficients, z):
+    return sum(k * C * z ** (k - 1) for k, C in enumerate(coefficients, start=1))
+
+
+def _linear_softmax_correction(W_E, W_U, sigs, coefficients, L):
+    """Remark 1: the prediction term of ``p = 1/V + (1/V) H f`` beyond the uniform part.
+
+    With the full-order co-occurrence signature ``phi^{L-1}`` the hidden vector conditioned on an
+    occurrence of alpha takes the value ``h = w_alpha + sum_r w_{beta_r}`` with probability
+    ``phi^{L-1}_alpha(beta)``, so (theory/ffn.md eq. F9-F10)
+
+        dW_E[alpha] -= (L r_alpha / V) sum_beta phi (sigma'(h) * W_U^T H f(h))
+        dW_U        -= (1 / V) sum_alpha r_alpha sum_beta phi  (H f(h)) sigma(h)^T
+    """
+    V, d = W_E.shape
+    cooc = sigs.cooccurrence[L - 1]  # [A, P^{L-1}]
+    E_alpha, E_context = W_E[sigs.alphas], W_E[sigs.context]
+    h = E_alpha.reshape((-1,) + (1,) * (L - 1) + (d,))
+    for r in range(L - 1):
+        shape = [1] * (L - 1)
+        shape[r] = -1
+        h = h + E_context.reshape((1, *shape, d))
+    hidden = _polynomial(coefficients, h)  # [A, P^{L-1}, d]
+    logits = hidden @ W_U.T
+    centred = logits - jnp.mean(logits, axis=-1, keepdims=True)  # H f
+    slope = _polynomial_derivative(coefficients, h)
+    weight = cooc[..., None]
+    axes = tuple(range(1, L))
+    extra_E = -(L * sigs.r[:, None] / V) * jnp.sum(weight * slope * (centred @ W_U), axis=axes)
+    joint = (sigs.r.reshape((-1,) + (1,) * (L - 1)) * cooc)[..., None]  # [A, P^{L-1}, 1]
+    extra_U = -jnp.einsum("...v,...d->vd", joint * centred, hidden) / V
+    return jnp.zeros_like(W_E).at[sigs.alphas].add(extra_E), extra_U
+
+
+# --------------------------------------------------------------------------------------------
+# Linear drive, attention-only model at uniform attention, exact gradient flow
+
+
+def drive_matrix(sigs: SignatureSet, vocab_size: int) -> np.ndarray:
+    """``M = sum_alpha L r_alpha (phi^{y;0}_alpha - 1/V 1) e_alpha^T``, float64 ``[V, V]``.
+
+    The k = 1, m = 0 part of the FFN flow with the uniform prediction term (theory/ffn.md
+    eq. F11): ``dW_E/dt = C_1 M^T W_U``, ``dW_U/dt = C_1 M W_E``. Column alpha is the centred
+    zero-order signature weighted by ``E[N_alpha]``; absent tokens have zero columns and
+    ``1^T M = 0``. Needs ``sigs`` on the full label axis.
+    """
+    if sigs.labels.size != vocab_size:
+        raise ValueError(
+            f"sigs must cover every label (labels= the whole vocabulary of {vocab_size}); "
+            f"got {sigs.labels.size} labels"
+        )
+    M = np.zeros((vocab_size, vocab_size))
+    weight = sigs.L * sigs.r[sigs.alphas]
+    present = weight > 0
+    centred = sigs.label[0][:, np.argsort(sigs.labels)] - 1.0 / vocab_size
+    M[:, sigs.alphas[present]] = (weight[present, None] * centred[present]).T
+    return M
+
+
+def attention_uniform_field(params: dict, M: jax.Array, L: int) -> dict:
+    """Attention-only model at uniform attention ``a_s = 1/L`` (theory/attention.md eq. A3).
+
+    ``f = W_U W_O W_V (1/L) sum_s w_{x_s}`` is a depth-4 linear network with cross-correlation
+    ``Q = E[(e_y - 1/V) hbar^T] = M W_E / L``; with the uniform-softmax prediction term::
+
+        dW_U = Q (W_O W_V)^T,  dW_O = W_U^T Q W_V^T,  dW_V = (W_U W_O)^T Q,
+        dW_E = (1/L) M^T W_U W_O W_V
+
+    Args:
+        params: ``W_E [V, d]``, ``W_U [V, d]``, ``W_O [d, d_k]``, ``W_V [d_k, d]``.
+        M: `drive_matrix` ``[V, V]``.
+    """
+    W_E, W_U, W_O, W_V = (params[k] for k in ("W_E", "W_U", "W_O", "W_V"))
+    M = jnp.asarray(M, dtype=W_E.dtype)
+    Q = M @ W_E / L
+    return {
+        "W_E": M.T @ W_U @ W_O @ W_V / L,
+        "W_U": Q @ (W_O @ W_V).T,
+        "W_O": W_U.T @ Q @ W_V.T,
+        "W_V": (W_U @ W_O).T @ Q,
+    }
+
+
+def attention_uniform_flow(sigs: SignatureSet, vocab_size: int, dtype=None) -> Callable:
+    """`attention_uniform_field` as an ODE vector field ``(t, params, args) -> dparams``."""
+    M = jnp.asarray(drive_matrix(sigs, vocab_size), dtype=dtype or jnp.zeros(()).dtype)
+    return lambda t, y, args: attention_uniform_field(y, M, sigs.L)
+
+
+def attention_logits(W_E, W_U, W_Q, W_K, W_V, W_O, tokens, *, value=None, key=None, query=None):
+    """Last-position logits of the attention-only model (SPEC.md §5.2, no positions), ``[n, V]``.
+
+    ``value``, ``key`` and ``query`` optionally replace ``W_E`` in one role each, so that a
+    gradient with respect to one of them is that path's contribution (theory/attention.md
+    eq. A1): the three path gradients sum to the full gradient.
+    """
+    d = W_E.shape[1]
+    h_value, h_key, h_query = (W_E[tokens] if e is None else e[tokens] for e in (value, key, query))
+    keys = h_key @ W_K.T  # [n, L, d_k]
+    query_vector = h_query[:, -1] @ W_Q.T  # [n, d_k]
+    scores = jnp.einsum("nsk,nk->ns", keys, query_vector) / jnp.sqrt(jnp.asarray(d, W_E.dtype))
+    attention = jax.nn.softmax(scores, axis=-1)
+    pooled = jnp.einsum("ns,nsd->nd", attention, h_value)
+    return pooled @ W_V.T @ W_O.T @ W_U.T
+
+
+def attention_path_gradients(weights: dict, tokens, labels, probabilities) -> dict:
+    """Label-driven gradient ``E[(df/dw_alpha)^T e_y]`` split into value, key and query paths.
+
+    A diagnostic at any snapshot (SPEC.md §6.4, Theorem 3): each path's ``[V, d]`` gradient,
+    by automatic differentiation through that role of the embedding only.
+    """
+    tokens, labels = jnp.asarray(tokens), jnp.asarray(labels)
+    p = jnp.asarray(probabilities, dtype=weights["W_E"].dtype)
+    rest = {k: weights[k] for k in ("W_U", "W_Q", "W_K", "W_V", "W_O")}
+
+    def label_term(E_value, E_key, E_query):
+        logits = attention_logits(
+            weights["W_E"], **rest, tokens=tokens, value=E_value, key=E_key, query=E_query
+        )
+        return jnp.sum(p * jnp.take_along_axis(logits, labels[:, None], axis=1)[:, 0])
+
+    W_E = weights["W_E"]
+    value, key, query = jax.grad(label_term, argnums=(0, 1, 2))(W_E, W_E, W_E)
+    return {"value": value, "key": key, "query": query}
+
+
+def attention_value_path(weights: dict, phi0: jax.Array, psi: jax.Array, r, L: int):
+    """Theorem 3 value path ``L r_alpha (W_U W_O W_V)^T (phi^{y;0}_alpha * psi^y_alpha)``, [A, d].
+
+    ``phi0, psi`` ``[A, V]`` (`signatures.label_signature` order 0 and
+    `signatures.attention_factor`), ``r`` ``[A]``.
+    """
+    readout = weights["W_U"] @ weights["W_O"] @ weights["W_V"]  # [V, d]
+    return L * jnp.asarray(r)[:, None] * ((jnp.asarray(phi0) * jnp.asarray(psi)) @ readout)
+
+
+def gradient_flow(loss: Callable) -> Callable:
+    """The exact gradient flow ``dy/dt = -grad loss(y)`` of any loss over a pytree of parameters.
+
+    With `train.loss_function` this is full-batch training of any model written as an ODE.
+    """
+    gradient = jax.grad(loss)
+    return lambda t, y, args: jax.tree.map(jnp.negative, gradient(y))

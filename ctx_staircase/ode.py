@@ -1,0 +1,213 @@
+"""ODE solvers for gradient flows: adaptive (diffrax) and a fixed-step RK4 oracle.
+
+Both solvers take ``vector_field(t, y, args) -> dy/dt`` with ``y`` any pytree of float arrays and
+return a ``Solution`` saved at the requested times ``ts`` (float ``[T]``, non-decreasing, ``T >=
+2``). ``integrate`` is the workhorse (diffrax ``Tsit5``/``Dopri5``/``Dopri8`` with PID step-size
+control); ``rk4`` is classical fixed-step RK4 in ``lax.scan``, the test oracle and fallback.
+
+Both are pure, safe under ``jax.jit`` and ``jax.vmap``, and never raise on a failed solve: a lane
+that blows up or runs out of steps reports ``ok = False`` (per lane under ``vmap``) while the other
+lanes go on. Inputs are validated eagerly where they are concrete; under tracing only the shape
+and static checks run.
+
+**Dtypes.** Integer times and states become the default float; each state leaf is carried in the
+common float dtype of itself and ``ts`` (diffrax's rule, applied to ``rk4`` too), so a float32 solve
+needs float32 ``ts`` as well (and tolerances above float32 resolution, e.g. ``rtol=1e-5``).
+
+**Compilation.** The solve is an ``equinox.filter_jit`` function keyed on the vector field, the
+solver name and the static options, so repeated calls with the same ``vector_field`` object, the
+same shapes and dtypes compile once; ``rtol``, ``atol``, ``dt0``, ``y0``, ``ts`` and the array
+leaves of ``args`` are traced. Define ``vector_field`` once (not a fresh lambda per call) and pass
+numbers in ``args`` as arrays (non-array leaves of ``args`` are static and recompile per value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+__all__ = ["SOLVERS", "Solution", "integrate", "rk4"]
+
+SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
+
+VectorField = Callable[[jax.Array, Any, Any], Any]
+
+
+class Solution(NamedTuple):
+    """A trajectory saved at the requested times.
+
+    Attributes:
+        ts: float ``[T]``, the save times (as requested).
+        ys: pytree like ``y0``, every leaf with a leading ``[T]`` axis; ``ys`` at ``ts[0]`` is
+            ``y0``. After a failure, values at times not reached are non-finite (``inf``).
+        ok: bool ``[]``, True when the solve succeeded and every saved value is finite.
+        num_steps: int32 ``[]``, the number of steps taken (accepted and rejected for
+            ``integrate``; ``substeps * (T - 1)`` for ``rk4``).
+    """
+
+    ts: jax.Array
+    ys: Any
+    ok: jax.Array
+    num_steps: jax.Array
+
+
+def _concrete(x: Any) -> np.ndarray | None:
+    """``x`` as a numpy array, or None where it is a tracer (no value checks possible)."""
+    try:
+        return np.asarray(x)
+    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        return None
+
+
+def _as_float(x: Any, time_dtype: Any = None) -> jax.Array:
+    """A strongly typed float array: integer/bool inputs become the default float dtype; with
+    ``time_dtype``, promoted to the common dtype with time (as diffrax does)."""
+    x = jnp.asarray(x)
+    dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.result_type(float)
+    if time_dtype is not None:
+        # an explicit cast, so float32 states meet float64 times under strict promotion
+        with jax.numpy_dtype_promotion("standard"):
+            dtype = jnp.promote_types(dtype, time_dtype)
+    return jnp.asarray(x, dtype=dtype)
+
+
+def _check_ts(ts: Any) -> jax.Array:
+    ts = _as_float(ts)
+    if ts.ndim != 1 or ts.shape[0] < 2:
+        raise ValueError(f"ts must be 1-D with at least 2 times; got shape {ts.shape}")
+    values = _concrete(ts)
+    if values is not None and not (np.all(np.isfinite(values)) and np.all(np.diff(values) >= 0)):
+        raise ValueError(f"ts must be finite and non-decreasing; got {values}")
+    return ts
+
+
+def _check_positive(name: str, value: Any, dtype: Any) -> jax.Array:
+    if isinstance(value, bool) or np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a positive finite scalar; got {value!r}")
+    concrete = _concrete(value)
+    if concrete is not None and (
+        concrete.dtype.kind not in "iuf" or not (np.isfinite(concrete) and concrete > 0)
+    ):
+        raise ValueError(f"{name} must be a positive finite scalar; got {value!r}")
+    return jnp.asarray(value, dtype=dtype)
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1; got {value!r}")
+    return int(value)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+@eqx.filter_jit
+def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps):
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        SOLVERS[solver](),
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=dt0,
+        y0=y0,
+        args=args,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps,
+        throw=False,
+    )
+    ok = (sol.result == diffrax.RESULTS.successful) & _all_finite(sol.ys)
+    return Solution(ts, sol.ys, ok, jnp.asarray(sol.stats["num_steps"], dtype=jnp.int32))
+
+
+def integrate(
+    vector_field: VectorField,
+    y0: Any,
+    ts: Any,
+    args: Any = None,
+    *,
+    solver: str = "tsit5",
+    rtol: float = 1e-8,
+    atol: float = 1e-10,
+    max_steps: int = 100_000,
+    dt0: float | None = None,
+) -> Solution:
+    """Solve ``dy/dt = vector_field(t, y, args)`` from ``y(ts[0]) = y0``, saving at ``ts``.
+
+    Args:
+        vector_field: ``(t [], y pytree, args) -> dy`` with the structure, shapes and dtypes of y.
+        y0: initial state, any pytree of float arrays (see Dtypes in the module docstring).
+        ts: float ``[T]``, ``T >= 2``, non-decreasing; integration runs from ``ts[0]`` to
+            ``ts[-1]``.
+        args: passed through to ``vector_field``; array leaves are traced.
+        solver: ``"tsit5"`` (default), ``"dopri5"`` or ``"dopri8"`` (explicit Runge-Kutta).
+        rtol, atol: PID step-size control tolerances (positive, finite).
+        max_steps: step budget (int >= 1); exhausting it gives ``ok = False``, not an error.
+        dt0: initial step size; None lets the controller choose.
+
+    Returns:
+        ``Solution(ts [T], ys (leaves [T, ...]), ok bool [], num_steps int32 [])``.
+    """
+    if not isinstance(solver, str) or solver not in SOLVERS:
+        raise ValueError(f"solver={solver!r} is not one of {tuple(SOLVERS)}")
+    ts = _check_ts(ts)
+    rtol = _check_positive("rtol", rtol, ts.dtype)
+    atol = _check_positive("atol", atol, ts.dtype)
+    max_steps = _check_count("max_steps", max_steps)
+    if dt0 is not None:
+        dt0 = _check_positive("dt0", dt0, ts.dtype)
+    y0 = jax.tree.map(lambda leaf: _as_float(leaf, ts.dtype), y0)
+    return _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps)
+
+
+@eqx.filter_jit
+def _solve_rk4(vector_field, y0, ts, args, substeps):
+    def axpy(y, h, k):
+        """y + h k, leaf-wise, with h cast to each leaf's dtype (strict promotion)."""
+        return jax.tree.map(lambda yi, ki: yi + h.astype(yi.dtype) * ki, y, k)
+
+    def step(y, t, h):
+        k1 = vector_field(t, y, args)
+        k2 = vector_field(t + h / 2, axpy(y, h / 2, k1), args)
+        k3 = vector_field(t + h / 2, axpy(y, h / 2, k2), args)
+        k4 = vector_field(t + h, axpy(y, h, k3), args)
+        slope = jax.tree.map(lambda a, b, c, d: a + 2 * b + 2 * c + d, k1, k2, k3, k4)
+        return axpy(y, h / 6, slope)
+
+    def interval(y, bounds):
+        t_start, t_end = bounds
+        h = (t_end - t_start) / substeps
+        y = lax.fori_loop(0, substeps, lambda j, y: step(y, t_start + j.astype(h.dtype) * h, h), y)
+        return y, y
+
+    _, ys = lax.scan(interval, y0, (ts[:-1], ts[1:]))
+    ys = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), y0, ys)
+    num_steps = jnp.asarray(substeps * (ts.shape[0] - 1), dtype=jnp.int32)
+    return Solution(ts, ys, _all_finite(ys), num_steps)
+
+
+def rk4(
+    vector_field: VectorField, y0: Any, ts: Any, args: Any = None, *, substeps: int = 10
+) -> Solution:
+    """Classical fixed-step RK4: ``substeps`` equal steps between each pair ``ts[i] -> ts[i+1]``.
+
+    Global error is ``O(h^4)`` with ``h = (ts[i+1] - ts[i]) / substeps``. Arguments as in
+    ``integrate``; ``substeps`` is an int >= 1.
+
+    Returns:
+        ``Solution(ts [T], ys (leaves [T, ...]), ok bool [] (all saved values finite),
+        num_steps int32 [] = substeps * (T - 1))``.
+    """
+    ts = _check_ts(ts)
+    substeps = _check_count("substeps", substeps)
+    y0 = jax.tree.map(lambda leaf: _as_float(leaf, ts.dtype), y0)
+    return _solve_rk4(vector_field, y0, ts, args, substeps)
