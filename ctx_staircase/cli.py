@@ -100,6 +100,28 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--chunk", type=int, default=None, help="lanes per compiled call")
     tr.add_argument("--out", type=Path, default=None, help="output folder (resumes if present)")
     tr.set_defaults(handler=_train)
+
+    th = commands.add_parser("theory", help="theory (closed form, signature flow) vs training")
+    th.add_argument("task", help="task name (see `ctx-staircase list`)")
+    th.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
+    th.add_argument("--model", default="ffn", help="ffn | attention")
+    th.add_argument("--gamma", type=float, nargs="+", default=[0.6, 0.8, 1.0, 1.2, 1.4])
+    th.add_argument(
+        "--max-order",
+        type=int,
+        nargs="+",
+        default=[0, 1],
+        help="context orders m_max of the signature flow",
+    )
+    th.add_argument("--activation", default="poly:1,0.5", help="FFN activation")
+    th.add_argument("--d", type=int, default=128)
+    th.add_argument("--lr", type=float, default=0.2, help="GD learning rate (t = lr * step)")
+    th.add_argument("--steps", type=int, default=1500)
+    th.add_argument("--snapshot-every", type=int, default=10)
+    th.add_argument("--threshold", type=float, default=0.5, help="escape: largest centred logit")
+    th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--out", type=Path, default=None)
+    th.set_defaults(handler=_theory)
     return parser
 
 
@@ -243,6 +265,82 @@ def _train(args: argparse.Namespace) -> int:
             probe,
         )
     console.print(table)
+    console.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _theory(args: argparse.Namespace) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # theory checks run in float64
+    from ctx_staircase import comparison, plots, results, tasks
+
+    for name in ("steps", "snapshot_every", "d"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if not (np.isfinite(args.threshold) and args.threshold > 0):
+        raise ValueError(f"--threshold must be finite and > 0; got {args.threshold}")
+    ds = tasks.make(args.task, **_parse_params(args.param))
+    out = args.out or Path("runs") / f"theory_{args.task}_{args.model}"
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    with console.status("training, integrating the theory, comparing (first call compiles)"):
+        experiment = comparison.theory_vs_training(
+            ds,
+            model=args.model,
+            gammas=args.gamma,
+            max_orders=args.max_order,
+            seed=args.seed,
+            d=args.d,
+            activation=args.activation,
+            lr=args.lr,
+            steps=args.steps,
+            snapshot_every=args.snapshot_every,
+            threshold=args.threshold,
+        )
+    title = f"{args.task} {ds.params}, {args.model}, σ={args.activation}, d={args.d}"
+    summary = comparison.experiment_summary(experiment)
+    summary.update(
+        task=args.task,
+        params=ds.params,
+        model=args.model,
+        lr=args.lr,
+        steps=args.steps,
+        seconds=time.perf_counter() - start,
+        environment=results.environment(),
+    )
+    overlay = plots.theory_overlay_figure(experiment, title)
+    escape = plots.escape_time_figure(experiment, title)
+    results.save_figure(overlay, out / "theory_overlay.png")
+    results.save_figure(escape, out / "escape_time.png")
+    results.write_json(out / "metrics.json", summary)
+
+    table = Table(title=title)
+    for column in (
+        "γ",
+        "theory",
+        "W_E err (pre-esc.)",
+        "t_esc theory",
+        "t_esc train",
+        "ratio",
+        "ρ0 onset th/tr",
+    ):
+        table.add_column(column)
+    for run in summary["runs"]:
+        for name, c in run["comparisons"].items():
+            onset = c["onset_time"]
+            table.add_row(
+                f"{run['gamma']:g}",
+                name,
+                f"{c['weight_rel_error_max']:.3f}",
+                f"{c['escape_time']['theory']:.1f}",
+                f"{c['escape_time']['simulation']:.1f}",
+                f"{c['escape_ratio']:.3f}",
+                f"{onset['theory'][0]:.1f}/{onset['simulation'][0]:.1f}",
+            )
+    console.print(table)
+    slopes = ", ".join(f"{k} {v:.1f}" for k, v in summary["escape_slope"].items())
+    console.print(f"escape-time slope dt/dγ: {slopes}")
     console.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
     return 0
 

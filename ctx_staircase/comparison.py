@@ -224,12 +224,32 @@ def theory_vs_training(
     slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
     return {
         "ts": ts,
+        "tokens": ds.tokens,
+        "threshold": threshold,
         "coefficients": coefficients,
         "top_singular_value": top,
         "runs": runs,
         "escape": escape,
         "escape_slope": slopes,
     }
+
+
+def experiment_summary(experiment: dict) -> dict:
+    """The JSON-ready numbers of `theory_vs_training` (no trajectories)."""
+    runs = [
+        {
+            "gamma": run["gamma"],
+            "status": run["status"],
+            "solver_ok": {k[:-3]: v for k, v in run["theories"].items() if k.endswith("_ok")},
+            "comparisons": {
+                name: {k: v for k, v in c.items() if k != "rho"}
+                for name, c in run["comparisons"].items()
+            },
+        }
+        for run in experiment["runs"]
+    ]
+    keys = ("threshold", "coefficients", "top_singular_value", "escape", "escape_slope")
+    return {**{k: experiment[k] for k in keys}, "runs": runs}
 
 
 def _frozen_past(field, cap: float):

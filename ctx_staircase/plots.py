@@ -138,3 +138,84 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
     fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="cosine similarity")
     fig.suptitle(title)
     return fig
+
+
+def theory_overlay_figure(experiment: dict, title: str):
+    """Theory dashed over training solid: logit scale, rho_0 and rho_1 against t = lr * step."""
+    from ctx_staircase import closed_form
+
+    ts = experiment["ts"]
+    coefficients = experiment["coefficients"]
+    runs = experiment["runs"]
+    colours = plt.cm.viridis(np.linspace(0.0, 0.9, len(runs)))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
+    dashes = {"closed_form": "--", "signature_flow": ":", "uniform_attention_flow": "--"}
+    tokens = experiment["tokens"]
+    for colour, run in zip(colours, runs, strict=True):
+        label = f"γ={run['gamma']:g}"
+        sim = run["simulation"]
+        scale = closed_form.logit_scale(sim.W_E, sim.W_U, tokens, coefficients)
+        axes[0].plot(ts, scale, color=colour, lw=1.8, label=f"{label} training")
+        for name, comparison in run["comparisons"].items():
+            style = next(v for k, v in dashes.items() if name.startswith(k))
+            theory = run["theories"][name]
+            axes[0].plot(
+                ts,
+                closed_form.logit_scale(theory.W_E, theory.W_U, tokens, coefficients),
+                color=colour,
+                ls=style,
+                lw=1.2,
+            )
+            for m in (0, 1):
+                axes[1 + m].plot(ts, comparison["rho"]["theory"][m], color=colour, ls=style, lw=1.2)
+        first = next(iter(run["comparisons"].values()))
+        for m in (0, 1):
+            axes[1 + m].plot(ts, first["rho"]["simulation"][m], color=colour, lw=1.8)
+    axes[0].axhline(experiment["threshold"], color="k", lw=0.8, ls="-.", label="escape threshold")
+    axes[0].set_yscale("log")
+    axes[0].set_ylim(top=1e3)  # past escape the truncated theories blow up; not their regime
+    axes[0].set_title("largest centred logit (nats)", fontsize=9)
+    axes[1].set_title("$\\rho_0$: alignment with $S^{sig,(0)}$", fontsize=9)
+    axes[2].set_title("$\\rho_1$: best first-order frequency alignment", fontsize=9)
+    names = ", ".join(
+        f"{k} ({v})"
+        for k, v in dashes.items()
+        if any(n.startswith(k) for n in runs[0]["comparisons"])
+    )
+    for ax in axes:
+        ax.set_xlabel("t = lr · step")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6)
+    fig.suptitle(f"{title}\ntraining solid; theory: {names}", fontsize=10)
+    return fig
+
+
+def escape_time_figure(experiment: dict, title: str):
+    """Escape time against gamma: theory lines, measured points (SPEC §8 item 14)."""
+    escape = experiment["escape"]
+    gammas = np.asarray(escape["gamma"])
+    fig, ax = plt.subplots(figsize=(5.2, 4), layout="constrained")
+    ax.plot(gammas, escape["simulation"], "o", color="k", label="training (measured)")
+    for name, values in escape.items():
+        if name in ("gamma", "simulation"):
+            continue
+        ax.plot(
+            gammas, values, "--", label=f"{name} (slope {experiment['escape_slope'][name]:.1f})"
+        )
+    analytic = experiment["escape_slope"]["analytic"]
+    anchor = np.nanmean(np.asarray(escape["simulation"]) - analytic * gammas)
+    ax.plot(
+        gammas,
+        anchor + analytic * gammas,
+        ":",
+        color="0.4",
+        label=f"ln d / (C_1 s_1) slope {analytic:.1f} (offset fitted)",
+    )
+    ax.set_xlabel("γ (initial std d^{-γ})")
+    ax.set_ylabel("escape time t = lr · step")
+    ax.set_title(
+        f"{title}\nmeasured slope {experiment['escape_slope']['simulation']:.1f}", fontsize=9
+    )
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig

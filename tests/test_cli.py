@@ -108,3 +108,63 @@ def test_train_bad_input_is_one_line_exit_2_and_no_files(tmp_path, capsys, extra
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err and needle in err
     assert not out.exists()
+
+
+def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
+    out = tmp_path / "theory"
+    argv = [
+        "theory",
+        "add",
+        "--param",
+        "N=6",
+        "--gamma",
+        "0.8",
+        "1.2",
+        "--max-order",
+        "0",
+        "1",
+        "--d",
+        "16",
+        "--steps",
+        "200",
+        "--lr",
+        "0.5",
+        "--out",
+        str(out),
+    ]
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "metrics.json").read_text())
+    assert [run["gamma"] for run in summary["runs"]] == [0.8, 1.2]
+    names = set(summary["runs"][0]["comparisons"])
+    assert names == {"closed_form", "signature_flow_m0", "signature_flow_m1"}
+    for run in summary["runs"]:
+        for c in run["comparisons"].values():
+            assert {
+                "weight_rel_error_max",
+                "gram_rel_error_max",
+                "escape_time",
+                "onset_time",
+                "rho_distance_max",
+            } <= set(c)
+    assert {"simulation", "closed_form", "analytic"} <= set(summary["escape_slope"])
+    for name in ("theory_overlay.png", "escape_time.png"):
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--model", "gpt"], "model"),
+        (["--max-order", "2"], "max_orders"),
+        (["--gamma", "nan"], "gamma"),
+        (["--threshold", "-1"], "--threshold"),
+        (["--steps", "0"], "--steps"),
+    ],
+)
+def test_theory_bad_input(tmp_path, capsys, extra, needle):
+    out = tmp_path / "never"
+    argv = ["theory", "add", "--param", "N=6", "--steps", "20", "--d", "8", *extra]
+    assert cli.main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and needle in err
+    assert not out.exists()
