@@ -99,6 +99,8 @@ class Trajectory(NamedTuple):
         attention_position: ``[S, L]`` mean last-row attention each position receives (zeros for
             models without attention).
         attention_group: ``{group: [S]}`` mean attention mass on each token group.
+        sample_loss, sample_accuracy: ``{sample group: [S]}`` mean loss and accuracy over each of
+            ``ds.sample_groups`` (uniform within the group; held-out samples of weight 0 count).
         diverged_step: int, the step whose update went non-finite, or -1.
     """
 
@@ -110,6 +112,8 @@ class Trajectory(NamedTuple):
     group_norms: dict[str, jax.Array]
     attention_position: jax.Array
     attention_group: dict[str, jax.Array]
+    sample_loss: dict[str, jax.Array]
+    sample_accuracy: dict[str, jax.Array]
     diverged_step: jax.Array
 
 
@@ -193,6 +197,7 @@ def _make_run(graphdef, dataset_key, config):
     tokens, labels = jnp.asarray(ds.tokens), jnp.asarray(ds.labels)
     probabilities_np = ds.probabilities
     group_masks = {name: np.isin(np.arange(ds.vocab_size), ids) for name, ids in ds.groups.items()}
+    sample_groups = {g: jnp.asarray(i) for g, i in ds.sample_groups.items() if i.size}
     transform = _transform(config)
     schedule = _schedule(config)
     segment_lengths = np.diff(np.concatenate([[0], config.snapshots]))
@@ -228,6 +233,8 @@ def _make_run(graphdef, dataset_key, config):
             g: probabilities @ jnp.sum(jnp.where(jnp.asarray(mask)[tokens], attention, 0), -1)
             for g, mask in group_masks.items()
         }
+        sample_loss = {g: jnp.mean(nll[index]) for g, index in sample_groups.items()}
+        sample_accuracy = {g: jnp.mean(correct[index]) for g, index in sample_groups.items()}
         if not config.record_weights:
             W_E, W_U = W_E[:0, :0], W_U[:0, :0]
         return dict(
@@ -238,6 +245,8 @@ def _make_run(graphdef, dataset_key, config):
             group_norms=group_norms,
             attention_position=position,
             attention_group=attention_group,
+            sample_loss=sample_loss,
+            sample_accuracy=sample_accuracy,
         )
 
     def run(state, lr, key):
@@ -364,7 +373,12 @@ def trajectory_arrays(trajectory: Trajectory) -> dict[str, np.ndarray]:
 
 def trajectory_from_arrays(arrays: dict[str, np.ndarray]) -> Trajectory:
     """Inverse of `trajectory_arrays`."""
-    fields: dict[str, Any] = {"group_norms": {}, "attention_group": {}}
+    fields: dict[str, Any] = {
+        "group_norms": {},
+        "attention_group": {},
+        "sample_loss": {},
+        "sample_accuracy": {},
+    }
     for name, value in arrays.items():
         field, _, group = name.partition("/")
         if field not in Trajectory._fields:

@@ -1,0 +1,79 @@
+"""Reproduction experiments: one module per claim or paper figure (sims/ holds thin wrappers).
+
+Each experiment module defines ``NAME``, ``TITLE`` and ``run(full: bool) -> Outcome``: it composes
+library calls, measures, and states every claim with its SPEC.md §8 criterion and pass/fail.
+`execute` runs one, writes ``sims/results/NAME.json`` and its figures ``sims/figures/NAME*.png``
+atomically, and returns the outcome; `sims/reproduce.py` runs them all and writes the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import time
+from pathlib import Path
+from typing import Any
+
+from ctx_staircase import results
+
+#: Experiment modules, in report order.
+EXPERIMENTS = ("theory_vs_training",)
+
+
+@dataclasses.dataclass
+class Claim:
+    """One checked claim: what the paper (or our theory) says, what we measured, the criterion."""
+
+    item: str
+    claim: str
+    measured: str
+    criterion: str
+    passed: bool | None
+    note: str = ""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What an experiment returns: its claims, figures (name -> Matplotlib figure) and numbers."""
+
+    claims: list[Claim]
+    figures: dict[str, Any]
+    numbers: dict[str, Any]
+    config: dict[str, Any]
+
+
+def names() -> tuple[str, ...]:
+    return EXPERIMENTS
+
+
+def load(name: str):
+    if name not in EXPERIMENTS:
+        raise ValueError(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}")
+    return importlib.import_module(f"ctx_staircase.experiments.{name}")
+
+
+def execute(name: str, *, full: bool = False, root: str | Path = "sims") -> dict:
+    """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict."""
+    module = load(name)
+    start = time.perf_counter()
+    outcome = module.run(full=full)
+    seconds = time.perf_counter() - start
+    root = Path(root)
+    figures = {}
+    for key, figure in outcome.figures.items():
+        path = root / "figures" / f"{name}_{key}.png"
+        results.save_figure(figure, path)
+        figures[key] = str(path.relative_to(root))
+    record = {
+        "name": name,
+        "title": module.TITLE,
+        "full": full,
+        "seconds": seconds,
+        "claims": [dataclasses.asdict(c) for c in outcome.claims],
+        "figures": figures,
+        "numbers": outcome.numbers,
+        "config": outcome.config,
+        "environment": results.environment(),
+    }
+    results.write_json(root / "results" / f"{name}.json", record)
+    return record

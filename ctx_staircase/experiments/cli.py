@@ -1,0 +1,36 @@
+"""Entry point shared by the thin scripts in sims/: ``python sims/NAME.py [--full]``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ctx_staircase.experiments import execute
+
+
+def main(name: str, argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=f"run the {name} experiment")
+    parser.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path(__file__).resolve().parents[2] / "sims",
+        help="folder receiving results/ and figures/",
+    )
+    args = parser.parse_args(argv)
+    record = execute(name, full=args.full, root=args.root)
+    print_record(record)
+    return record
+
+
+def print_record(record: dict) -> None:
+    table = Table(title=f"{record['name']}: {record['title']} ({record['seconds']:.0f} s)")
+    for column in ("item", "claim", "measured", "criterion", "pass"):
+        table.add_column(column)
+    for claim in record["claims"]:
+        verdict = {True: "pass", False: "FAIL", None: "-"}[claim["passed"]]
+        table.add_row(claim["item"], claim["claim"], claim["measured"], claim["criterion"], verdict)
+    Console(width=160).print(table)

@@ -1,0 +1,6 @@
+"""Theory against training on `add` (closed form, signature flow, escape-time law)."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("theory_vs_training")
