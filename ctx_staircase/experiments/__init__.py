@@ -17,7 +17,20 @@ from typing import Any
 from ctx_staircase import results
 
 #: Experiment modules, in report order.
-EXPERIMENTS = ("theory_vs_training",)
+EXPERIMENTS = (
+    "fig2a_label_laws",
+    "fig2_geometry",
+    "fig3_staircase",
+    "fig4_frequency",
+    "fig5_activation_order",
+    "fig6_attention",
+    "fig8_role",
+    "fig9_modulus",
+    "appc_task4_orders",
+    "minmax",
+    "rb_anchor_tasks",
+    "theory_vs_training",
+)
 
 
 @dataclasses.dataclass
