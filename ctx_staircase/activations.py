@@ -178,10 +178,10 @@ def effective_coefficients(activation: Activation) -> tuple[float, ...]:
 
     Polynomials give their own. GELU, ``z Phi(z)``, has the Taylor series
     ``z/2 + z^2/sqrt(2 pi) - z^4/(6 sqrt(2 pi)) + ...``, exact at small pre-activations; it is
-    truncated at degree 4. ReLU has no expansion at 0: its effective linear rate at small
-    initialization is ``C_1 = 1/2`` (the mean slope over symmetric random pre-activations), and
-    no higher term is scale-free, so ReLU gets ``(0.5,)`` only, valid while pre-activations are
-    small and of random sign (theory/ffn.md §6).
+    truncated at degree 4. ReLU has no expansion at 0 and no scale-free higher term; it gets the
+    mean slope ``(0.5,)``, a linear (m = 0) flow only. Measured on `add` (theory/ffn.md §6), this
+    rate predicts the early alignment (rho_0 onset within 2%) but not the escape: the escaping
+    mode lives on active units and grows at rate ~1, so ReLU escape times need ``C_1 = 1``.
     """
     activation = get(activation)
     if activation.coefficients is not None:

@@ -39,8 +39,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    run = commands.add_parser("run", help="the main job (default: signature geometry of `add`)")
-    run.add_argument("--out", type=Path, default=DEFAULT_RUN_OUT, help="output folder")
+    run = commands.add_parser(
+        "run", help="the main job: the staircase on add and mod with the theory; or a sims/ run"
+    )
+    run.add_argument(
+        "name",
+        nargs="?",
+        default=None,
+        help="a sims/ experiment (see --list); default: the flagship staircase run",
+    )
+    run.add_argument("--list", action="store_true", help="list the experiments and exit")
+    run.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
+    run.add_argument(
+        "--out", type=Path, default=None, help="output folder (default runs/staircase or runs/NAME)"
+    )
     run.set_defaults(handler=_run)
 
     listing = commands.add_parser("list", help="list every task with its parameters")
@@ -346,7 +358,19 @@ def _theory(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    _signature_report("add", {"N": 20}, 1, None, args.out)
+    from ctx_staircase import experiments
+    from ctx_staircase.experiments.cli import print_record
+
+    if args.list:
+        for name in (experiments.FLAGSHIP, *experiments.names()):
+            print(f"{name:24s} {experiments.load(name).TITLE}")
+        return 0
+    name = args.name or experiments.FLAGSHIP
+    experiments.load(name)  # an unknown name fails here, before anything is written
+    out = args.out or DEFAULT_RUN_OUT.parent / name
+    record = experiments.execute(name, full=args.full, root=out)
+    print_record(record)
+    Console(stderr=True).print(f"wrote {out}/ (results/{name}.json, figures/)")
     return 0
 
 

@@ -55,13 +55,18 @@ class Outcome:
     config: dict[str, Any]
 
 
+#: The flagship run of `ctx-staircase run` (not a sims/ script: it writes runs/staircase/).
+FLAGSHIP = "staircase"
+
+
 def names() -> tuple[str, ...]:
     return EXPERIMENTS
 
 
 def load(name: str):
-    if name not in EXPERIMENTS:
-        raise ValueError(f"experiment must be one of {', '.join(EXPERIMENTS)}; got {name!r}")
+    if name not in (FLAGSHIP, *EXPERIMENTS):
+        allowed = ", ".join((FLAGSHIP, *EXPERIMENTS))
+        raise ValueError(f"experiment must be one of {allowed}; got {name!r}")
     return importlib.import_module(f"ctx_staircase.experiments.{name}")
 
 

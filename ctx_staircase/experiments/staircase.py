@@ -1,0 +1,206 @@
+"""The flagship run: the context staircase on `add` and `mod`, with the theory beside it.
+
+`ctx-staircase run` with no arguments runs this (CPU: about 3 minutes on 2 cores):
+
+1. `add` and `mod` (N = 40), ReLU FFN (d = 128), small init (gamma = 1), full-batch Adam
+   lr 1e-3 for 1200 epochs ([GAP] choices, SPEC.md §5.5);
+2. the staircase: rho_0(t), the alignment with the zero-order signature geometry, against the
+   held-out correlation of the first-order probe (SPEC eq. 7) over training;
+3. the frequency heatmap rho_{(1),k}(t) (SPEC §3, Fig. 4);
+4. the theory overlay on `add` (sigma(z) = z + z^2/2, full-batch GD so that t = lr * step):
+   the closed-form linear phase and the signature flow against training, and the escape time
+   against gamma, theory lines and measured points (theory/closed_form.md).
+"""
+
+from __future__ import annotations
+
+import jax
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ctx_staircase import analysis, comparison, metrics, plots, signatures, sweep, tasks, train
+from ctx_staircase.experiments import Claim, Outcome
+
+NAME = "staircase"
+TITLE = "The context staircase on add and mod (N=40), with the theory overlay"
+
+
+def run(full: bool = False) -> Outcome:
+    epochs = 1200
+    snapshots = tuple(sorted({*range(0, epochs + 1, 25), *train.default_snapshots(epochs)}))
+    config = train.TrainConfig(optimizer="adam", lr=1e-3, steps=epochs, snapshots=snapshots)
+    claims, figures, numbers = [], {}, {}
+    staircase_axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
+    for row, task in enumerate(("add", "mod")):
+        ds = tasks.make(task, N=40)
+        result = sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[0], d=128)
+        trajectory = result.lane(0)
+        steps = np.asarray(trajectory.steps)
+        curves = analysis.alignment_curves(
+            result.trajectory.W_E, steps, ds, probe_snapshots=12 if not full else 40
+        )
+        numbers[task] = _staircase_numbers(ds, trajectory, curves)
+        _draw_staircase(staircase_axes[1][row], ds, task, trajectory, curves, numbers[task])
+        claims += _staircase_claims(task, numbers[task])
+    figures["staircase"] = staircase_axes[0]
+
+    jax.config.update("jax_enable_x64", True)
+    add = tasks.make("add", N=40)
+    theory = comparison.theory_vs_training(
+        add,
+        gammas=(0.8, 1.0, 1.2, 1.4) if not full else (0.6, 0.8, 1.0, 1.2, 1.4, 1.6),
+        max_orders=(0, 1),
+        lr=0.5,
+        steps=900,
+        d=128,
+        activation="poly:1,0.5",
+    )
+    title = "add N=40, FFN d=128, σ(z)=z+z²/2, GD lr 0.5"
+    figures["theory_overlay"] = plots.theory_overlay_figure(theory, title)
+    figures["escape_time"] = plots.escape_time_figure(theory, title)
+    summary = comparison.experiment_summary(theory)
+    numbers["theory"] = summary
+    closed = [r["comparisons"]["closed_form"] for r in summary["runs"]]
+    ratios = [c["escape_ratio"] for c in closed]
+    slopes = summary["escape_slope"]
+    claims += [
+        Claim(
+            "theory",
+            "closed form matches training before escape (t <= t_esc/2)",
+            "max rel. error of W_E "
+            + ", ".join(f"{c['weight_rel_error_max']:.3f}" for c in closed),
+            "<= 0.05",
+            max(c["weight_rel_error_max"] for c in closed) <= 0.05,
+        ),
+        Claim(
+            "theory",
+            "escape times predicted",
+            "ratios " + ", ".join(f"{r:.3f}" for r in ratios),
+            "|ratio - 1| <= 0.10",
+            max(abs(r - 1) for r in ratios) <= 0.10,
+        ),
+        Claim(
+            "§8.14",
+            "escape time linear in gamma",
+            f"slope measured {slopes['simulation']:.0f}, closed form {slopes['closed_form']:.0f}",
+            "within 10%",
+            abs(slopes["closed_form"] / slopes["simulation"] - 1) <= 0.10,
+        ),
+    ]
+    return Outcome(
+        claims,
+        figures,
+        numbers,
+        {
+            "N": 40,
+            "model": "ffn relu d=128",
+            "gamma": 1.0,
+            "optimizer": "adam",
+            "lr": 1e-3,
+            "epochs": epochs,
+            "theory": "poly:1,0.5 GD lr 0.5 900 steps",
+        },
+    )
+
+
+def _staircase_numbers(ds, trajectory, curves) -> dict:
+    numbers_ids = ds.groups["numbers"]
+    labels = np.unique(ds.labels)
+    phi1 = signatures.label_signature(ds, 1, alphas=numbers_ids, labels=labels, context=numbers_ids)
+    S_emb = np.asarray(metrics.cosine_matrix(np.asarray(trajectory.W_E)[:, numbers_ids]))
+    ks = np.arange(0, numbers_ids.size // 2 + 1)
+    spectrum = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))  # [S, K]
+    steps = np.asarray(trajectory.steps)
+    peak0 = int(np.nanargmax(curves.rho0[0]))
+    probe = curves.probe_corr[0]
+    rho0_at_probe = np.interp(curves.probe_steps, steps, curves.rho0[0])
+    late = curves.probe_steps >= steps[peak0]
+    return {
+        "steps": steps,
+        "rho0": curves.rho0[0],
+        "rho0_method": curves.rho0_method,
+        "rho0_peak": float(curves.rho0[0, peak0]),
+        "rho0_peak_step": int(steps[peak0]),
+        "rho0_final": float(curves.rho0[0, -1]),
+        "probe_steps": curves.probe_steps,
+        "probe_corr": probe,
+        "probe_minus_rho0_late": float(np.min((probe - rho0_at_probe)[late]))
+        if late.any()
+        else None,
+        "probe_final": float(probe[-1]),
+        "spectrum": spectrum,
+        "k_best_early": int(np.argmax(spectrum[np.searchsorted(steps, 100)])),
+        "k_best_late": int(np.argmax(spectrum[-1])),
+        "final_accuracy": float(trajectory.accuracy[-1]),
+    }
+
+
+def _staircase_claims(task: str, n: dict) -> list[Claim]:
+    if task == "add":
+        rise = Claim(
+            "§8.3",
+            "add: rho_0 peaks near 1 early, then declines",
+            f"peak {n['rho0_peak']:.3f} at epoch {n['rho0_peak_step']}, "
+            f"final {n['rho0_final']:.3f}",
+            "peak >= 0.9 and final < peak [R]",
+            n["rho0_peak"] >= 0.9 and n["rho0_final"] < n["rho0_peak"],
+        )
+    else:
+        rise = Claim(
+            "§8.3",
+            "mod: zero-order geometry is constant, rho_0 is 1-MSE",
+            f"method {n['rho0_method']}, final {n['rho0_final']:.3f}",
+            "rho_0 reported as 1-MSE, no NaN",
+            n["rho0_method"] == "1-mse",
+        )
+    return [
+        rise,
+        Claim(
+            "§8.5",
+            f"{task}: first-order probe beats rho_0 after the early phase",
+            f"final probe {n['probe_final']:.3f}, rho_0 {n['rho0_final']:.3f}",
+            "probe > rho_0 at the end",
+            n["probe_final"] > n["rho0_final"],
+        ),
+        Claim(
+            "§8.6",
+            f"{task}: frequency refinement",
+            f"argmax_k early {n['k_best_early']}, late {n['k_best_late']}",
+            "early argmax_k small (<= 2) [R]",
+            n["k_best_early"] <= 2,
+        ),
+    ]
+
+
+def _draw_staircase(axes, ds, task, trajectory, curves, n) -> None:
+    steps = np.maximum(n["steps"], 1)
+    axes[0].plot(steps, trajectory.loss, label="loss")
+    axes[0].plot(steps, trajectory.accuracy, label="accuracy")
+    axes[0].set_title(f"{task} N=40: loss (nats) and accuracy", fontsize=9)
+    axes[1].plot(steps, n["rho0"], label=f"$\\rho_0$ vs $S^{{sig,(0)}}$ ({n['rho0_method']})")
+    axes[1].plot(
+        np.maximum(n["probe_steps"], 1),
+        n["probe_corr"],
+        "o-",
+        ms=3,
+        label="first-order probe (held out)",
+    )
+    axes[1].set_title(f"{task}: the staircase", fontsize=9)
+    image = axes[2].imshow(
+        n["spectrum"].T,
+        aspect="auto",
+        origin="lower",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        extent=(0, n["steps"][-1], -0.5, n["spectrum"].shape[1] - 0.5),
+    )
+    axes[2].set_title(f"{task}: $\\rho_{{(1),k}}(t)$", fontsize=9)
+    axes[2].set_ylabel("frequency k")
+    plt.colorbar(image, ax=axes[2], label="Pearson")
+    for ax in axes[:2]:
+        ax.set_xscale("log")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    for ax in axes:
+        ax.set_xlabel("epoch (full-batch Adam step)")
