@@ -37,7 +37,7 @@ def run(full: bool = False) -> Outcome:
         trajectory = result.lane(0)
         steps = np.asarray(trajectory.steps)
         curves = analysis.alignment_curves(
-            result.trajectory.W_E, steps, ds, probe_snapshots=12 if not full else 40
+            result.trajectory.W_E, steps, ds, probe_snapshots=10 if not full else 40
         )
         numbers[task] = _staircase_numbers(ds, trajectory, curves)
         _draw_staircase(staircase_axes[1][row], ds, task, trajectory, curves, numbers[task])
@@ -131,6 +131,8 @@ def _staircase_numbers(ds, trajectory, curves) -> dict:
         "spectrum": spectrum,
         "k_best_early": int(np.argmax(spectrum[np.searchsorted(steps, 100)])),
         "k_best_late": int(np.argmax(spectrum[-1])),
+        # for mod the k = 0 geometry is constant (rho = 0 by convention): search k >= 1
+        "k_star_late": int(1 + np.argmax(spectrum[-1, 1:])),
         "final_accuracy": float(trajectory.accuracy[-1]),
     }
 
