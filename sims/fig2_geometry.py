@@ -1,0 +1,6 @@
+"""Fig. 2B-F: early embedding geometry vs the zero-order signature (add, sub, mul; N=20)."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("fig2_geometry")

@@ -1,0 +1,6 @@
+"""Fig. 3: the staircase in one run (add and mod, N=40): rho_0(t), probe, early/late geometry."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("fig3_staircase")
