@@ -23,6 +23,7 @@ return a correlation of exactly 0 ("no pairwise structure to align with"), with 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -603,3 +604,37 @@ def pca(X, k: int = 2) -> PCA:
     total = jnp.sum(variance)
     ratio = jnp.where(total > 0, variance[:k] / jnp.where(total > 0, total, 1.0), 0.0)
     return PCA(centered @ components.T, components, ratio)
+
+
+# --------------------------------------------------------------------------------------------
+# comparing 2-D layouts (PCA planes)
+
+
+def procrustes_similarity(a, b) -> float:
+    """``1 - disparity`` of two point sets ``[n, k]`` after the best translation, scaling,
+    rotation and reflection (orthogonal Procrustes); 1 means the same shape, NaN if either set is
+    a single point."""
+    a, b = (np.asarray(x, dtype=np.float64) for x in (a, b))
+    if a.shape != b.shape or a.ndim != 2:
+        raise ValueError(
+            f"a and b must be point sets of one shape [n, k]; got {a.shape}, {b.shape}"
+        )
+    a, b = a - a.mean(axis=0), b - b.mean(axis=0)
+    norm_a, norm_b = np.linalg.norm(a), np.linalg.norm(b)
+    if norm_a == 0 or norm_b == 0:
+        return float("nan")
+    singular = np.linalg.svd((a / norm_a).T @ (b / norm_b), compute_uv=False)
+    return float(np.sum(singular) ** 2)
+
+
+def ring_order_fraction(scores, tokens, k: int, N: int) -> float:
+    """Share of angularly adjacent tokens in a PC1-PC2 plane whose values differ by ``±k^{-1}``
+    mod N: the ring order a -> a + k^{-1} of the frequency-k component (theory/signatures.md
+    (S6)); NaN when k has no inverse mod N."""
+    if math.gcd(int(k), int(N)) != 1:
+        return float("nan")
+    step = pow(int(k), -1, int(N))
+    scores, tokens = np.asarray(scores), np.asarray(tokens)
+    order = tokens[np.argsort(np.arctan2(scores[:, 1], scores[:, 0]))]
+    difference = (np.roll(order, -1) - order) % N
+    return float(np.mean((difference == step) | (difference == N - step)))

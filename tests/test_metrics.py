@@ -310,3 +310,25 @@ def test_pca_recovers_a_planted_line_with_deterministic_sign():
     np.testing.assert_allclose(flipped.components[0], components[0], atol=1e-10)
     np.testing.assert_allclose(flipped.scores[:, 0], -result.scores[:, 0], atol=1e-10)
     assert np.all(np.asarray(metrics.pca(np.ones((4, 3))).explained_variance_ratio) == 0)
+
+
+def test_procrustes_similarity_is_invariant_to_similarity_transforms():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(12, 2))
+    theta = 0.7
+    rotation = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+    assert metrics.procrustes_similarity(a, 2.5 * a @ rotation + 3.0) == pytest.approx(1.0)
+    assert metrics.procrustes_similarity(a, a * np.array([1.0, -1.0])) == pytest.approx(1.0)
+    assert metrics.procrustes_similarity(a, rng.normal(size=(12, 2))) < 0.5
+    assert np.isnan(metrics.procrustes_similarity(np.ones((3, 2)), a[:3]))
+
+
+def test_ring_order_fraction_reads_the_ring_of_frequency_k():
+    """Tokens placed at angle 2 pi k a / N: neighbours on the circle differ by k^{-1} mod N."""
+    N, k = 40, 19
+    tokens = np.arange(1, N + 1)
+    angles = 2 * np.pi * k * (tokens - 1) / N
+    scores = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    assert metrics.ring_order_fraction(scores, tokens, k, N) == pytest.approx(1.0)
+    assert metrics.ring_order_fraction(scores, tokens, 3, N) < 0.2
+    assert np.isnan(metrics.ring_order_fraction(scores, tokens, 20, N))  # no inverse mod 40

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy import stats
 
 from ctx_staircase import metrics, plots, signatures, sweep, tasks, train
 from ctx_staircase.experiments import Claim, Outcome
@@ -130,7 +129,9 @@ def run(full: bool = False) -> Outcome:
                 order = _order_variable(task, alphas, N)
                 if order is not None:
                     run_entry["pc1_order_spearman"] = float(
-                        stats.spearmanr(np.asarray(emb_pca.scores)[:, 0], order)[0]
+                        metrics.spearman(
+                            np.asarray(emb_pca.scores)[:, 0], np.asarray(order, dtype=np.float64)
+                        )
                     )
                 if task == "mul":
                     odd = _odd_part(alphas)
@@ -146,7 +147,11 @@ def run(full: bool = False) -> Outcome:
         entry["signature"] = {
             "pca_explained": np.asarray(sig_pca.explained_variance_ratio).tolist(),
             "pc1_order_spearman": (
-                float(stats.spearmanr(np.asarray(sig_pca.scores)[:, 0], order)[0])
+                float(
+                    metrics.spearman(
+                        np.asarray(sig_pca.scores)[:, 0], np.asarray(order, dtype=np.float64)
+                    )
+                )
                 if order is not None
                 else None
             ),

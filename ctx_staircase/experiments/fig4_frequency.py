@@ -25,7 +25,7 @@ Conventions ([GAP] choices, also in ``config``):
   differ by ``±k*^{-1} mod N``. Pass: every eligible seed has fraction ``>= 0.8``, and there is
   at least one.
 - Own-``k*`` match (App. D) [R]: the 2-D PCA of ``w^E`` (epoch 1000) is compared with the 2-D PCA
-  of ``h_{alpha,k}`` by Procrustes (``scipy.spatial.procrustes``: rotation, reflection and scale
+  of ``h_{alpha,k}`` by Procrustes (`metrics.procrustes_similarity`: rotation, reflection and scale
   allowed; similarity ``1 - disparity``). A seed passes when its own ``k*`` matches better than
   every distinct ``k*`` of the other seeds; pass when ≥ 80% of the testable seeds do. A seed
   is testable when its ``k*`` component dominates (``rho_{k*} >= 0.5``, as for the ring) and some
@@ -43,7 +43,6 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
-from scipy.spatial import procrustes
 
 from ctx_staircase import metrics, signatures, sweep, tasks, train
 from ctx_staircase.experiments import Claim, Outcome
@@ -58,28 +57,6 @@ LATE_ADD_MIN = 0.5  # [R] "high" rho at k=20 for add
 K_SEARCH_MIN = 11  # App. D: k* = argmax over k > 10
 RING_RHO_MIN, RING_MIN = 0.5, 0.8  # [R]
 OWN_MATCH_MIN = 0.8  # [R]
-
-
-# ------------------------------------------------------------------------------------------------
-# bookkeeping on PCA layouts (candidates for `metrics`; see the report)
-
-
-def _ring_fraction(scores: np.ndarray, tokens: np.ndarray, k: int, N: int) -> float:
-    """Share of angularly adjacent tokens (PC1-PC2 plane) whose ids differ by ±k^{-1} mod N."""
-    if math.gcd(int(k), N) != 1:
-        return float("nan")
-    step = pow(int(k), -1, N)
-    order = tokens[np.argsort(np.arctan2(scores[:, 1], scores[:, 0]))]
-    diff = (np.roll(order, -1) - order) % N
-    return float(np.mean((diff == step) | (diff == N - step)))
-
-
-def _pca_match(a: np.ndarray, b: np.ndarray) -> float:
-    """1 - Procrustes disparity of two 2-D point sets (nan if one is a single point)."""
-    try:
-        return float(1.0 - procrustes(np.asarray(a, float), np.asarray(b, float))[2])
-    except ValueError:
-        return float("nan")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -105,7 +82,10 @@ def _analyse(ds, result, cfg) -> dict:
     seeds = []
     for g in range(W.shape[0]):
         scores = np.asarray(emb_pca[g].scores)
-        match = {int(k): _pca_match(scores, np.asarray(h_pca[int(k)].scores)) for k in set(k_star)}
+        match = {
+            int(k): metrics.procrustes_similarity(scores, np.asarray(h_pca[int(k)].scores))
+            for k in set(k_star)
+        }
         seeds.append(
             {
                 "seed": int(result.seed[g]),
@@ -117,8 +97,8 @@ def _analyse(ds, result, cfg) -> dict:
                 "argmax_all_k": int(np.argmax(late[g])),
                 "early_argmax_k": int(np.argmax(rho[g, i_early])),
                 "early_max_rho": float(rho[g, i_early].max()),
-                "ring_fraction": _ring_fraction(scores, alphas, int(k_star[g]), N),
-                "ring_fraction_argmax_all_k": _ring_fraction(
+                "ring_fraction": metrics.ring_order_fraction(scores, alphas, int(k_star[g]), N),
+                "ring_fraction_argmax_all_k": metrics.ring_order_fraction(
                     scores, alphas, int(np.argmax(late[g])), N
                 ),
                 "pca_match": match,
