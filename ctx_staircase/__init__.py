@@ -22,6 +22,7 @@ from ctx_staircase import (
     signatures,
     sweep,
     tasks,
+    text,
     train,
 )
 from ctx_staircase.dataset import TokenDataset
@@ -58,6 +59,7 @@ __all__ = [
     "signatures",
     "sweep",
     "tasks",
+    "text",
     "train",
     "train_sweep",
 ]

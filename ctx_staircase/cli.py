@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--list", action="store_true", help="list the experiments and exit")
     run.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
+    run.add_argument("--tiny", action="store_true", help="a seconds-long smoke run (flagship)")
     run.add_argument(
         "--out", type=Path, default=None, help="output folder (default runs/staircase or runs/NAME)"
     )
@@ -367,8 +368,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     name = args.name or experiments.FLAGSHIP
     experiments.load(name)  # an unknown name fails here, before anything is written
+    if args.tiny and name != experiments.FLAGSHIP:
+        raise ValueError(f"--tiny applies to the flagship run only; got name {name!r}")
+    if args.tiny and args.full:
+        raise ValueError("--tiny and --full exclude each other")
     out = args.out or DEFAULT_RUN_OUT.parent / name
-    record = experiments.execute(name, full=args.full, root=out)
+    record = experiments.execute(name, full=args.full, root=out, tiny=args.tiny)
     print_record(record)
     Console(stderr=True).print(f"wrote {out}/ (results/{name}.json, figures/)")
     return 0

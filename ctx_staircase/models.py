@@ -1,8 +1,10 @@
 """The simulated models (SPEC.md §5), in Flax NNX, with the small-initialization rule of §5.5.
 
-Four architectures, each storing its weights in the paper's roles with **rows as vectors**:
+Five architectures, each storing its weights in the paper's roles with **rows as vectors**:
 
 - ``FFN`` — the FFN/CBOW model f(X) = W^U σ(Σ_i w^E_{x_i}) (SPEC §5.1);
+- ``FixedEmbeddingFFN`` — the same FFN with a frozen embedding w^E_α = λ E_α, only the scalar λ
+  and W^U trained (the fixed-embedding runs of Fig. 8D, SPEC §7);
 - ``AttentionOnly`` — one causal attention head, last-position prediction (SPEC §5.2);
 - ``OneLayerTransformer`` — attention + FFN with residuals, no LayerNorm ([RB] Def. 2, SPEC §5.3);
 - ``GPT`` — a small pre-norm decoder (RMSNorm, RoPE, SwiGLU) for the language-model run (§4.2).
@@ -28,6 +30,7 @@ at every position ``[B, T, V]``. All arithmetic runs in the parameter ``dtype``.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 
 import jax
@@ -43,6 +46,8 @@ __all__ = [
     "GPT",
     "INIT_MODES",
     "AttentionOnly",
+    "FixedEmbeddingFFN",
+    "FrozenArray",
     "OneLayerTransformer",
     "create",
     "init_std",
@@ -234,6 +239,114 @@ class FFN(nnx.Module):
     def hidden(self, tokens: jax.Array) -> jax.Array:
         """h = Σ_i w^E_{x_i}: tokens int [B, L] -> [B, d]."""
         return self.W_E[...][_check_tokens(tokens)].sum(axis=1)
+
+    def __call__(self, tokens: jax.Array) -> jax.Array:
+        """Logits W_U σ(h): tokens int [B, L] -> [B, V]."""
+        return activations.apply(self.activation, self.hidden(tokens)) @ self.W_U[...].T
+
+
+class FrozenArray:
+    """A read-only array that is hashable by content, for array-valued model arguments.
+
+    ``sweep.train_sweep`` caches compiled lanes on its model kwargs and Flax keeps non-array
+    module attributes in the (hashed) graph definition, so a constant array passes through both
+    as this wrapper. ``array`` is a read-only float NumPy copy; two wrappers are equal when their
+    dtypes, shapes and values are; ``repr`` names the shape, dtype and a SHA-1 prefix of the
+    contents (what a sweep folder records).
+    """
+
+    __slots__ = ("_digest", "array")
+
+    def __init__(self, array) -> None:
+        if isinstance(array, FrozenArray):
+            array = array.array
+        value = np.array(array, copy=True)
+        if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
+            raise ValueError(f"array: must be a real numeric array, got dtype {value.dtype}")
+        value.setflags(write=False)
+        self.array = value
+        meta = f"{value.dtype.str}{value.shape}".encode()
+        self._digest = hashlib.sha1(meta + np.ascontiguousarray(value).tobytes()).hexdigest()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.array.shape
+
+    def __hash__(self) -> int:
+        return hash(self._digest)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FrozenArray) and self._digest == other._digest
+
+    def __repr__(self) -> str:
+        value = self.array
+        return f"FrozenArray(shape={value.shape}, dtype={value.dtype}, sha1={self._digest[:12]})"
+
+
+class FixedEmbeddingFFN(nnx.Module):
+    """The FFN of SPEC §5.1 with a frozen embedding direction: w^E_α = λ E_α (Fig. 8D, SPEC §7).
+
+    f(X) = W_U σ(λ Σ_i E_{x_i}). ``embedding`` is the fixed matrix ``E [V, d]`` (row α is E_α; a
+    NumPy/JAX array or a `FrozenArray`); it is stored as a `FrozenArray` in the graph definition,
+    not in the model state, so it gets no gradient, no optimizer state and no weight decay. The
+    trainable parameters are the scalar ``scale`` (λ, initialized to ``scale``, default 1) and
+    ``W_U [V, d]``, drawn by the §5.5 rule with ``gamma`` and ``init``, and identical to the W_U of
+    an `FFN` built from the same ``rngs`` (a controlled comparison with the trainable run). ``d``
+    defaults to ``E.shape[1]``; a given ``d`` must match it. ``weights`` returns W_E = λ E.
+
+    Fig. 8D uses (i) E_α = R φ^{y;1}_α v (first-order signature) and (iii) E_α = v_α (random);
+    both are built by the experiment (`ctx_staircase.experiments.fig8_role`), not here.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding,
+        d: int | None = None,
+        *,
+        activation="relu",
+        gamma=0.8,
+        init: str = "d",
+        scale: float = 1.0,
+        rngs: nnx.Rngs,
+        dtype=jnp.float32,
+    ):
+        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        try:
+            frozen = FrozenArray(embedding)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"embedding: not a real array: {error}") from error
+        if frozen.array.ndim != 2 or frozen.shape[0] != self.vocab_size or frozen.shape[1] < 1:
+            raise ValueError(
+                f"embedding: must have shape [vocab_size, d] = [{self.vocab_size}, d], "
+                f"got {frozen.shape}"
+            )
+        if not np.all(np.isfinite(frozen.array)):
+            raise ValueError("embedding: must be finite")
+        self.d = _check_positive_int("d", frozen.shape[1] if d is None else d)
+        if self.d != frozen.shape[1]:
+            raise ValueError(f"embedding: has d = {frozen.shape[1]} columns but d={self.d}")
+        real = int | float | np.integer | np.floating
+        if isinstance(scale, bool) or not isinstance(scale, real) or not math.isfinite(scale):
+            raise ValueError(f"scale: must be a finite number, got {scale!r}")
+        self.embedding = frozen
+        self.activation = _check_activation(activation)
+        dtype = _check_dtype(dtype)
+        draw = _initializer(self.d, gamma, init, rngs, dtype)
+        rngs.params()  # the key FFN spends on W_E, so W_U equals an FFN's from the same rngs
+        self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
+        self.scale = nnx.Param(jnp.asarray(scale, dtype))
+
+    @property
+    def W_E(self) -> jax.Array:
+        """λ E as an array ``[V, d]`` of the parameter dtype."""
+        E = jnp.asarray(self.embedding.array, dtype=self.W_U[...].dtype)
+        return self.scale[...] * E
+
+    def hidden(self, tokens: jax.Array) -> jax.Array:
+        """h = λ Σ_i E_{x_i}: tokens int [B, L] -> [B, d]."""
+        E = jnp.asarray(self.embedding.array, dtype=self.W_U[...].dtype)
+        return self.scale[...] * E[_check_tokens(tokens)].sum(axis=1)
 
     def __call__(self, tokens: jax.Array) -> jax.Array:
         """Logits W_U σ(h): tokens int [B, L] -> [B, V]."""
@@ -457,6 +570,7 @@ class GPT(nnx.Module):
 
 _MODELS = {
     "ffn": FFN,
+    "ffn_fixed": FixedEmbeddingFFN,
     "attention": AttentionOnly,
     "transformer": OneLayerTransformer,
     "gpt": GPT,
@@ -464,19 +578,22 @@ _MODELS = {
 
 
 def names() -> tuple[str, ...]:
-    """Model names accepted by ``create``: ``("ffn", "attention", "transformer", "gpt")``."""
+    """Model names accepted by ``create``:
+    ``("ffn", "ffn_fixed", "attention", "transformer", "gpt")``."""
     return tuple(_MODELS)
 
 
 def create(name: str, *, vocab_size: int, seq_len: int | None = None, **kwargs) -> nnx.Module:
     """Build a model by name; ``kwargs`` (``rngs`` required) go to its constructor.
 
-    ``seq_len`` is required by every model but ``"ffn"``, which ignores it.
+    ``seq_len`` is required by every model but ``"ffn"`` and ``"ffn_fixed"``, which ignore it.
+    ``"ffn_fixed"`` needs ``embedding=`` (an array ``[V, d]`` or a `FrozenArray`; pass a
+    `FrozenArray` through ``sweep.train_sweep``, whose kwargs must be hashable).
     """
     if name not in _MODELS:
         raise ValueError(f"model: unknown name {name!r}; allowed: {names()}")
-    if name == "ffn":
-        return FFN(vocab_size, **kwargs)
+    if name in ("ffn", "ffn_fixed"):
+        return _MODELS[name](vocab_size, **kwargs)
     if seq_len is None:
         raise ValueError(f"seq_len: required for model {name!r}")
     return _MODELS[name](vocab_size, seq_len, **kwargs)
@@ -484,6 +601,7 @@ def create(name: str, *, vocab_size: int, seq_len: int | None = None, **kwargs) 
 
 _ROLES = {
     FFN: ("W_E", "W_U"),
+    FixedEmbeddingFFN: ("W_E", "W_U"),
     AttentionOnly: ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P"),
     OneLayerTransformer: ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P", "W_f1", "W_f2"),
     GPT: (
@@ -507,6 +625,7 @@ def weights(model: nnx.Module) -> dict[str, jax.Array]:
     """The paper-role arrays of ``model`` as plain arrays (rows are vectors, see module doc).
 
     - ``FFN``: W_E, W_U [V, d].
+    - ``FixedEmbeddingFFN``: W_E = λ E (the frozen matrix times the trained scalar), W_U [V, d].
     - ``AttentionOnly``: also W_Q, W_K, W_V [d_k, d], W_O [d, d_k], P [seq_len, d] (zeros when
       ``positional=False``, so h = W_E[x] + P[:L] always holds).
     - ``OneLayerTransformer``: W_Q, W_K, W_V, W_O [d, d], P, W_f1 [d_ff, d], W_f2 [d, d_ff].
@@ -522,6 +641,8 @@ def weights(model: nnx.Module) -> dict[str, jax.Array]:
             arrays[role] = jnp.zeros((model.seq_len, model.d), model.W_E[...].dtype)
         elif role == "W_U" and getattr(model, "tied", False):
             arrays[role] = model.W_E[...]
+        elif role == "W_E" and isinstance(model, FixedEmbeddingFFN):
+            arrays[role] = model.W_E  # λ E, already an array
         else:
             arrays[role] = getattr(model, role)[...]
     return arrays

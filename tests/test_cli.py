@@ -168,3 +168,33 @@ def test_theory_bad_input(tmp_path, capsys, extra, needle):
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and needle in err
     assert not out.exists()
+
+
+def test_flagship_run_tiny_end_to_end(tmp_path, capsys):
+    out = tmp_path / "staircase"
+    assert cli.main(["run", "--tiny", "--out", str(out)]) == 0
+    record = json.loads((out / "results" / "staircase.json").read_text())
+    assert record["name"] == "staircase" and record["tiny"] is True
+    assert set(record["numbers"]) == {"add", "mod", "theory"}
+    for task in ("add", "mod"):
+        numbers = record["numbers"][task]
+        assert len(numbers["rho0"]) == len(numbers["steps"]) and numbers["probe_corr"]
+        assert np.shape(numbers["spectrum"]) == (len(numbers["steps"]), 5)  # k = 0..N/2
+    assert {c["item"] for c in record["claims"]} >= {"§8.3", "§8.5", "§8.6", "§8.14", "theory"}
+    for key in ("staircase", "theory_overlay", "escape_time"):
+        png = (out / record["figures"][key]).read_bytes()
+        assert png[:4] == b"\x89PNG" and len(png) < 300_000
+    assert "jax" in record["environment"]["packages"]
+    assert cli.main(["run", "--list"]) == 0
+    listing = capsys.readouterr().out
+    assert "staircase" in listing and "fig2_geometry" in listing
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [(["run", "nope"], "experiment"), (["run", "fig2_geometry", "--tiny"], "--tiny")],
+)
+def test_run_bad_input(tmp_path, capsys, argv, needle):
+    assert cli.main([*argv, "--out", str(tmp_path / "never")]) == 2
+    assert needle in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()

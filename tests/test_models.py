@@ -366,7 +366,7 @@ def test_float32_models_run_under_jit(name):
 
 
 def test_create_and_weights_keys():
-    assert models.names() == ("ffn", "attention", "transformer", "gpt")
+    assert models.names() == ("ffn", "ffn_fixed", "attention", "transformer", "gpt")
     expected = {
         "ffn": {"W_E", "W_U"},
         "attention": {"W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P"},
@@ -390,6 +390,83 @@ def test_create_and_weights_keys():
     assert isinstance(gpt, models.GPT) and gpt.n_layers == 2
     for role in ("W_Q", "W_K", "W_V", "W_O"):
         assert models.weights(gpt)[role].shape == (2, 8, 8)
+
+
+# --------------------------------------------------------------------------------------------
+# FixedEmbeddingFFN: w^E = λ E with E frozen (Fig. 8D)
+
+
+def fixed_embedding(seed: int = 30, shape: tuple[int, int] = (6, 8)) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=shape)
+
+
+def test_fixed_embedding_ffn_forward_equals_ffn_with_scaled_embedding():
+    E = fixed_embedding()
+    fixed = models.FixedEmbeddingFFN(
+        6, E, activation="poly:0.5,-1,0.25", gamma=0.3, scale=1.7, rngs=nnx.Rngs(31), dtype=F64
+    )
+    ffn = models.FFN(6, 8, activation="poly:0.5,-1,0.25", gamma=0.3, rngs=nnx.Rngs(0), dtype=F64)
+    ffn.W_E[...] = 1.7 * jnp.asarray(E)
+    ffn.W_U[...] = fixed.W_U[...]
+    tokens = random_tokens(32, (5, 3), 6)
+    np.testing.assert_allclose(jitted(fixed)(tokens), jitted(ffn)(tokens), rtol=1e-13)
+    weights = numpy_weights(fixed)
+    assert set(weights) == {"W_E", "W_U"}
+    np.testing.assert_allclose(weights["W_E"], 1.7 * E, rtol=1e-15)
+    # W_U is the W_U of an FFN built from the same rngs (§5.5 rule, std d^{-γ})
+    reference = models.FFN(6, 8, gamma=0.3, rngs=nnx.Rngs(31), dtype=F64)
+    np.testing.assert_array_equal(weights["W_U"], np.asarray(reference.W_U[...]))
+
+
+def test_fixed_embedding_ffn_trains_only_scale_and_unembedding():
+    E = fixed_embedding()
+    model = models.create(
+        "ffn_fixed", vocab_size=6, seq_len=3, embedding=E, gamma=0.3, rngs=nnx.Rngs(33), dtype=F64
+    )
+    graphdef, state = nnx.split(model)
+    assert {str(path[0]) for path, _ in nnx.to_flat_state(state)} == {"W_U", "scale"}
+    tokens, labels = random_tokens(34, (7, 3), 6), random_tokens(35, (7, 1), 6)[:, 0]
+
+    def loss(state):
+        logits = nnx.merge(graphdef, state)(tokens)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], 1))
+
+    grads = jax.grad(loss)(state)
+    assert float(jnp.abs(grads["scale"][...])) > 0
+    assert float(jnp.abs(grads["W_U"][...]).max()) > 0
+    stepped = jax.tree.map(lambda p, g: p - 0.1 * g, state, grads)
+    moved = nnx.merge(graphdef, stepped)
+    np.testing.assert_array_equal(moved.embedding.array, E)  # E itself never changes
+    np.testing.assert_allclose(models.weights(moved)["W_E"], moved.scale[...] * E, rtol=1e-15)
+
+
+def test_frozen_array_is_hashable_by_content():
+    E = fixed_embedding()
+    a, b = models.FrozenArray(E), models.FrozenArray(E.copy())
+    assert a == b and hash(a) == hash(b) and a != models.FrozenArray(E + 1)
+    assert not a.array.flags.writeable and "shape=(6, 8)" in repr(a)
+    kwargs = tuple(sorted({"embedding": a, "d": 8}.items()))  # what train_sweep caches on
+    assert hash(kwargs) == hash(tuple(sorted({"embedding": b, "d": 8}.items())))
+    model = models.create("ffn_fixed", vocab_size=6, embedding=a, rngs=nnx.Rngs(0), dtype=F64)
+    assert model.d == 8 and model.embedding == a
+
+
+@pytest.mark.parametrize(
+    "embedding",
+    [np.zeros((5, 8)), np.zeros(8), np.zeros((6, 0)), np.full((6, 8), np.nan), [["a"] * 8] * 6],
+)
+def test_fixed_embedding_bad_embedding_names_embedding(embedding):
+    with pytest.raises(ValueError, match=r"^embedding:"):
+        models.FixedEmbeddingFFN(6, embedding, rngs=nnx.Rngs(0))
+
+
+def test_fixed_embedding_bad_d_and_scale():
+    with pytest.raises(ValueError, match=r"^embedding:"):
+        models.FixedEmbeddingFFN(6, fixed_embedding(), d=4, rngs=nnx.Rngs(0))
+    with pytest.raises(ValueError, match=r"^scale:"):
+        models.FixedEmbeddingFFN(6, fixed_embedding(), scale=float("inf"), rngs=nnx.Rngs(0))
+    with pytest.raises(TypeError):
+        models.create("ffn_fixed", vocab_size=6, rngs=nnx.Rngs(0))  # embedding is required
 
 
 # --------------------------------------------------------------------------------------------

@@ -70,11 +70,16 @@ def load(name: str):
     return importlib.import_module(f"ctx_staircase.experiments.{name}")
 
 
-def execute(name: str, *, full: bool = False, root: str | Path = "sims") -> dict:
-    """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict."""
+def execute(
+    name: str, *, full: bool = False, root: str | Path = "sims", tiny: bool = False
+) -> dict:
+    """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
+
+    ``tiny`` (the flagship only) shrinks every size to a seconds-long smoke run.
+    """
     module = load(name)
     start = time.perf_counter()
-    outcome = module.run(full=full)
+    outcome = module.run(full=full, tiny=True) if tiny else module.run(full=full)
     seconds = time.perf_counter() - start
     root = Path(root)
     figures = {}
@@ -86,6 +91,7 @@ def execute(name: str, *, full: bool = False, root: str | Path = "sims") -> dict
         "name": name,
         "title": module.TITLE,
         "full": full,
+        "tiny": tiny,
         "seconds": seconds,
         "claims": [dataclasses.asdict(c) for c in outcome.claims],
         "figures": figures,

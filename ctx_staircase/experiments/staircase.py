@@ -25,19 +25,20 @@ NAME = "staircase"
 TITLE = "The context staircase on add and mod (N=40), with the theory overlay"
 
 
-def run(full: bool = False) -> Outcome:
-    epochs = 1200
+def run(full: bool = False, tiny: bool = False) -> Outcome:
+    """The flagship; ``tiny`` shrinks it to a smoke test (N=8, d=16, a few hundred steps)."""
+    N, d, epochs = (8, 16, 120) if tiny else (40, 128, 1200)
     snapshots = tuple(sorted({*range(0, epochs + 1, 25), *train.default_snapshots(epochs)}))
     config = train.TrainConfig(optimizer="adam", lr=1e-3, steps=epochs, snapshots=snapshots)
     claims, figures, numbers = [], {}, {}
     staircase_axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
     for row, task in enumerate(("add", "mod")):
-        ds = tasks.make(task, N=40)
-        result = sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[0], d=128)
+        ds = tasks.make(task, N=N)
+        result = sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[0], d=d)
         trajectory = result.lane(0)
         steps = np.asarray(trajectory.steps)
         curves = analysis.alignment_curves(
-            result.trajectory.W_E, steps, ds, probe_snapshots=10 if not full else 40
+            result.trajectory.W_E, steps, ds, probe_snapshots=40 if full else 4 if tiny else 10
         )
         numbers[task] = _staircase_numbers(ds, trajectory, curves)
         _draw_staircase(staircase_axes[1][row], ds, task, trajectory, curves, numbers[task])
@@ -178,7 +179,7 @@ def _draw_staircase(axes, ds, task, trajectory, curves, n) -> None:
     steps = np.maximum(n["steps"], 1)
     axes[0].plot(steps, trajectory.loss, label="loss")
     axes[0].plot(steps, trajectory.accuracy, label="accuracy")
-    axes[0].set_title(f"{task} N=40: loss (nats) and accuracy", fontsize=9)
+    axes[0].set_title(f"{task} N={ds.groups['numbers'].size}: loss (nats), accuracy", fontsize=9)
     axes[1].plot(steps, n["rho0"], label=f"$\\rho_0$ vs $S^{{sig,(0)}}$ ({n['rho0_method']})")
     axes[1].plot(
         np.maximum(n["probe_steps"], 1),
