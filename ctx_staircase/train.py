@@ -196,7 +196,7 @@ def _make_run(graphdef, dataset_key, config):
     ds = dataset_key.ds
     tokens, labels = jnp.asarray(ds.tokens), jnp.asarray(ds.labels)
     probabilities_np = ds.probabilities
-    group_masks = {name: np.isin(np.arange(ds.vocab_size), ids) for name, ids in ds.groups.items()}
+    group_ids = {name: jnp.asarray(ids) for name, ids in ds.groups.items()}
     sample_groups = {g: jnp.asarray(i) for g, i in ds.sample_groups.items() if i.size}
     transform = _transform(config)
     schedule = _schedule(config)
@@ -219,19 +219,16 @@ def _make_run(graphdef, dataset_key, config):
         )
         weights = models.weights(module)
         W_E, W_U = weights["W_E"], weights["W_U"]
-        norms = jnp.linalg.norm(W_E, axis=-1)
-        group_norms = {
-            g: jnp.sum(jnp.where(mask, norms, 0)) / max(int(mask.sum()), 1)
-            for g, mask in group_masks.items()
-        }
+        norms = jnp.linalg.norm(W_E, axis=-1)  # the model's vocabulary may exceed the data's
+        group_norms = {g: jnp.mean(norms[ids]) for g, ids in group_ids.items() if ids.size}
         if hasattr(module, "attention"):
             attention = module.attention(tokens).astype(probabilities.dtype)  # [n, L]
         else:
             attention = jnp.zeros(tokens.shape, probabilities.dtype)
         position = probabilities @ attention
         attention_group = {
-            g: probabilities @ jnp.sum(jnp.where(jnp.asarray(mask)[tokens], attention, 0), -1)
-            for g, mask in group_masks.items()
+            g: probabilities @ jnp.sum(jnp.where(jnp.isin(tokens, ids), attention, 0), -1)
+            for g, ids in group_ids.items()
         }
         sample_loss = {g: jnp.mean(nll[index]) for g, index in sample_groups.items()}
         sample_accuracy = {g: jnp.mean(correct[index]) for g, index in sample_groups.items()}

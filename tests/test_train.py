@@ -119,3 +119,14 @@ def test_bad_model_and_vocabulary():
         train.train("lstm", ds, config)
     with pytest.raises(ValueError, match="vocab_size"):
         train.train("ffn", ds, config, vocab_size=5)
+
+
+def test_a_model_vocabulary_larger_than_the_data_is_fine():
+    ds = tasks.make("add", N=5)
+    config = train.TrainConfig(optimizer="gd", lr=0.1, steps=3, snapshots=(0, 3))
+    traj = train.train("ffn", ds, config, gamma=0.5, seed=0, vocab_size=ds.vocab_size + 7, **F64)
+    assert traj.W_E.shape[1] == ds.vocab_size + 7
+    numbers = ds.groups["numbers"]
+    np.testing.assert_allclose(
+        traj.group_norms["numbers"], np.linalg.norm(traj.W_E[:, numbers], axis=-1).mean(-1)
+    )

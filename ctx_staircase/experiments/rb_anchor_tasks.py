@@ -1,0 +1,328 @@
+"""[RB] reasoning vs memory anchors: the init scale decides which is learned first.
+
+SPEC.md §4.3 (the [RB] anchor-function composite task), §6.4 consequence 3 ([RB] Props. 2–3),
+§8 item 15.
+
+A sequence holds a key ``z_p`` in Z = {21..120} followed by q = 2 anchors; reasoning anchors
+(11..20) give ``y = z_p + a_1 + a_2``, memory anchors (1..10) a fixed random label per
+``(z_p, a_1, a_2)``. The held-out reasoning pairs (11, 13) and (13, 11) form ``rsn_test`` (weight
+0, never trained on). We train at gamma in {0.3, 0.5, 0.8} and follow the loss on the three
+data subsets (``traj.sample_loss``) and the cosine geometry of the two anchor groups.
+
+Substitutions and reductions (state them with any result):
+
+- Model: ``"transformer"`` (`models.OneLayerTransformer`: one attention layer and one ReLU FFN,
+  residuals, no LayerNorm, d = 128, d_ff = 512, learned positions), not [RB]'s 2-layer 1-head
+  decoder.
+- Sequence: the [RB] "Emb-MLP case" L = q + 1 = 3 with the key always first (p = 1), not L = 9
+  with noise keys. With L = 9 the key sits at a random position among 6 noise keys; finding it
+  (the key *just before* the anchors) needs a previous-token step that one attention layer does
+  not have, so no subset becomes learnable in a CPU budget (checked: after 1000 steps all
+  losses stay above 4 at every gamma).
+- Data: n = 20000 rows (100 per anchor tuple) instead of 200000; AdamW lr 1e-3 (weight decay
+  0.01), minibatches of 200, 3000 steps = 30 epochs instead of 1000 epochs of batch 100.
+  ``full=True`` uses n = 200000 and 30000 steps (3 passes); it needs a GPU.
+- Init: std d^{-gamma} for every matrix (SPEC §5.5 default), so gamma = 0.3 starts with large
+  logits (initial losses ~100 nats).
+
+Measures ([R] definitions):
+
+- "Falls faster": lower loss at the early checkpoint t_e = 25% of training (all subsets share
+  the model and inputs of the same kind, so they start from the same loss level after the
+  first steps).
+- "About equally" at gamma = 0.3: |L_rsn_train(t_e) - L_mem(t_e)| <= 10% of L_mem(t_e).
+- "rsn_test barely improves": its final loss is still >= ln|Z| = ln 100, the loss of guessing
+  uniformly over the 100 labels z + 24 that the held-out anchor sum allows.
+- Anchor geometry at the end of training, gamma = 0.8: Spearman correlation of the reasoning-anchor
+  cosine with |s_i - s_j| (<= -0.7 for "decays"), and the mean pairwise cosine of the memory
+  anchors (>= 0.3 for "mutually similar"; random init gives about 0).
+- F_mem,2 vs F_mem,1 (optional in SPEC): a second run at gamma = 0.8 with
+  ``memory_labels="local"``; "learned faster" = lower memory loss at t_e and at the end.
+"""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ctx_staircase import analysis, metrics, plots, sweep, tasks, train
+from ctx_staircase.experiments import Claim, Outcome
+
+NAME = "rb_anchor_tasks"
+TITLE = "[RB] reasoning vs memory anchors at gamma in {0.3, 0.5, 0.8} (one-layer transformer)"
+
+EQUAL_TOLERANCE = 0.10
+RSN_DECAY = -0.7
+MEM_SIMILAR = 0.3
+SUBSETS = ("rsn_train", "rsn_test", "mem")
+
+
+def run(full: bool = False) -> Outcome:
+    config = dict(
+        task="rb_anchor",
+        L=3,
+        q=2,
+        n=200000 if full else 20000,
+        key_range=[21, 120],
+        heldout=[[11, 13], [13, 11]],
+        model="transformer",
+        d=128,
+        d_ff=512,
+        gammas=[0.3, 0.5, 0.8],
+        optimizer="adamw",
+        lr=1e-3,
+        weight_decay=0.01,
+        batch_size=200,
+        steps=30000 if full else 3000,
+        snapshots=21,
+        early_fraction=0.25,
+        seed=0,
+        memory_labels_control="local",
+        reduction=None
+        if full
+        else "n=20000 (paper 200000), 30 epochs of batch 200 (paper 1000 epochs of batch 100)",
+    )
+    steps = config["steps"]
+    snapshots = tuple(int(s) for s in np.linspace(0, steps, config["snapshots"]))
+    train_config = train.TrainConfig(
+        optimizer=config["optimizer"],
+        lr=config["lr"],
+        weight_decay=config["weight_decay"],
+        steps=steps,
+        batch_size=config["batch_size"],
+        snapshots=snapshots,
+    )
+    ds = tasks.make("rb_anchor", L=config["L"], q=config["q"], n=config["n"])
+    result = sweep.train_sweep(
+        "transformer",
+        ds,
+        train_config,
+        gammas=config["gammas"],
+        seeds=(config["seed"],),
+        d=config["d"],
+        d_ff=config["d_ff"],
+    )
+    local = tasks.make(
+        "rb_anchor", L=config["L"], q=config["q"], n=config["n"], memory_labels="local"
+    )
+    local_result = sweep.train_sweep(
+        "transformer",
+        local,
+        train_config,
+        gammas=(0.8,),
+        seeds=(config["seed"],),
+        d=config["d"],
+        d_ff=config["d_ff"],
+    )
+    rows_per_epoch = ds.n / config["batch_size"]
+    epochs = np.asarray(snapshots) / rows_per_epoch
+    i_early = int(np.argmin(np.abs(np.asarray(snapshots) - config["early_fraction"] * steps)))
+    chance = math.log(config["key_range"][1] - config["key_range"][0] + 1)
+
+    numbers = {
+        "epochs": epochs.round(3).tolist(),
+        "early_epoch": float(epochs[i_early]),
+        "chance_ln_Z": chance,
+        "by_gamma": {},
+    }
+    geometry = {}
+    for lane, gamma in enumerate(result.gamma):
+        traj = result.lane(lane)
+        entry = {
+            "status": result.status[lane],
+            "loss": {g: np.asarray(traj.sample_loss[g]).round(4).tolist() for g in SUBSETS},
+            "accuracy": {g: np.asarray(traj.sample_accuracy[g]).round(4).tolist() for g in SUBSETS},
+        }
+        entry["loss_early"] = {g: entry["loss"][g][i_early] for g in SUBSETS}
+        entry["loss_final"] = {g: entry["loss"][g][-1] for g in SUBSETS}
+        geometry[f"{gamma:g}"] = _anchor_geometry(np.asarray(traj.W_E[-1]), ds)
+        entry["anchor_geometry_final"] = {
+            k: v for k, v in geometry[f"{gamma:g}"].items() if not k.startswith("_")
+        }
+        numbers["by_gamma"][f"{gamma:g}"] = entry
+    local_traj = local_result.lane(0)
+    uniform_traj = result.lane(list(result.gamma).index(0.8))
+    numbers["memory_labels"] = {
+        name: {
+            "mem_loss": np.asarray(t.sample_loss["mem"]).round(4).tolist(),
+            "mem_accuracy": np.asarray(t.sample_accuracy["mem"]).round(4).tolist(),
+        }
+        for name, t in (("uniform (F_mem,1)", uniform_traj), ("local (F_mem,2)", local_traj))
+    }
+    claims = _claims(numbers, i_early, chance)
+    figures = {
+        "losses": _loss_figure(numbers, config),
+        "anchors": _anchor_figure(geometry, ds),
+    }
+    return Outcome(claims, figures, numbers, config)
+
+
+def _anchor_geometry(W_E: np.ndarray, ds) -> dict:
+    rsn, mem = ds.groups["anchors_rsn"], ds.groups["anchors_mem"]
+    S_rsn = analysis.embedding_similarity(W_E, rsn)
+    S_mem = analysis.embedding_similarity(W_E, mem)
+    upper = np.triu_indices(rsn.size, k=1)
+    distance = np.abs(rsn[:, None] - rsn[None, :])[upper]
+    spearman = float(metrics.spearman(S_rsn[upper], distance.astype(np.float64)))
+    mem_upper = S_mem[np.triu_indices(mem.size, k=1)]
+    mem_distance = np.abs(mem[:, None] - mem[None, :])[np.triu_indices(mem.size, k=1)]
+    return {
+        "rsn_spearman_cos_vs_distance": spearman,
+        "rsn_cos_by_distance": [
+            float(S_rsn[upper][distance == k].mean()) for k in range(1, rsn.size)
+        ],
+        "mem_cos_mean": float(mem_upper.mean()),
+        "mem_cos_std": float(mem_upper.std()),
+        "mem_spearman_cos_vs_distance": float(
+            metrics.spearman(mem_upper, mem_distance.astype(np.float64))
+        ),
+        "rsn_cos_mean": float(S_rsn[upper].mean()),
+        "_S_rsn": S_rsn,
+        "_S_mem": S_mem,
+    }
+
+
+def _claims(numbers: dict, i_early: int, chance: float) -> list[Claim]:
+    early_epoch = numbers["early_epoch"]
+    by = numbers["by_gamma"]
+    small, large = by["0.8"], by["0.3"]
+    e8, e3 = small["loss_early"], large["loss_early"]
+    gap3 = abs(e3["rsn_train"] - e3["mem"]) / e3["mem"]
+    test_final = large["loss_final"]["rsn_test"]
+    geo = small["anchor_geometry_final"]
+    others = "; ".join(
+        f"γ={g}: rsn_train {v['loss_early']['rsn_train']:.3f}, rsn_test "
+        f"{v['loss_early']['rsn_test']:.3f}, mem {v['loss_early']['mem']:.3f}; final rsn_test "
+        f"{v['loss_final']['rsn_test']:.3f}"
+        for g, v in by.items()
+    )
+    geometry_all = "; ".join(
+        f"γ={g}: Spearman {v['anchor_geometry_final']['rsn_spearman_cos_vs_distance']:.3f}, "
+        f"mem mean cos {v['anchor_geometry_final']['mem_cos_mean']:.3f}"
+        for g, v in by.items()
+    )
+    mem_curves = numbers["memory_labels"]
+    uniform_mem = mem_curves["uniform (F_mem,1)"]["mem_loss"]
+    local_mem = mem_curves["local (F_mem,2)"]["mem_loss"]
+    return [
+        Claim(
+            "§8.15",
+            "γ=0.8: losses on D_rsn,train and D_rsn,test fall faster than on D_mem",
+            f"loss at epoch {early_epoch:.1f}: rsn_train {e8['rsn_train']:.3f}, rsn_test "
+            f"{e8['rsn_test']:.3f}, mem {e8['mem']:.3f}",
+            "rsn_train < mem and rsn_test < mem at t_e = 25% of training [R]",
+            bool(e8["rsn_train"] < e8["mem"] and e8["rsn_test"] < e8["mem"]),
+            f"per γ at t_e — {others}",
+        ),
+        Claim(
+            "§8.15",
+            "γ=0.3: rsn_train and mem fall about equally; rsn_test barely improves",
+            f"loss at epoch {early_epoch:.1f}: rsn_train {e3['rsn_train']:.3f}, mem "
+            f"{e3['mem']:.3f} (gap {100 * gap3:.1f}%); final rsn_test {test_final:.3f} vs "
+            f"ln|Z| = {chance:.3f}",
+            f"gap ≤ {100 * EQUAL_TOLERANCE:.0f}% of L_mem(t_e), and final rsn_test loss ≥ ln|Z| "
+            "[R]",
+            bool(gap3 <= EQUAL_TOLERANCE and test_final >= chance),
+            f"later in training rsn_train pulls ahead at γ=0.3 too (final rsn_train "
+            f"{large['loss_final']['rsn_train']:.3f}, mem {large['loss_final']['mem']:.3f}), "
+            "but without generalizing to rsn_test",
+        ),
+        Claim(
+            "§8.15",
+            "γ=0.8: reasoning-anchor cosine decays with |s_i − s_j|",
+            f"Spearman(cos, |i−j|) = {geo['rsn_spearman_cos_vs_distance']:.3f}; mean cos by "
+            "distance 1..9: " + ", ".join(f"{c:.2f}" for c in geo["rsn_cos_by_distance"]),
+            f"Spearman ≤ {RSN_DECAY} [R]",
+            geo["rsn_spearman_cos_vs_distance"] <= RSN_DECAY,
+            f"end of training; all γ — {geometry_all}",
+        ),
+        Claim(
+            "§8.15",
+            "γ=0.8: memory-anchor embeddings stay mutually similar",
+            f"mean pairwise cosine {geo['mem_cos_mean']:.3f} (std {geo['mem_cos_std']:.3f}); "
+            f"Spearman with |i−j| {geo['mem_spearman_cos_vs_distance']:.3f}",
+            f"mean cosine ≥ {MEM_SIMILAR} [R] (random init ≈ 0)",
+            geo["mem_cos_mean"] >= MEM_SIMILAR,
+        ),
+        Claim(
+            "§8.15 (optional)",
+            "F_mem,2 (local labels) is learned faster than F_mem,1 (uniform labels)",
+            f"γ=0.8 memory loss at epoch {early_epoch:.1f}: local {local_mem[i_early]:.3f} vs "
+            f"uniform {uniform_mem[i_early]:.3f}; final: local {local_mem[-1]:.3f} vs uniform "
+            f"{uniform_mem[-1]:.3f}",
+            "local < uniform at t_e and at the end",
+            bool(local_mem[i_early] < uniform_mem[i_early] and local_mem[-1] < uniform_mem[-1]),
+            "part of the gap is the label range: local labels spread over 2Σa+1 ≤ 77 values "
+            "around z_p (ln 77 = 4.34 nats for a uniform guess there), uniform ones over 100",
+        ),
+    ]
+
+
+def _loss_figure(numbers: dict, config: dict):
+    by = numbers["by_gamma"]
+    epochs = np.asarray(numbers["epochs"])
+    fig, axes = plt.subplots(1, len(by) + 1, figsize=(5 * (len(by) + 1), 4), layout="constrained")
+    colours = {"rsn_train": "C0", "rsn_test": "C2", "mem": "C3"}
+    for ax, (gamma, entry) in zip(axes, by.items(), strict=False):
+        for subset in SUBSETS:
+            ax.plot(epochs, entry["loss"][subset], colours[subset], label=subset)
+        ax.axhline(numbers["chance_ln_Z"], color="0.5", ls=":", lw=0.8, label="ln|Z|")
+        ax.axvline(numbers["early_epoch"], color="0.6", lw=0.6)
+        ax.set_ylim(0, 7)
+        clipped = " (starts near 100, clipped)" if max(entry["loss"]["mem"]) > 7 else ""
+        ax.set_title(f"γ = {gamma}: loss per data subset{clipped}", fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("mean cross-entropy (nats)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    ax = axes[-1]
+    for (name, curves), colour in zip(numbers["memory_labels"].items(), ("C3", "C1"), strict=True):
+        ax.plot(epochs, curves["mem_loss"], colour, label=f"mem loss, {name}")
+    ax.axvline(numbers["early_epoch"], color="0.6", lw=0.6)
+    ax.set_ylim(0, 7)
+    ax.set_title("γ = 0.8: memory labels F_mem,1 vs F_mem,2", fontsize=9)
+    ax.set_xlabel("epoch")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.suptitle(
+        f"[RB] anchor task (L={config['L']}, q=2, n={config['n']}), one-layer transformer d=128, "
+        f"AdamW lr {config['lr']:g}, batch {config['batch_size']}"
+    )
+    return fig
+
+
+def _anchor_figure(geometry: dict, ds):
+    gammas = list(geometry)
+    fig, axes = plt.subplots(
+        2, len(gammas) + 1, figsize=(4 * (len(gammas) + 1), 7.5), layout="constrained"
+    )
+    rsn, mem = ds.groups["anchors_rsn"], ds.groups["anchors_mem"]
+    for column, gamma in enumerate(gammas):
+        g = geometry[gamma]
+        image = plots.heatmap(axes[0, column], g["_S_rsn"], rsn, f"γ={gamma}: reasoning anchors")
+        plots.heatmap(axes[1, column], g["_S_mem"], mem, f"γ={gamma}: memory anchors")
+    fig.colorbar(image, ax=axes[:, : len(gammas)].ravel().tolist(), shrink=0.6, label="cosine")
+    ax = axes[0, -1]
+    for gamma in gammas:
+        ax.plot(
+            np.arange(1, rsn.size), geometry[gamma]["rsn_cos_by_distance"], "o-", label=f"γ={gamma}"
+        )
+    ax.set_xlabel("|s_i − s_j|")
+    ax.set_ylabel("mean cosine")
+    ax.set_title("reasoning anchors: cosine vs distance", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax = axes[1, -1]
+    ax.bar(
+        np.arange(len(gammas)),
+        [geometry[g]["mem_cos_mean"] for g in gammas],
+        tick_label=[f"γ={g}" for g in gammas],
+        color="C3",
+    )
+    ax.set_ylabel("mean pairwise cosine")
+    ax.set_title("memory anchors: mutual similarity", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    fig.suptitle("Anchor embedding geometry at the end of training")
+    return fig

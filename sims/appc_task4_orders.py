@@ -1,0 +1,6 @@
+"""App. C Figs. 12-13: Task 4 anchor geometry against signature orders 0, 1, 2."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("appc_task4_orders")

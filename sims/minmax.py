@@ -1,0 +1,6 @@
+"""Min-max selection: zero-order signature superposition and a trained FFN (N=20)."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("minmax")

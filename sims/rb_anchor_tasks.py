@@ -1,0 +1,6 @@
+"""[RB] reasoning vs memory anchors at three init scales."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("rb_anchor_tasks")
