@@ -13,6 +13,7 @@ predictors.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -122,7 +123,8 @@ def predicted_rho0(
     return metrics.pearson(mean, metrics.upper_triangle(jnp.asarray(S_sig))) * shrink
 
 
-def logit_scale(W_E, W_U, tokens, coefficients) -> jax.Array:
+@functools.partial(jax.jit, static_argnames="coefficients")
+def logit_scale(W_E, W_U, tokens, coefficients: tuple[float, ...]) -> jax.Array:
     """The escape statistic: the largest centred logit ``max_n max_nu |f_nu - mean_nu f|``.
 
     ``f(X) = W_U sigma(sum_i w_{x_i})`` with ``sigma = sum_k C_k z^k``; ``W_E, W_U`` may carry

@@ -72,12 +72,14 @@ def compare(
     if not np.allclose(theory.ts, simulation.ts):
         raise ValueError("theory and simulation must share the time grid ts")
     ts = np.asarray(simulation.ts, dtype=np.float64)
-    escape = {}
+    escape, scales = {}, {}
     for name, traj in (("theory", theory), ("simulation", simulation)):
-        scale = closed_form.logit_scale(
-            jnp.asarray(traj.W_E), jnp.asarray(traj.W_U), ds.tokens, tuple(coefficients)
+        scales[name] = np.asarray(
+            closed_form.logit_scale(
+                jnp.asarray(traj.W_E), jnp.asarray(traj.W_U), ds.tokens, tuple(coefficients)
+            )
         )
-        escape[name] = closed_form.crossing_time(ts, np.asarray(scale), threshold)
+        escape[name] = closed_form.crossing_time(ts, scales[name], threshold)
     end = window * (escape["simulation"] if np.isfinite(escape["simulation"]) else ts[-1])
     before = ts <= end
     W_th, W_sim = np.asarray(theory.W_E), np.asarray(simulation.W_E)
@@ -104,6 +106,7 @@ def compare(
             "simulation": [onset_time(ts, c) for c in rho_sim],
         },
         "rho": {"theory": rho_th, "simulation": rho_sim},
+        "logit_scale": scales,
     }
 
 
@@ -178,7 +181,9 @@ def theory_vs_training(
     lanes_order = jnp.tile(jnp.asarray(max_orders), len(gammas))
 
     def solve(y, order):
-        return ode.integrate(field, y, jnp.asarray(ts), order, rtol=1e-7, atol=1e-12)
+        return ode.integrate(
+            field, y, jnp.asarray(ts), order, rtol=1e-7, atol=1e-12, max_steps=20_000
+        )
 
     solutions = jax.jit(jax.vmap(solve))(lanes_y0, lanes_order)
     runs = []
@@ -224,7 +229,6 @@ def theory_vs_training(
     slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
     return {
         "ts": ts,
-        "tokens": ds.tokens,
         "threshold": threshold,
         "coefficients": coefficients,
         "top_singular_value": top,
@@ -242,7 +246,7 @@ def experiment_summary(experiment: dict) -> dict:
             "status": run["status"],
             "solver_ok": {k[:-3]: v for k, v in run["theories"].items() if k.endswith("_ok")},
             "comparisons": {
-                name: {k: v for k, v in c.items() if k != "rho"}
+                name: {k: v for k, v in c.items() if k not in ("rho", "logit_scale")}
                 for name, c in run["comparisons"].items()
             },
         }
@@ -253,7 +257,7 @@ def experiment_summary(experiment: dict) -> dict:
 
 
 def _frozen_past(field, cap: float):
-    """Stop a flow once some embedding coordinate reaches ``cap`` (far past escape).
+    """Stop a flow once some weight reaches ``cap`` in absolute value (far past escape).
 
     The truncated flows have no softmax saturation, so with ``C_2 != 0`` they blow up in finite
     time after escape; the theory is only compared before escape, and freezing there keeps the
@@ -262,7 +266,7 @@ def _frozen_past(field, cap: float):
 
     def guarded(t, y, args):
         dy = field(t, y, args)
-        running = jnp.max(jnp.abs(y["W_E"])) < cap
+        running = jnp.all(jnp.asarray([jnp.max(jnp.abs(v)) < cap for v in y.values()]))
         return {k: jnp.where(running, v, jnp.zeros_like(v)) for k, v in dy.items()}
 
     return guarded

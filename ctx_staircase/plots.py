@@ -142,35 +142,27 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
 
 def theory_overlay_figure(experiment: dict, title: str):
     """Theory dashed over training solid: logit scale, rho_0 and rho_1 against t = lr * step."""
-    from ctx_staircase import closed_form
-
     ts = experiment["ts"]
-    coefficients = experiment["coefficients"]
     runs = experiment["runs"]
     colours = plt.cm.viridis(np.linspace(0.0, 0.9, len(runs)))
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
     dashes = {"closed_form": "--", "signature_flow": ":", "uniform_attention_flow": "--"}
-    tokens = experiment["tokens"]
     for colour, run in zip(colours, runs, strict=True):
-        label = f"γ={run['gamma']:g}"
-        sim = run["simulation"]
-        scale = closed_form.logit_scale(sim.W_E, sim.W_U, tokens, coefficients)
-        axes[0].plot(ts, scale, color=colour, lw=1.8, label=f"{label} training")
-        for name, comparison in run["comparisons"].items():
-            style = next(v for k, v in dashes.items() if name.startswith(k))
-            theory = run["theories"][name]
-            axes[0].plot(
-                ts,
-                closed_form.logit_scale(theory.W_E, theory.W_U, tokens, coefficients),
-                color=colour,
-                ls=style,
-                lw=1.2,
-            )
-            for m in (0, 1):
-                axes[1 + m].plot(ts, comparison["rho"]["theory"][m], color=colour, ls=style, lw=1.2)
         first = next(iter(run["comparisons"].values()))
+        axes[0].plot(
+            ts,
+            first["logit_scale"]["simulation"],
+            color=colour,
+            lw=1.8,
+            label=f"γ={run['gamma']:g} training",
+        )
         for m in (0, 1):
             axes[1 + m].plot(ts, first["rho"]["simulation"][m], color=colour, lw=1.8)
+        for name, comparison in run["comparisons"].items():
+            style = next(v for k, v in dashes.items() if name.startswith(k))
+            axes[0].plot(ts, comparison["logit_scale"]["theory"], color=colour, ls=style, lw=1.2)
+            for m in (0, 1):
+                axes[1 + m].plot(ts, comparison["rho"]["theory"][m], color=colour, ls=style, lw=1.2)
     axes[0].axhline(experiment["threshold"], color="k", lw=0.8, ls="-.", label="escape threshold")
     axes[0].set_yscale("log")
     axes[0].set_ylim(top=1e3)  # past escape the truncated theories blow up; not their regime

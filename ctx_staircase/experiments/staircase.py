@@ -46,17 +46,21 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     figures["staircase"] = staircase_axes[0]
 
     jax.config.update("jax_enable_x64", True)
-    add = tasks.make("add", N=40)
+    add = tasks.make("add", N=N)
+    if tiny:
+        gammas = (0.8, 1.2)
+    else:
+        gammas = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6) if full else (0.8, 1.0, 1.2, 1.4)
     theory = comparison.theory_vs_training(
         add,
-        gammas=(0.8, 1.0, 1.2, 1.4) if not full else (0.6, 0.8, 1.0, 1.2, 1.4, 1.6),
+        gammas=gammas,
         max_orders=(0, 1),
         lr=0.5,
-        steps=900,
-        d=128,
+        steps=200 if tiny else 900,
+        d=d,
         activation="poly:1,0.5",
     )
-    title = "add N=40, FFN d=128, σ(z)=z+z²/2, GD lr 0.5"
+    title = f"add N={N}, FFN d={d}, σ(z)=z+z²/2, GD lr 0.5"
     figures["theory_overlay"] = plots.theory_overlay_figure(theory, title)
     figures["escape_time"] = plots.escape_time_figure(theory, title)
     summary = comparison.experiment_summary(theory)
@@ -93,13 +97,15 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         figures,
         numbers,
         {
-            "N": 40,
-            "model": "ffn relu d=128",
+            "N": N,
+            "model": f"ffn relu d={d}",
             "gamma": 1.0,
             "optimizer": "adam",
             "lr": 1e-3,
             "epochs": epochs,
-            "theory": "poly:1,0.5 GD lr 0.5 900 steps",
+            "theory": "poly:1,0.5, GD lr 0.5",
+            "theory_gammas": list(gammas),
+            "tiny": tiny,
         },
     )
 
