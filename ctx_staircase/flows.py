@@ -285,18 +285,12 @@ def drive_matrix(sigs: SignatureSet, vocab_size: int) -> np.ndarray:
     The k = 1, m = 0 part of the FFN flow with the uniform prediction term (theory/ffn.md
     eq. F11): ``dW_E/dt = C_1 M^T W_U``, ``dW_U/dt = C_1 M W_E``. Column alpha is the centred
     zero-order signature weighted by ``E[N_alpha]``; absent tokens have zero columns and
-    ``1^T M = 0``. Needs ``sigs`` on the full label axis.
+    ``1^T M = 0``. ``sigs`` may restrict labels to those that occur (other rows get ``-1/V``).
     """
-    if sigs.labels.size != vocab_size:
-        raise ValueError(
-            f"sigs must cover every label (labels= the whole vocabulary of {vocab_size}); "
-            f"got {sigs.labels.size} labels"
-        )
-    M = np.zeros((vocab_size, vocab_size))
-    weight = sigs.L * sigs.r[sigs.alphas]
-    present = weight > 0
-    centred = sigs.label[0][:, np.argsort(sigs.labels)] - 1.0 / vocab_size
-    M[:, sigs.alphas[present]] = (weight[present, None] * centred[present]).T
+    weight = np.zeros(vocab_size)
+    weight[sigs.alphas] = sigs.L * sigs.r[sigs.alphas]
+    M = np.broadcast_to(-weight / vocab_size, (vocab_size, vocab_size)).copy()
+    M[np.ix_(sigs.labels, sigs.alphas)] += (weight[sigs.alphas, None] * sigs.label[0]).T
     return M
 
 

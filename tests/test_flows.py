@@ -138,6 +138,10 @@ def test_drive_matrix_columns_are_centred_weighted_signatures():
     for alpha in ds.groups["numbers"]:
         np.testing.assert_allclose(M[:, alpha], 2 * r[alpha] * (phi0[alpha] - 1 / ds.vocab_size))
     assert not M[:, 0].any()  # token 0 never occurs
+    restricted = signatures.signature_set(
+        ds, 0, alphas=np.unique(ds.tokens), labels=np.unique(ds.labels)
+    )
+    np.testing.assert_allclose(flows.drive_matrix(restricted, ds.vocab_size), M, atol=1e-15)
 
 
 def test_attention_uniform_flow_is_the_gradient_of_the_uniform_attention_model():

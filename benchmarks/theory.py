@@ -1,0 +1,689 @@
+"""Benchmark: rho_0(t) of 64 models from theory (closed form, signature-flow ODE) against training.
+
+Part 1 (the issue's setup): task `add`, N = 20 (n = 400, L = 2, V = 41), FFN d = 128 with
+sigma = "poly:1,0.5", full-batch GD lr 0.2 for 1000 steps, snapshots every 10 steps (101 times,
+t = lr * step), float64, seed 0, 64 values of gamma in [0.6, 1.4]. Each path ends in the 64
+curves rho_0(t), the Pearson alignment of S^emb = cos(W_E[numbers]) with S^{sig,(0)} (the
+Pearson branch of `metrics.alignment`, jitted; checked equal to `metrics.alignment`):
+
+- training: `sweep.train_sweep` (one vmapped compiled call over the 64 lanes), then rho_0 of the
+  recorded W_E snapshots (the jitted rho_0, compiled beforehand);
+- closed form: `flows.drive_matrix` from the order-0 signatures, the 64 initial states made by
+  `train.init_state` inside the jit (the same draws as the training lanes; checked), then
+  `closed_form.linear_solution` evaluated at the 101 times on the 20 number rows (its right
+  singular vectors restricted to them) and rho_0, all in one jit(vmap) over gamma. A second
+  closed-form row forms the Gram matrix W_E W_E^T(t) in the modes of the same LinearSolution
+  (the d-contractions once per lane, not once per time); a third times
+  `closed_form.predicted_rho0`, the expected rho_0 that needs no initial weights;
+- signature-flow ODE: `flows.ffn_signature_flow` (max_order 1) and `ode.integrate` (Tsit5, rtol
+  1e-7, atol 1e-12, as `comparison.theory_vs_training`), then rho_0, in one compiled call over
+  the 64 initial states. The truncated flow blows up in finite time after escape, so the field is
+  wrapped in `comparison._frozen_past` (cap 1.0): a lane stops once an embedding coordinate
+  reaches 1, far past escape; every lane's ok flag and step count are reported. Variants
+  (``--ode``): the signatures on all V tokens (``signatures.signature_set(ds, 1)``) or on the
+  tokens that occur (alphas = context = the 20 numbers, labels = the 39 that occur: the same flow
+  in exact arithmetic), lanes batched by ``jax.vmap`` or run one after another by
+  ``jax.lax.map``.
+
+Timing: the jitted pieces are compiled ahead of time (``jit(f).lower(...).compile()``: tracing,
+lowering and XLA compilation) and then called (fastest of 3 for the sub-second ones). Steady =
+every piece of the path (NumPy signatures and drive matrix, the compiled call); first = steady +
+compile, what the first call of the path costs. Training is two measured calls of the sweep
+(first, steady); its compile time is the sum of the "Finished <stage> in <t> sec" records of
+JAX's log during the first call (as in benchmarks/training.py). Every steady path also reports
+its process CPU seconds (all threads), which depend less on other processes' load. Ratios:
+training time / theory time (steady, first, CPU). A sanity check prints the largest
+|rho_0 - training rho_0| before escape (t <= the training lane's escape time:
+`closed_form.logit_scale` crossing 0.5, as in `comparison`).
+
+Part 2 (cost against n): the signature flow sees the data only through its signatures, so its
+cost does not depend on n. Task `mod`, N = 40 (n = 1600), and the same task tiled ``--tile``
+times (default 100: ``np.tile`` of tokens and labels, n = 160000; the same signatures, checked):
+the signature computation (once per dataset; grows with n), the ODE solve (all-V signatures,
+jit(vmap), ``--part2-lanes`` lanes, to t = lr * steps) and full-batch GD training of the same
+lanes for ``--part2-steps`` steps (grows with n), each compiled and steady.
+
+No speed is asserted. Usage: python benchmarks/theory.py [--lanes 64]
+[--ode full/vmap,occurring/map] [--part2-steps 50] [--part2-lanes 1] [--tile 100]
+[--skip-part2] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import subprocess
+import time
+from contextlib import contextmanager
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ctx_staircase import (  # noqa: E402
+    closed_form,
+    comparison,
+    flows,
+    metrics,
+    ode,
+    results,
+    signatures,
+    sweep,
+    tasks,
+    train,
+)
+from ctx_staircase.dataset import TokenDataset  # noqa: E402
+
+D, ACTIVATION, COEFFICIENTS, LR, SEED = 128, "poly:1,0.5", (1.0, 0.5), 0.2, 0
+STEPS, EVERY, GAMMA_RANGE = 1000, 10, (0.6, 1.4)
+RTOL, ATOL, CAP, THRESHOLD = 1e-7, 1e-12, 1.0, 0.5
+GOAL_CLOSED_FORM = 100.0
+JAX_LOGGERS = (
+    "jax._src.dispatch",
+    "jax._src.interpreters.pxla",
+    "jax._src.compiler",
+    "jax._src.pjit",
+)
+ODE_VARIANTS = ("full/vmap", "full/map", "occurring/vmap", "occurring/map")
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+class Seconds(float):
+    """Wall-clock seconds that also carry ``cpu``: the process's CPU seconds (all threads).
+
+    On a shared machine the wall time grows with the other processes' load; the CPU time much
+    less (it still grows with cache and memory-bandwidth contention).
+    """
+
+    cpu: float
+
+    def __new__(cls, wall: float, cpu: float) -> Seconds:
+        seconds = super().__new__(cls, wall)
+        seconds.cpu = cpu
+        return seconds
+
+
+def timed(fn, *args, **kwargs):
+    """``(fn(...), Seconds)``, waiting for every JAX result."""
+    start, start_cpu = time.perf_counter(), time.process_time()
+    out = jax.block_until_ready(fn(*args, **kwargs))
+    return out, Seconds(time.perf_counter() - start, time.process_time() - start_cpu)
+
+
+@contextmanager
+def compile_log():
+    """Collect JAX's "Finished <stage> in <t> sec" debug records (tracing, lowering, compiling).
+
+    As in benchmarks/training.py: the compile share of a call that compiles implicitly.
+    """
+    seconds: list[float] = []
+    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            match = pattern.match(record.getMessage())
+            if match:
+                seconds.append(float(match.group(2)))
+
+    handler, saved = Handler(logging.DEBUG), []
+    for name in JAX_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate))
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        logger.addHandler(handler)
+    try:
+        yield seconds
+    finally:
+        for logger, level, propagate in saved:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+
+
+def timed_training(ds, config, gammas):
+    """One `sweep.train_sweep` call: ``(result, Seconds, compile seconds from JAX's log)``."""
+    with compile_log() as records:
+        result, seconds = timed(
+            sweep.train_sweep, "ffn", ds, config, gammas=gammas, seeds=[SEED], **model_kwargs()
+        )
+    return result, seconds, float(sum(records))
+
+
+def cpu_total(pieces: dict) -> float:
+    return float(sum(getattr(v, "cpu", v) for v in pieces.values()))
+
+
+def compiled_and_runs(jitted, *args, runs: int = 1):
+    """AOT ``lower(*args).compile()`` (tracing + lowering + XLA compile), then ``runs`` calls.
+
+    Returns ``(output, compile_s, run_s)`` with ``run_s`` the fastest call: a jitted function's
+    first call costs ``compile_s + run_s``, every later call ``run_s``.
+    """
+    compiled, compile_s = timed(lambda: jitted.lower(*args).compile())
+    times = []
+    for _ in range(runs):
+        out, seconds = timed(compiled, *args)
+        times.append(seconds)
+    return out, compile_s, min(times, key=float)
+
+
+def model_kwargs() -> dict:
+    return dict(d=D, activation=ACTIVATION, dtype="float64")
+
+
+def train_config(steps: int) -> train.TrainConfig:
+    return train.TrainConfig(
+        optimizer="gd", lr=LR, steps=steps, snapshots=tuple(range(0, steps + 1, EVERY))
+    )
+
+
+def sig_zero_geometry(ds: TokenDataset) -> tuple[np.ndarray, np.ndarray]:
+    """The numbers and ``S^{sig,(0)}`` over them (the rho_0 reference)."""
+    numbers = ds.groups["numbers"]
+    labels = np.unique(ds.labels[ds.weights > 0])
+    phi0 = signatures.label_signature(ds, 0, alphas=numbers, labels=labels)
+    return numbers, np.asarray(metrics.cosine_matrix(phi0))
+
+
+def rho0_target(S_sig0) -> jax.Array:
+    return metrics.upper_triangle(jnp.asarray(S_sig0))
+
+
+def rho0_function(S_sig0):
+    """``W [..., T, A, d]`` (the number rows of W_E) -> rho_0 ``[..., T]``, jittable.
+
+    The Pearson branch of `metrics.alignment` (S^{sig,(0)} of `add` is not constant): the
+    correlation of the strict upper triangles of ``cos(W)`` and ``S_sig0``.
+    """
+    target = rho0_target(S_sig0)
+
+    def rho0(W):
+        return metrics.pearson(metrics.upper_triangle(metrics.cosine_matrix(W)), target)
+
+    return rho0
+
+
+def initial_weights_fn(ds: TokenDataset):
+    """``gamma -> (W_E0, W_U0)`` exactly as a sweep lane draws them (seed 0)."""
+
+    def initial(gamma):
+        _, state = train.init_state(
+            "ffn", ds, gamma=gamma, seed=jax.random.key(SEED), **model_kwargs()
+        )
+        return {"W_E": state["W_E"][...], "W_U": state["W_U"][...]}
+
+    return initial
+
+
+def ode_solver(field, ts, batching: str, rho0=None, rows=None):
+    """jit of the per-lane solve mapped over the lanes: ``jax.vmap`` or ``jax.lax.map``.
+
+    With ``rho0`` each lane returns ``(rho_0 [T] of W_E[:, rows], ok, num_steps)`` instead of
+    the `ode.Solution`.
+    """
+
+    def one(y):
+        solution = ode.integrate(field, y, ts, jnp.asarray(1), rtol=RTOL, atol=ATOL)
+        if rho0 is None:
+            return solution
+        return rho0(solution.ys["W_E"][:, rows]), solution.ok, solution.num_steps
+
+    if batching == "vmap":
+        return jax.jit(jax.vmap(one))
+    return jax.jit(lambda ys: jax.lax.map(one, ys))
+
+
+def lane_stats(ok, num_steps) -> dict:
+    steps, ok = np.asarray(num_steps), np.asarray(ok)
+    return {
+        "ok": int(ok.sum()),
+        "lanes": int(ok.size),
+        "steps_min": int(steps.min()),
+        "steps_median": float(np.median(steps)),
+        "steps_max": int(steps.max()),
+    }
+
+
+def other_busy_processes(threshold: float = 20.0) -> list[str]:
+    """Other processes above ``threshold``% CPU (ps's lifetime average; empty without ps)."""
+    try:
+        out = subprocess.run(
+            ["ps", "-eo", "pid,pcpu,args", "--no-headers"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    busy = []
+    for line in out.splitlines():
+        pid, pcpu, command = line.split(None, 2)
+        if int(pid) != os.getpid() and float(pcpu) > threshold:
+            busy.append(f"{pid} {pcpu}% {command[:70]}")
+    return busy
+
+
+# --------------------------------------------------------------------------------------------
+# part 1: 64 rho_0 curves three ways
+
+
+def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
+    ds = tasks.make("add", N=20)
+    gammas = np.linspace(*GAMMA_RANGE, lanes)
+    gammas_j = jnp.asarray(gammas)
+    config = train_config(STEPS)
+    ts_np = LR * np.asarray(config.snapshots, dtype=np.float64)
+    ts = jnp.asarray(ts_np)
+    numbers, S_sig0 = sig_zero_geometry(ds)
+    rho0 = rho0_function(S_sig0)
+    print(
+        f"part 1: task add N=20 ({ds}), FFN d={D} {ACTIVATION}, gd lr={LR}, {STEPS} steps, "
+        f"{ts_np.size} snapshots, {lanes} gammas in {GAMMA_RANGE}, float64",
+        flush=True,
+    )
+    # rho_0 of the training snapshots: jitted once for their shape, outside the timed calls
+    rho0_jit = jax.jit(rho0)
+    warm = np.random.default_rng(0).normal(size=(lanes, ts_np.size, numbers.size, D))
+    jax.block_until_ready(rho0_jit(warm))
+    rows: list[dict] = []
+
+    # --- training: two calls of the sweep (the first compiles) ------------------------------
+    def training_rho0(W_E):
+        return np.asarray(rho0_jit(W_E[:, :, numbers]))
+
+    calls, compile_records = [], []
+    for call in ("first", "second"):
+        result, train_s, compiled_s = timed_training(ds, config, gammas)
+        rho_train, rho_s = timed(training_rho0, result.trajectory.W_E)
+        calls.append({"train_sweep": train_s, "rho0": rho_s})
+        compile_records.append(compiled_s)
+        print(
+            f"  training, {call} call: {_fmt(calls[-1])} (JAX compile records {compiled_s:.2f} s)",
+            flush=True,
+        )
+    trajectory = result.trajectory
+    reference = metrics.alignment(metrics.cosine_matrix(trajectory.W_E[:, :, numbers]), S_sig0)
+    rho0_check = float(np.max(np.abs(np.asarray(reference.value) - rho_train)))
+    print(
+        f"  rho_0 (jitted Pearson) vs metrics.alignment ({reference.method}): "
+        f"max |diff| = {rho0_check:.1e}",
+        flush=True,
+    )
+    rows.append(
+        {
+            "path": f"training ({lanes} lanes, train_sweep)",
+            "compile_s": compile_records[0],
+            "steady_s": sum(calls[1].values()),
+            "steady_cpu_s": cpu_total(calls[1]),
+            "first_s": sum(calls[0].values()),
+            "pieces_first": calls[0],
+            "pieces_steady": calls[1],
+            "compile_records_second_call_s": compile_records[1],
+            "note": "first and steady: two measured calls; compile: JAX's compile log records",
+        }
+    )
+
+    # --- closed form ------------------------------------------------------------------------
+    initial = initial_weights_fn(ds)
+    C_1 = COEFFICIENTS[0]
+
+    def closed_form_rho0(M, gammas):
+        """linear_solution evaluated on the number rows (right_t restricted), then rho_0."""
+
+        def lane(gamma):
+            y0 = initial(gamma)
+            solution = closed_form.linear_solution(M, y0["W_E"], y0["W_U"], C_1)
+            W_E, _ = solution._replace(right_t=solution.right_t[:, numbers])(ts)  # [T, A, d]
+            return rho0(W_E)
+
+        return jax.vmap(lane)(gammas)
+
+    def closed_form_gram_rho0(M, gammas):
+        """The Gram matrix of W_E(t) in the modes of the same LinearSolution, then rho_0.
+
+        ``W_E(t) = R^T (cosh a0 + sinh b0)`` with ``R = right_t[:, numbers]``, so
+        ``W_E W_E^T = R^T (c c^T * a0a0^T + c s^T * a0b0^T + s c^T * b0a0^T + s s^T * b0b0^T) R``
+        with every d-contraction done once per lane instead of once per time.
+        """
+
+        def lane(gamma):
+            y0 = initial(gamma)
+            sol = closed_form.linear_solution(M, y0["W_E"], y0["W_U"], C_1)
+            R = sol.right_t[:, numbers]
+            aa, ab, bb = sol.a0 @ sol.a0.T, sol.a0 @ sol.b0.T, sol.b0 @ sol.b0.T
+            x = sol.rate * ts[:, None] * sol.singular
+            c, s = jnp.cosh(x), jnp.sinh(x)
+            modes = (
+                c[:, :, None] * c[:, None, :] * aa
+                + c[:, :, None] * s[:, None, :] * ab
+                + s[:, :, None] * c[:, None, :] * ab.T
+                + s[:, :, None] * s[:, None, :] * bb
+            )
+            gram = jnp.einsum("ka,tkl,lb->tab", R, modes, R)
+            norm = jnp.sqrt(jnp.diagonal(gram, axis1=-2, axis2=-1))
+            cosine = gram / (norm[..., :, None] * norm[..., None, :])
+            return metrics.pearson(metrics.upper_triangle(cosine), rho0_target(S_sig0))
+
+        return jax.vmap(lane)(gammas)
+
+    def predicted(M, gammas):
+        def lane(gamma):
+            sigma = jnp.asarray(float(D)) ** (-gamma)
+            return closed_form.predicted_rho0(
+                M, ts, S_sig0, numbers, d=D, sigma_E=sigma, sigma_U=sigma, rate=C_1
+            )
+
+        return jax.vmap(lane)(gammas)
+
+    sigs0, sig0_s = timed(signatures.signature_set, ds, 0)
+    M, drive_s = timed(flows.drive_matrix, sigs0, ds.vocab_size)
+    M = jnp.asarray(M)
+    theory_curves = {}
+    closed_rows = (
+        ("closed form (linear_solution -> W_E -> rho_0, jit(vmap))", closed_form_rho0),
+        ("closed form (Gram in the modes of linear_solution)", closed_form_gram_rho0),
+        ("expected rho_0 (predicted_rho0, no weights)", predicted),
+    )
+    for name, fn in closed_rows:
+        curve, compile_s, run_s = compiled_and_runs(jax.jit(fn), M, gammas_j, runs=3)
+        theory_curves[name] = np.asarray(curve)
+        pieces = {"signatures_order0": sig0_s, "drive_matrix": drive_s, "jit_call": run_s}
+        rows.append(
+            {
+                "path": name,
+                "compile_s": compile_s,
+                "steady_s": sum(pieces.values()),
+                "steady_cpu_s": cpu_total(pieces),
+                "first_s": compile_s + sum(pieces.values()),
+                "pieces_steady": pieces,
+            }
+        )
+        print(f"  {name}: compile {compile_s:.3f} s; {_fmt(pieces)}", flush=True)
+
+    # --- signature-flow ODE -----------------------------------------------------------------
+    y0, init_compile, init_run = compiled_and_runs(jax.jit(jax.vmap(initial)), gammas_j, runs=3)
+    same_init = float(
+        max(
+            np.max(np.abs(np.asarray(y0["W_E"]) - trajectory.W_E[:, 0])),
+            np.max(np.abs(np.asarray(y0["W_U"]) - trajectory.W_U[:, 0])),
+        )
+    )
+    print(f"  initial states vs training snapshot 0: max |diff| = {same_init:.1e}", flush=True)
+    occurring = dict(alphas=numbers, context=numbers, labels=np.unique(ds.labels))
+    for variant in ode_variants:
+        tokens, batching = variant.split("/")
+        subsets = occurring if tokens == "occurring" else {}
+        sigs1, sig1_s = timed(signatures.signature_set, ds, 1, **subsets)
+        field = comparison._frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
+        solver = ode_solver(field, ts, batching, rho0=rho0, rows=numbers)
+        (curve, ok, num_steps), compile_s, run_s = compiled_and_runs(solver, y0)
+        pieces = {"signatures_order1": sig1_s, "initial_weights": init_run, "jit_call": run_s}
+        stats = lane_stats(ok, num_steps)
+        axes = "all V tokens" if tokens == "full" else "occurring tokens"
+        name = f"signature-flow ODE ({axes}, jit({batching}))"
+        theory_curves[name] = np.asarray(curve)
+        rows.append(
+            {
+                "path": name,
+                "compile_s": compile_s + init_compile,
+                "steady_s": sum(pieces.values()),
+                "steady_cpu_s": cpu_total(pieces),
+                "first_s": compile_s + init_compile + sum(pieces.values()),
+                "pieces_steady": pieces,
+                "solver": stats,
+            }
+        )
+        print(f"  {name}: compile {compile_s:.2f} s; {_fmt(pieces)}", flush=True)
+        print(f"    solver: {stats}", flush=True)
+
+    # --- sanity: the curves agree before escape ---------------------------------------------
+    scale = closed_form.logit_scale(
+        jnp.asarray(trajectory.W_E), jnp.asarray(trajectory.W_U), ds.tokens, COEFFICIENTS
+    )
+    escape = np.array([closed_form.crossing_time(ts_np, s, THRESHOLD) for s in np.asarray(scale)])
+    end = np.where(np.isfinite(escape), escape, ts_np[-1])[:, None]
+    before, early = ts_np[None, :] <= end, ts_np[None, :] <= 0.5 * end
+    agreement = {}
+    for name, curve in theory_curves.items():
+        gap = np.abs(curve - rho_train)
+        agreement[name] = {
+            "max_abs_before_escape": float(np.max(gap[before])),
+            "max_abs_first_half_of_plateau": float(np.max(gap[early])),
+            "max_abs_all_t": float(np.max(gap)),
+        }
+    print(
+        f"  escape (training, logit scale >= {THRESHOLD}): t in "
+        f"[{np.nanmin(escape):.1f}, {np.nanmax(escape):.1f}], "
+        f"{int(np.isfinite(escape).sum())}/{lanes} lanes escape by t = {ts_np[-1]:g}",
+        flush=True,
+    )
+    for name, gaps in agreement.items():
+        print(f"  |rho_0 {name} - training|: {_fmt(gaps, digits=4, unit='')}", flush=True)
+    peak = float(np.max(rho_train))
+    print(f"  training rho_0: max over lanes and t = {peak:.3f}", flush=True)
+
+    base = rows[0]
+    for row in rows[1:]:
+        row["ratio_first"] = base["first_s"] / row["first_s"]
+        row["ratio_steady"] = base["steady_s"] / row["steady_s"]
+        row["ratio_steady_cpu"] = base["steady_cpu_s"] / row["steady_cpu_s"]
+    return {
+        "setup": {
+            "task": "add",
+            "N": 20,
+            "n": ds.n,
+            "V": ds.vocab_size,
+            "d": D,
+            "activation": ACTIVATION,
+            "lr": LR,
+            "steps": STEPS,
+            "snapshots": int(ts_np.size),
+            "lanes": lanes,
+            "gammas": [float(gammas[0]), float(gammas[-1])],
+            "ode": {"solver": "tsit5", "rtol": RTOL, "atol": ATOL, "max_order": 1, "cap": CAP},
+        },
+        "rows": rows,
+        "same_init_max_abs": same_init,
+        "rho0_jit_vs_alignment_max_abs": rho0_check,
+        "escape_time_range": [float(np.nanmin(escape)), float(np.nanmax(escape))],
+        "lanes_escaped": int(np.isfinite(escape).sum()),
+        "training_rho0_max": peak,
+        "agreement": agreement,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# part 2: cost against n
+
+
+def tiled(ds: TokenDataset, times: int) -> TokenDataset:
+    """``ds`` repeated ``times`` times: n grows, every signature stays the same."""
+    return TokenDataset(
+        tokens=np.tile(ds.tokens, (times, 1)),
+        labels=np.tile(ds.labels, times),
+        vocab_size=ds.vocab_size,
+        groups=ds.groups,
+        name=f"{ds.name}_x{times}",
+        params={**ds.params, "tile": times},
+    )
+
+
+def part2(steps: int, lanes: int, tile: int) -> dict:
+    base = tasks.make("mod", N=40)
+    datasets = [base, tiled(base, tile)]
+    gammas = np.linspace(*GAMMA_RANGE, lanes) if lanes > 1 else np.asarray([1.0])
+    config = train_config(steps)
+    ts = jnp.asarray(LR * np.asarray(config.snapshots, dtype=np.float64))
+    print(
+        f"part 2: task mod N=40 (n={base.n}) and tiled x{tile} (n={datasets[1].n}); "
+        f"{lanes} lane(s), gamma {gammas.tolist()}, {steps} GD steps = ODE to t = {LR * steps:g}",
+        flush=True,
+    )
+    rows, sigs_seen = [], []
+    for ds in datasets:
+        sigs1, sig_s = timed(signatures.signature_set, ds, 1)
+        sigs_seen.append(sigs1)
+        field = comparison._frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
+        y0 = jax.jit(jax.vmap(initial_weights_fn(ds)))(jnp.asarray(gammas))
+        solution, ode_compile, ode_run = compiled_and_runs(
+            ode_solver(field, ts, "vmap"), y0, runs=3
+        )
+        train_s, train_compile = [], []
+        for _ in range(2):
+            _, seconds, compiled_s = timed_training(ds, config, gammas)
+            train_s.append(seconds)
+            train_compile.append(compiled_s)
+        row = {
+            "n": ds.n,
+            "signatures_s": sig_s,
+            "ode_compile_s": ode_compile,
+            "ode_steady_s": ode_run,
+            "ode_steady_cpu_s": ode_run.cpu,
+            "ode_solver": lane_stats(solution.ok, solution.num_steps),
+            "train_first_s": train_s[0],
+            "train_compile_s": train_compile[0],
+            "train_steady_s": train_s[1],
+            "train_steady_cpu_s": train_s[1].cpu,
+        }
+        rows.append(row)
+        print(f"  n={ds.n}: {_fmt({k: v for k, v in row.items() if k.endswith('_s')})}")
+        print(f"    ODE solver: {row['ode_solver']}", flush=True)
+    difference = max(
+        float(np.max(np.abs(a - b)))
+        for a, b in zip(
+            (*sigs_seen[0].label, *sigs_seen[0].cooccurrence, sigs_seen[0].r),
+            (*sigs_seen[1].label, *sigs_seen[1].cooccurrence, sigs_seen[1].r),
+            strict=True,
+        )
+    )
+    print(f"  signatures of the two datasets: max |diff| = {difference:.1e}", flush=True)
+    small, large = rows
+    growth = {
+        key: large[key] / small[key]
+        for key in (
+            "signatures_s",
+            "ode_steady_s",
+            "ode_steady_cpu_s",
+            "train_steady_s",
+            "train_steady_cpu_s",
+            "train_first_s",
+        )
+    }
+    print(f"  growth n x{large['n'] // small['n']}: {_fmt(growth, digits=2, unit='x')}")
+    return {
+        "setup": {
+            "task": "mod",
+            "N": 40,
+            "tile": tile,
+            "lanes": lanes,
+            "gammas": gammas.tolist(),
+            "steps": steps,
+            "t_end": LR * steps,
+        },
+        "rows": rows,
+        "signature_max_abs_diff": difference,
+        "growth": growth,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(numbers: dict, digits: int = 3, unit: str = " s") -> str:
+    return ", ".join(f"{k} {v:.{digits}f}{unit}" for k, v in numbers.items())
+
+
+def print_table(one: dict, two: dict) -> None:
+    head = ("compile s", "steady s", "first s", "cpu s", "x steady", "x first", "x cpu")
+    print(f"\n{'path':56s} " + " ".join(f"{h:>9s}" for h in head))
+    for row in one["rows"]:
+        ratios = [
+            f"{row[k]:.1f}" if k in row else ""
+            for k in ("ratio_steady", "ratio_first", "ratio_steady_cpu")
+        ]
+        print(
+            f"{row['path']:56s} {row['compile_s']:9.3f} {row['steady_s']:9.3f} "
+            f"{row['first_s']:9.3f} {row['steady_cpu_s']:9.3f} "
+            + " ".join(f"{r:>9s}" for r in ratios)
+        )
+    print("(cpu s: process CPU seconds of the steady path; x: training / this row)")
+    if not two["rows"]:
+        return
+    head = ("signatures s", "ODE compile s", "ODE steady s", "ODE cpu s", "train compile s")
+    head += ("train first s", "train steady s", "train cpu s")
+    print(f"\n{'n':>8s} " + " ".join(f"{h:>14s}" for h in head))
+    keys = ("signatures_s", "ode_compile_s", "ode_steady_s", "ode_steady_cpu_s")
+    keys += ("train_compile_s", "train_first_s", "train_steady_s", "train_steady_cpu_s")
+    for row in two["rows"]:
+        print(f"{row['n']:8d} " + " ".join(f"{row[k]:14.3f}" for k in keys))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lanes", type=int, default=64, help="gammas in part 1")
+    parser.add_argument(
+        "--ode",
+        default="full/vmap,occurring/map",
+        help=f"ODE rows of part 1, comma-separated, of {','.join(ODE_VARIANTS)}",
+    )
+    parser.add_argument("--part2-steps", type=int, default=50)
+    parser.add_argument("--part2-lanes", type=int, default=1)
+    parser.add_argument("--tile", type=int, default=100)
+    parser.add_argument("--skip-part2", action="store_true")
+    parser.add_argument("--json", help="also write the JSON record here")
+    args = parser.parse_args()
+    variants = tuple(args.ode.split(","))
+    if not set(variants) <= set(ODE_VARIANTS):
+        parser.error(f"--ode must list variants of {ODE_VARIANTS}; got {args.ode!r}")
+
+    start = time.perf_counter()
+    load_start, busy_start = os.getloadavg(), other_busy_processes()
+    print(f"{os.cpu_count()} CPU cores, devices {jax.devices()}, load average {load_start}")
+    if busy_start:
+        print(f"note: other busy processes at start: {busy_start}", flush=True)
+    one = part1(args.lanes, variants)
+    two = (
+        part2(args.part2_steps, args.part2_lanes, args.tile)
+        if not args.skip_part2
+        else {"rows": []}
+    )
+    load_end, busy_end = os.getloadavg(), other_busy_processes()
+    print_table(one, two)
+    closed = one["rows"][1]
+    met = closed["ratio_steady"] >= GOAL_CLOSED_FORM
+    print(
+        f"\ngoal: closed form >= {GOAL_CLOSED_FORM:.0f}x faster than training (steady): "
+        f"{'met' if met else 'NOT met'} ({closed['ratio_steady']:.0f}x; first calls "
+        f"{closed['ratio_first']:.0f}x)"
+    )
+    print(f"load average at end {load_end}; total {time.perf_counter() - start:.0f} s")
+    if busy_end:
+        print(f"note: other busy processes at end: {busy_end}")
+    record = {
+        "part1": one,
+        "part2": two,
+        "goal_closed_form_met": met,
+        "load_average": {"start": load_start, "end": load_end},
+        "other_busy_processes": {"start": busy_start, "end": busy_end},
+        "total_s": time.perf_counter() - start,
+        "environment": results.environment(),
+    }
+    text = json.dumps(record, indent=1, default=float)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
