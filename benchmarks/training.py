@@ -25,9 +25,11 @@ Measured in one run:
                + 2 n L d  (gather-sum of embeddings forward, scatter-add into W_E backward)
                + 4 V d    (the update of W_E and W_U)
     plus one forward (2 n d V + n L d) per snapshot; softmax, cross-entropy and ReLU elementwise
-    work (~10 n V) is left out. XLA's cost analysis of one vmapped GD step (the step of
-    `train.make_run`, lowered and compiled for 64 lanes) is reported next to it; XLA counts a
-    loop body once, so the whole compiled sweep cannot be analysed directly.
+    work (~10 n V) is left out. XLA's cost analysis of one vmapped GD step (written as
+    `train.make_run` writes it: weighted loss, value_and_grad, update, finiteness select;
+    lowered and compiled for 64 lanes) times the step count is reported next to it (it leaves
+    out the 5 snapshot forwards, ~0.01%); XLA counts a loop body once, so the whole compiled
+    sweep cannot be analysed directly.
 (d) Compile time as a share of the sweep's first call: JAX's own timings of tracing, lowering
     and XLA compilation during that call (its ``jax._src`` debug log records), cross-checked by a
     cold/warm pair of the same sweep at ``--short-steps`` steps (same program, compile time does
