@@ -164,8 +164,9 @@ def escape_time_estimate(top_singular: float, *, gamma, d: int, rate: float) -> 
 def attention_plateau_time(top_singular: float, u0: float, depth: int = 4) -> float:
     """Blow-up time of ``du/dt = N s u^{2(N-1)/N}`` from ``u(0) = u0`` (eq. A5, depth N).
 
-    ``u(t) = (u0^{1/N} ... )``: integrating gives ``t* = u0^{-(N-2)/N} / ((N-2) s)``, a power law
-    in the initial scale: with ``u0 ~ eps^N`` the plateau lasts ``~ eps^{-(N-2)}``.
+    Integrating, ``u(t)^{-(N-2)/N} = u0^{-(N-2)/N} - (N-2) s t``, so the blow-up time is
+    ``t* = u0^{-(N-2)/N} / ((N-2) s)``, a power law in the initial scale: with ``u0 ~ eps^N``
+    the plateau lasts ``~ eps^{-(N-2)}`` (theory/attention.md eq. A5).
     """
     if depth < 3:
         raise ValueError(f"depth must be >= 3 for a finite-time blow-up; got {depth}")
