@@ -283,8 +283,9 @@ def drive_matrix(sigs: SignatureSet, vocab_size: int) -> np.ndarray:
     """``M = sum_alpha L r_alpha (phi^{y;0}_alpha - 1/V 1) e_alpha^T``, float64 ``[V, V]``.
 
     The k = 1, m = 0 part of the FFN flow with the uniform prediction term
-    (theory/closed_form.md eq. C1): ``dW_E/dt = C_1 M^T W_U``, ``dW_U/dt = C_1 M W_E``. Column alpha is the centred
-    zero-order signature weighted by ``E[N_alpha]``; absent tokens have zero columns and
+    (theory/closed_form.md eq. C1): ``dW_E/dt = C_1 M^T W_U``, ``dW_U/dt = C_1 M W_E``.
+    Column alpha is the centred zero-order signature weighted by ``E[N_alpha]``; absent tokens
+    have zero columns and
     ``1^T M = 0``. ``sigs`` may restrict labels to those that occur (other rows get ``-1/V``).
     """
     weight = np.zeros(vocab_size)
