@@ -397,6 +397,55 @@ def prefix_signature(
     return _safe_divide(joint, alpha_count)
 
 
+def attention_path_signature(
+    windows: np.ndarray,
+    attention: np.ndarray,
+    vocab_size: int,
+    *,
+    alphas: Sequence[int] | np.ndarray | None = None,
+    labels: Sequence[int] | np.ndarray | None = None,
+) -> np.ndarray:
+    """Attention-path signature of one layer at one time (SPEC.md eq. 22).
+
+    ``phi^{y;attn}_alpha(nu) = E[Abar_{s,I_s} 1{x_{s+1} = nu} | x_{I_s} = alpha]`` with the
+    predicting position s uniform over ``0..T-2`` of every window and ``I_s`` uniform over the
+    causal prefix ``0..s`` (0-based; SPEC's ``[s]``).
+
+    Args:
+        windows: int ``[n, T]`` token windows (or a 1-D stream).
+        attention: ``[n, T, T]`` attention averaged over heads, row s = query, column j = key
+            (``models.GPT.attention_maps(...)[layer].mean(axis=1)``).
+        vocab_size: V.
+
+    Returns:
+        float64 ``[A, Vnu]``; 0 where alpha never occurs in a prefix.
+    """
+    windows = _check_windows(windows, vocab_size, min_length=2)
+    n, T = windows.shape
+    attention = np.asarray(attention, dtype=np.float64)
+    if attention.shape != (n, T, T) or not np.all(np.isfinite(attention)):
+        raise ValueError(
+            f"attention must be finite with shape [n, T, T] = [{n}, {T}, {T}]; "
+            f"got {attention.shape}"
+        )
+    alpha_ids = _subset(alphas, vocab_size, "alphas")
+    label_ids = _subset(labels, vocab_size, "labels")
+    alpha_map = _position_map(alpha_ids, vocab_size)
+    label_map = _position_map(label_ids, vocab_size)
+    s, j = np.nonzero(np.tril(np.ones((T - 1, T), dtype=bool)))  # key j <= query s < T-1
+    prefix = 1.0 / (s + 1)  # I_s uniform over the prefix 0..s
+    a = alpha_map[windows[:, j]]  # [n, pairs]
+    v = label_map[windows[:, s + 1]]
+    weight = np.broadcast_to(prefix, a.shape)
+    shape = (alpha_ids.size, label_ids.size)
+    joint = np.zeros(math.prod(shape))
+    _scatter(joint, [a.ravel(), v.ravel()], shape, (weight * attention[:, s, j]).ravel())
+    norm = np.zeros(alpha_ids.size)
+    present = a >= 0
+    np.add.at(norm, a[present], weight[present])
+    return _safe_divide(joint.reshape(shape), norm)
+
+
 # --------------------------------------------------------------------------------------------
 # Fourier form of marginalization (SPEC.md §2.1, §3)
 

@@ -386,3 +386,24 @@ def test_bad_input_names_the_parameter():
         TokenDataset(np.array([[0, 5]]), np.array([0]), vocab_size=4)
     with pytest.raises(ValueError, match="labels"):
         TokenDataset(np.array([[0, 1]]), np.array([0, 1]), vocab_size=4)
+
+
+def test_attention_path_signature_by_brute_force():
+    """SPEC eq. 22 literally: s uniform over predicting positions, I_s uniform over 0..s."""
+    rng = np.random.default_rng(5)
+    V, n, T = 4, 3, 5
+    windows = rng.integers(0, V, (n, T))
+    raw = rng.random((n, T, T)) * np.tril(np.ones((T, T)))
+    attention = raw / raw.sum(axis=-1, keepdims=True)
+    num, den = np.zeros((V, V)), np.zeros(V)
+    for b in range(n):
+        for s in range(T - 1):
+            for j in range(s + 1):
+                w = 1.0 / (s + 1)
+                num[windows[b, j], windows[b, s + 1]] += w * attention[b, s, j]
+                den[windows[b, j]] += w
+    expected = np.divide(num, den[:, None], out=np.zeros_like(num), where=den[:, None] > 0)
+    got = signatures.attention_path_signature(windows, attention, V)
+    np.testing.assert_allclose(got, expected, atol=TOL)
+    with pytest.raises(ValueError, match="attention"):
+        signatures.attention_path_signature(windows, attention[:, :-1], V)
