@@ -55,7 +55,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import time
 from contextlib import contextmanager
 
@@ -65,6 +64,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _machine import other_busy_processes  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from ctx_staircase import (  # noqa: E402
     closed_form,
@@ -252,25 +252,6 @@ def lane_stats(ok, num_steps) -> dict:
         "steps_median": float(np.median(steps)),
         "steps_max": int(steps.max()),
     }
-
-
-def other_busy_processes(threshold: float = 20.0) -> list[str]:
-    """Other processes above ``threshold``% CPU (ps's lifetime average; empty without ps)."""
-    try:
-        out = subprocess.run(
-            ["ps", "-eo", "pid,pcpu,args", "--no-headers"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return []
-    busy = []
-    for line in out.splitlines():
-        pid, pcpu, command = line.split(None, 2)
-        if int(pid) != os.getpid() and float(pcpu) > threshold:
-            busy.append(f"{pid} {pcpu}% {command[:70]}")
-    return busy
 
 
 # --------------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from _machine import other_busy_processes  # benchmarks/ is sys.path[0] when run as a script
 from flax import nnx
 
 from ctx_staircase import results, sweep, tasks, train
@@ -300,7 +301,7 @@ def main() -> None:
         f"{os.cpu_count()} CPU cores, devices {jax.devices()}",
         flush=True,
     )
-    others = _other_busy_processes()
+    others = other_busy_processes()
     load_start = os.getloadavg()
     print(f"load average at start {load_start}", flush=True)
     if others:
@@ -573,7 +574,7 @@ def main() -> None:
     )
 
     load_end = os.getloadavg()
-    others_end = _other_busy_processes()
+    others_end = other_busy_processes()
     print(f"  load average at end {load_end}; other busy processes at end: {others_end}")
 
     environment = results.environment()
@@ -635,27 +636,6 @@ def main() -> None:
     print(text)
     if args.json:
         results.write_json(args.json, record)
-
-
-def _other_busy_processes(threshold: float = 20.0) -> list[str]:
-    """Other processes using more than ``threshold``% CPU (from ps; empty if ps is missing)."""
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["ps", "-eo", "pid,pcpu,args", "--no-headers"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return []
-    busy = []
-    for line in out.splitlines():
-        pid, pcpu, command = line.split(None, 2)
-        if int(pid) != os.getpid() and float(pcpu) > threshold:
-            busy.append(f"{pid} {pcpu}% {command[:60]}")
-    return busy
 
 
 if __name__ == "__main__":
