@@ -1,4 +1,4 @@
-"""Command line: ``ctx-staircase {run,list,signatures}``.
+"""Command line: ``ctx-staircase {run,list,signatures,train,theory,lm}``.
 
 Thin by design: parse, validate, call the library, print, save. A bad input becomes one line on
 stderr and exit code 2, with no traceback and no output files.
@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, FileNotFoundError) as err:
         print(f"ctx-staircase {args.command}: error: {err}", file=sys.stderr)
         return 2
 
@@ -113,6 +113,31 @@ def _parser() -> argparse.ArgumentParser:
     tr.add_argument("--chunk", type=int, default=None, help="lanes per compiled call")
     tr.add_argument("--out", type=Path, default=None, help="output folder (resumes if present)")
     tr.set_defaults(handler=_train)
+
+    lm = commands.add_parser(
+        "lm", help="train a small GPT on text and measure its signature alignment over time"
+    )
+    lm.add_argument(
+        "--text", type=Path, default=None, help="a UTF-8 text file (default: the built-in corpus)"
+    )
+    lm.add_argument("--steps", type=int, default=1000, help="AdamW steps (default 1000)")
+    lm.add_argument(
+        "--gamma", type=float, nargs="+", default=[1.0, 0.5], help="init scales (vmapped)"
+    )
+    lm.add_argument("--seed", type=int, default=0)
+    lm.add_argument("--d", type=int, default=128, help="model width")
+    lm.add_argument("--layers", type=int, default=2)
+    lm.add_argument("--heads", type=int, default=4)
+    lm.add_argument("--context", type=int, default=64, help="tokens per window")
+    lm.add_argument("--batch-size", type=int, default=32, help="windows per step")
+    lm.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    lm.add_argument("--snapshot-every", type=int, default=20, help="steps between snapshots")
+    lm.add_argument(
+        "--vocab-size", type=int, default=None, help="words kept (default: 2000, or all if fewer)"
+    )
+    lm.add_argument("--tiny", action="store_true", help="a seconds-long smoke run")
+    lm.add_argument("--out", type=Path, default=None, help="output folder (default runs/lm)")
+    lm.set_defaults(handler=_lm)
 
     th = commands.add_parser("theory", help="theory (closed form, signature flow) vs training")
     th.add_argument("task", help="task name (see `ctx-staircase list`)")
@@ -368,14 +393,117 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     name = args.name or experiments.FLAGSHIP
     experiments.load(name)  # an unknown name fails here, before anything is written
-    if args.tiny and name != experiments.FLAGSHIP:
-        raise ValueError(f"--tiny applies to the flagship run only; got name {name!r}")
+    if args.tiny and name not in (experiments.FLAGSHIP, "lm_builtin"):
+        raise ValueError(f"--tiny applies to the flagship and lm_builtin only; got name {name!r}")
     if args.tiny and args.full:
         raise ValueError("--tiny and --full exclude each other")
     out = args.out or DEFAULT_RUN_OUT.parent / name
     record = experiments.execute(name, full=args.full, root=out, tiny=args.tiny)
     print_record(record)
     Console(stderr=True).print(f"wrote {out}/ (results/{name}.json, figures/)")
+    return 0
+
+
+def _lm(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from ctx_staircase import lm, results, signatures, text
+    from ctx_staircase.experiments import lm_builtin, lm_text
+
+    if args.tiny:
+        config = lm_text.lm_config(tiny=True)
+    else:
+        config = lm.LMConfig(
+            d=args.d,
+            n_layers=args.layers,
+            n_heads=args.heads,
+            context_length=args.context,
+            batch_size=args.batch_size,
+            steps=args.steps,
+            lr=args.lr,
+            snapshot_every=min(args.snapshot_every, args.steps),
+        )
+    gammas = np.asarray(args.gamma, dtype=np.float64)
+    if not np.all(np.isfinite(gammas)):
+        raise ValueError(f"--gamma must be finite numbers; got {args.gamma}")
+    builtin = args.text is None
+    source = text.builtin_corpus() if builtin else text.load_text(args.text)
+    vocab_size = args.vocab_size
+    if vocab_size is None and not builtin:  # the default 2000 words, or every word if fewer
+        many = len(set(text.tokenize(source))) > text.DEFAULT_VOCAB_SIZE
+        vocab_size = text.DEFAULT_VOCAB_SIZE if many else None
+    corpus = text.prepare_corpus(source, vocab_size=vocab_size)
+    out = args.out or Path("runs") / "lm"
+    console = Console(stderr=True)
+    start = time.perf_counter()
+    with console.status(f"training {len(args.gamma)} vmapped GPT lanes, {config.steps} steps"):
+        trajectory, _, curves = lm_text.train_and_measure(
+            corpus,
+            config,
+            gammas=args.gamma,
+            seed=args.seed,
+            probe_steps=50 if args.tiny else 300,
+        )
+    summary = lm_text.summarize(trajectory, curves)
+    figures = {
+        "curves": lm_text.figure(trajectory, curves, f"{'built-in' if builtin else args.text.name}")
+    }
+    record: dict[str, Any] = {
+        "text": "builtin" if builtin else str(args.text),
+        "tokens_train": int(corpus.train.size),
+        "vocab_size": corpus.vocab_size,
+        "gammas": list(args.gamma),
+        "seed": args.seed,
+        "config": dataclasses.asdict(config),
+        "summary": summary,
+        "curves": lm_text._curve_lists(trajectory, curves),
+    }
+    if builtin:
+        record["embedding_structure"] = {
+            f"{g:g}": lm_builtin.structure(trajectory.final_W_E[i], corpus.vocabulary)
+            for i, g in enumerate(trajectory.gammas)
+        }
+        figures["semantics"] = lm_builtin.semantic_figure(
+            signatures.next_token_signature(corpus.train, corpus.vocab_size)[0],
+            trajectory.final_W_E[0],
+            corpus.vocabulary,
+        )
+    record["seconds"] = time.perf_counter() - start
+    record["environment"] = results.environment()
+    results.write_npz(
+        out / "arrays.npz",
+        **{f"trajectory_{k}": v for k, v in trajectory._asdict().items()},
+        **{f"curves_{k}": v for k, v in curves._asdict().items()},
+    )
+    for name, fig in figures.items():
+        results.save_figure(fig, out / f"{name}.png")
+    results.write_json(out / "metrics.json", record)
+
+    table = Table(title=f"LM signature alignment ({record['text']}, {config.steps} steps)")
+    for column in (
+        "gamma",
+        "rho_next 0 → peak (step) → final",
+        "rho_pre final",
+        "rho_attn final",
+        "probe MSE/var",
+        "val loss",
+    ):
+        table.add_column(column)
+    for gamma, row in summary.items():
+        table.add_row(
+            gamma,
+            f"{row['rho_next_start']:.2f} → {row['rho_next_peak']:.2f} "
+            f"({row['rho_next_peak_step']}) → {row['rho_next_final']:.2f}",
+            f"{row['rho_previous_final']:.2f}",
+            ", ".join(f"{v:.2f}" for v in row["rho_attention_final"]),
+            f"{row['probe_mse_ratio_median']:.2f}",
+            f"{row['validation_loss_final']:.3f}",
+        )
+    console.print(table)
+    console.print(
+        f"wrote {out}/ (metrics.json, arrays.npz, {', '.join(f + '.png' for f in figures)}) in "
+        f"{record['seconds']:.1f} s"
+    )
     return 0
 
 

@@ -359,9 +359,22 @@ def probe_similarity(phi, v: Sequence[jax.Array]) -> jax.Array:
     return cosine_matrix(h)
 
 
-@functools.partial(jax.jit, static_argnames=("steps", "restarts"))
+PROBE_OBJECTIVES = ("pearson", "mse")
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "restarts", "objective_name"))
 def _fit_probe(
-    phi, triangle_emb, train_weights, eval_weights, key, init_std, learning_rate, *, steps, restarts
+    phi,
+    triangle_emb,
+    train_weights,
+    eval_weights,
+    key,
+    init_std,
+    learning_rate,
+    *,
+    steps,
+    restarts,
+    objective_name="pearson",
 ):
     """Fit one probe per row of ``train_weights`` ``[F, M]`` (vmapped; the best of ``restarts``
     initializations by training objective) and score it under the matching row of
@@ -376,7 +389,9 @@ def _fit_probe(
     def pair_similarities(v):
         return upper_triangle(probe_similarity(phi, v))
 
-    def objective(v, weights):
+    def objective(v, weights):  # maximized
+        if objective_name == "mse":
+            return -_weighted_mean((pair_similarities(v) - triangle_emb) ** 2, weights)
         return pearson(pair_similarities(v), triangle_emb, weights)
 
     def fit(v, weights):
@@ -425,6 +440,8 @@ def probe_fit(
     seed: int = 0,
     init_std: float | Sequence[float] | None = None,
     restarts: int | None = None,
+    heldout_tokens=None,
+    objective: str = "pearson",
 ) -> ProbeResult:
     """Fit the signature probe ``v`` to an embedding geometry, cross-validated over pairs.
 
@@ -463,6 +480,13 @@ def probe_fit(
         init_std: std of the initial ``v_r`` entries, one float for all ``r`` or one per ``r``.
         restarts: initializations per fit, the best kept by training objective (>= 1);
             ``None`` means 4 for ``m = 1`` and 8 for ``m >= 2``; 1 is the paper's protocol.
+        heldout_tokens: a token split instead of pair folds (the LM protocol of SPEC §3): a bool
+            mask ``[A]`` or indices of held-out tokens. ``v`` is fitted on the pairs of two
+            training tokens and scored on the pairs of two held-out tokens only (one "fold";
+            ``folds`` is then ignored); each side needs >= 2 tokens.
+        objective: ``"pearson"`` (maximize the correlation, the controlled tasks' protocol) or
+            ``"mse"`` (minimize the MSE between ``S^sig(v)`` and ``S_emb``, the LM protocol of
+            SPEC §3); restarts are ranked by the same objective on the training pairs.
 
     Returns:
         ``ProbeResult``. If ``S_emb``'s pairs are constant (on a fold) the correlation there is 0
@@ -491,6 +515,8 @@ def probe_fit(
         raise ValueError(f"steps must be an int >= 0; got {steps!r}")
     if not np.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr must be a positive finite number; got {lr!r}")
+    if objective not in PROBE_OBJECTIVES:
+        raise ValueError(f"objective must be one of {PROBE_OBJECTIVES}; got {objective!r}")
     if restarts is None:
         restarts = 4 if order == 1 else 8
     if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
@@ -504,19 +530,24 @@ def probe_fit(
             f"got {init_std!r}"
         )
 
-    heldout = _fold_masks(n_pairs, int(folds), int(seed))
+    if heldout_tokens is None:
+        heldout = _fold_masks(n_pairs, int(folds), int(seed))
+        training = ~heldout
+    else:
+        training, heldout = _token_split(heldout_tokens, A)
     everything = np.ones((1, n_pairs), dtype=bool)
     dtype = phi.dtype
     v, corr, mse = _fit_probe(
         phi,
         upper_triangle(S_emb),
-        jnp.asarray(np.concatenate([~heldout, everything]), dtype=dtype),
+        jnp.asarray(np.concatenate([training, everything]), dtype=dtype),
         jnp.asarray(np.concatenate([heldout, everything]), dtype=dtype),
         jax.random.key(seed),
         jnp.asarray(np.broadcast_to(stds, (order,)), dtype=dtype),
         jnp.asarray(lr, dtype=dtype),
         steps=int(steps),
         restarts=int(restarts),
+        objective_name=objective,
     )
     v_all = tuple(v_r[-1] for v_r in v)
     return ProbeResult(
@@ -528,6 +559,34 @@ def probe_fit(
         S_sig=probe_similarity(phi, v_all),
         fit_corr=corr[-1],
     )
+
+
+def _token_split(heldout_tokens, A: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair masks ``[1, A(A-1)/2]`` (training pairs, held-out pairs) of a held-out token set."""
+    given = np.asarray(heldout_tokens)
+    if given.dtype == bool:
+        if given.shape != (A,):
+            raise ValueError(
+                f"heldout_tokens: a bool mask must have shape [{A}]; got {given.shape}"
+            )
+        mask = given
+    elif (given.ndim == 1 and np.issubdtype(given.dtype, np.integer)) or given.size == 0:
+        if given.size and (given.min() < 0 or given.max() >= A):
+            raise ValueError(f"heldout_tokens: indices must lie in [0, {A}); got {given.tolist()}")
+        mask = np.zeros(A, dtype=bool)
+        mask[given.astype(np.int64)] = True
+    else:
+        raise ValueError(
+            f"heldout_tokens must be a bool mask [{A}] or a 1-D array of token indices; "
+            f"got {given.dtype} {given.shape}"
+        )
+    if mask.sum() < 2 or (~mask).sum() < 2:
+        raise ValueError(
+            f"heldout_tokens: needs >= 2 held-out and >= 2 training tokens; got "
+            f"{int(mask.sum())} held out of {A}"
+        )
+    rows, cols = np.triu_indices(A, k=1)
+    return (~mask[rows] & ~mask[cols])[None], (mask[rows] & mask[cols])[None]
 
 
 # --------------------------------------------------------------------------------------------

@@ -532,8 +532,9 @@ class GPT(nnx.Module):
         if not self.tied:
             self.W_U = draw((self.vocab_size, d), d_in=d)
 
-    def _forward(self, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(logits [B, T, V], attention maps [n_layers, B, n_heads, T, T])."""
+    def forward(self, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Logits and attention in one pass: tokens int [B, T] -> (logits [B, T, V],
+        attention maps [n_layers, B, n_heads, T, T])."""
         tokens = _check_tokens(tokens, self.seq_len)
         x = self.W_E[...][tokens]
         maps = []
@@ -558,11 +559,11 @@ class GPT(nnx.Module):
 
     def __call__(self, tokens: jax.Array) -> jax.Array:
         """Next-token logits at every position: tokens int [B, T] -> [B, T, V]."""
-        return self._forward(tokens)[0]
+        return self.forward(tokens)[0]
 
     def attention_maps(self, tokens: jax.Array) -> jax.Array:
         """Causal attention weights: tokens int [B, T] -> [n_layers, B, n_heads, T, T]."""
-        return self._forward(tokens)[1]
+        return self.forward(tokens)[1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from ctx_staircase.experiments.report import render
 
 SIMS = Path(__file__).resolve().parent
 #: Scripts beyond the paper's experiments that also report claims (same record format).
-EXTRA = ("order1_onset",)
+EXTRA = ("order1_onset", "lm_text")
 
 
 def main() -> int:

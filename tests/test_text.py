@@ -4,7 +4,7 @@ the semantics of the built-in grammar corpus (SPEC.md §2.3, §3 "Language model
 import numpy as np
 import pytest
 
-from ctx_staircase import metrics, signatures, text
+from ctx_staircase import semantics, signatures, text
 
 # --------------------------------------------------------------------------------------------
 # tokenizer
@@ -267,27 +267,15 @@ def _builtin_next_token(seed: int):
     return vocab, phi
 
 
-def _cycle_neighbours(phi_rows: np.ndarray) -> int:
-    """How many points' nearest neighbour in the top-2 PCA plane is a cycle neighbour."""
-    scores = np.asarray(metrics.pca(phi_rows, 2).scores)
-    n = len(scores)
-    distance = np.linalg.norm(scores[:, None] - scores[None], axis=-1)
-    np.fill_diagonal(distance, np.inf)
-    nearest = distance.argmin(axis=1)
-    return int(sum((nearest[i] - i) % n in (1, n - 1) for i in range(n)))
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_builtin_corpus_semantics(seed):
     vocab, phi = _builtin_next_token(seed)
     # numbers: PC1 of the next-token signatures orders them by value
-    numbers = text.word_group_ids(vocab, "numbers")
-    pc1 = np.asarray(metrics.pca(phi[numbers], 2).scores[:, 0])
-    rho = float(metrics.spearman(pc1, np.arange(1.0, numbers.size + 1)))
-    assert abs(rho) >= 0.9, rho
+    rho = semantics.number_order(phi[text.word_group_ids(vocab, "numbers")])
+    assert rho >= 0.9, rho
     # weekdays (and months) form a cycle in the top-2 PCA plane
-    assert _cycle_neighbours(phi[text.word_group_ids(vocab, "weekdays")]) >= 6
-    assert _cycle_neighbours(phi[text.word_group_ids(vocab, "months")]) >= 10
+    assert semantics.cycle_neighbours(phi[text.word_group_ids(vocab, "weekdays")]) >= 6
+    assert semantics.cycle_neighbours(phi[text.word_group_ids(vocab, "months")]) >= 10
 
 
 # --------------------------------------------------------------------------------------------

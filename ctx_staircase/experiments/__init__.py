@@ -30,6 +30,7 @@ EXPERIMENTS = (
     "minmax",
     "rb_anchor_tasks",
     "theory_vs_training",
+    "lm_builtin",
 )
 
 
@@ -55,6 +56,9 @@ class Outcome:
     config: dict[str, Any]
 
 
+#: Experiments that read a text file (``text_path=``), run by their sims/ script, not by default.
+TEXT_EXPERIMENTS = ("lm_text",)
+
 #: The flagship run of `ctx-staircase run` (not a sims/ script: it writes runs/staircase/).
 FLAGSHIP = "staircase"
 
@@ -64,22 +68,25 @@ def names() -> tuple[str, ...]:
 
 
 def load(name: str):
-    if name not in (FLAGSHIP, *EXPERIMENTS):
-        allowed = ", ".join((FLAGSHIP, *EXPERIMENTS))
+    if name not in (FLAGSHIP, *EXPERIMENTS, *TEXT_EXPERIMENTS):
+        allowed = ", ".join((FLAGSHIP, *EXPERIMENTS, *TEXT_EXPERIMENTS))
         raise ValueError(f"experiment must be one of {allowed}; got {name!r}")
     return importlib.import_module(f"ctx_staircase.experiments.{name}")
 
 
 def execute(
-    name: str, *, full: bool = False, root: str | Path = "sims", tiny: bool = False
+    name: str, *, full: bool = False, root: str | Path = "sims", tiny: bool = False, **options
 ) -> dict:
     """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
 
-    ``tiny`` (the flagship only) shrinks every size to a seconds-long smoke run.
+    ``tiny`` (the flagship and the LM experiments) shrinks every size to a seconds-long smoke
+    run; ``options`` go to the experiment's ``run`` (``text_path=`` for `lm_text`).
     """
     module = load(name)
     start = time.perf_counter()
-    outcome = module.run(full=full, tiny=True) if tiny else module.run(full=full)
+    if tiny:
+        options["tiny"] = True
+    outcome = module.run(full=full, **options)
     seconds = time.perf_counter() - start
     root = Path(root)
     figures = {}

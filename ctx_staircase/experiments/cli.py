@@ -11,8 +11,12 @@ from rich.table import Table
 from ctx_staircase.experiments import execute
 
 
-def main(name: str, argv: list[str] | None = None) -> dict:
+def main(name: str, argv: list[str] | None = None, *, text: Path | None = None) -> dict:
+    """Parse ``--full`` and ``--root`` (and ``--text FILE`` when ``text`` gives the default
+    file), run the experiment and print its claims."""
     parser = argparse.ArgumentParser(description=f"run the {name} experiment")
+    if text is not None:
+        parser.add_argument("--text", type=Path, default=text, help=f"text file (default {text})")
     parser.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
     parser.add_argument(
         "--root",
@@ -21,7 +25,8 @@ def main(name: str, argv: list[str] | None = None) -> dict:
         help="folder receiving results/ and figures/",
     )
     args = parser.parse_args(argv)
-    record = execute(name, full=args.full, root=args.root)
+    options = {"text_path": args.text} if text is not None else {}
+    record = execute(name, full=args.full, root=args.root, **options)
     print_record(record)
     return record
 

@@ -1,0 +1,476 @@
+"""Benchmark: tokens per second of the GPT training step of `ctx_staircase.lm`, against the matmul
+peak.
+
+Setup (the issue's CPU size, `lm.LMConfig` defaults): `models.GPT` d = 128, 2 layers, 4 heads
+(head_dim 32), SwiGLU hidden h = `models.swiglu_hidden(d)` = 344, untied W_U, RoPE, float32;
+context T = 64, batch B = 32 windows of T + 1 tokens; AdamW with warmup-cosine
+(`lm._optimizer`); vocabulary V = 2001 (2000 words + ``<unk>``) of tinyshakespeare
+(``../shared/data/tinyshakespeare.txt`` beside the repository, ``--text`` to change it) through
+``text.prepare_corpus(text.load_text(path))``. Without that file the built-in corpus
+(``text.builtin_corpus()``, ``vocab_size=None``, every training word) is used instead and the
+output says so (its V differs, so its FLOPs per token do too).
+
+Measured in one run:
+
+(1) The training step alone. The step is `lm._compiled_run`'s, rebuilt here without the
+    snapshot recording: per step, B uniform random window starts from ``fold_in(key, i)``, the
+    gather of the windows from the device-resident training stream, ``value_and_grad`` of the
+    mean next-token cross-entropy of ``models.GPT.forward``, the AdamW update, and the
+    finiteness check that freezes a diverged lane. The model and optimizer come from
+    `lm._model` / `lm._optimizer`, the initial weights from `lm._initial_states` (the same
+    draws as `lm.train_lm`). One jitted function initializes AdamW and runs ``--steps``
+    (default 50) steps in a ``lax.fori_loop``; it is compiled once ahead of time (trace + lower
+    and XLA compile reported separately) and the compiled executable is then called
+    ``--repeats`` (default 3) times from the same initial state, no warm-up call (every time,
+    the best and the median are reported; the process CPU time, all threads, too, since the
+    machine is shared). Lanes: 1 (gamma 1.0) and 2 vmapped (gamma 1.0 and 0.5, as
+    `lm.train_lm` runs them; the lanes share the batches).
+    tokens/s = lanes * steps * B * T / seconds (all lanes' tokens; per lane too).
+(2) FLOPs per token, counted analytically (matmuls only, 2 FLOP per multiply-add), forward:
+        per layer: 8 d^2       (Q, K, V and O projections, 4 x 2 d^2)
+                 + 6 d h       (SwiGLU: gate and up 2 x 2 d h, down 2 d h)
+                 + 4 T d       (attention scores q.k and mixing a.v, 2 T d each, over all T keys)
+        + 2 d V                (unembedding W_U)
+    and forward + backward = 3 x forward (the backward of each matmul is two matmuls of the same
+    size). The attention term counts the full T x T score matrix: `models.GPT` computes every
+    score and masks the upper triangle, so that is the work done (the useful causal half,
+    2 (T+1) d per layer, is reported alongside, but the "analytic" FLOPs use the full count).
+    Left out: the embedding gather (and its scatter-add backward), RMSNorm, RoPE, softmax,
+    SiLU, cross-entropy (~10 V per token), and AdamW (~15 FLOP per parameter per step,
+    ~7 kFLOP per token here): together under 2% of the matmul count at this size.
+    For comparison, XLA's own count: ``cost_analysis()['flops']`` of one compiled training
+    step (the same step function, one step, no loop; XLA counts a loop body once, so the loop
+    itself cannot be analysed), for 1 and for 2 vmapped lanes, divided by the step's tokens.
+    XLA counts elementwise operations as well (1 FLOP each), so it comes out a little higher.
+(3) Achieved FLOP/s = tokens/s * FLOPs/token (analytic and XLA), and its fraction of this
+    machine's dense float32 matmul rate: best of 5 jitted 2048 x 2048 ``jnp.matmul`` (2 * 2048^3
+    FLOP each), measured at the start and again at the end, the faster of the two used.
+(4) One full `lm.train_lm` call (2 lanes, ``--train-lm-steps`` = 200 steps, snapshot every
+    ``--snapshot-every`` = 50, i.e. 5 snapshots at steps 0, 50, ..., 200), its first call:
+    compile included, JAX's own compile records for that call (tracing, MLIR lowering, XLA
+    compilation; ``jax._src.dispatch`` debug log) subtracted to get its run time; ``--warm`` also
+    times a second call (program cached by `lm._compiled_run`) and uses that instead (another
+    ~1.5 min here). That run time against ``train_lm_steps`` x the median per-step time of the
+    2-lane step loop from (1) gives the overhead of snapshot recording (training-window and
+    validation loss, tracked rows, value paths, eq. 22 attention-path signatures; 128 + 64
+    windows forward per snapshot), plus the host-side work of `train_lm` (eligible tokens,
+    window spreading, transfers).
+
+Nothing is asserted. Usage: python benchmarks/lm.py [--steps 50] [--repeats 3]
+[--train-lm-steps 200] [--snapshot-every 50] [--warm] [--text PATH] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import re
+import statistics
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _machine import other_busy_processes  # benchmarks/ is sys.path[0] when run as a script
+from flax import nnx
+
+from ctx_staircase import lm, models, results, text
+
+D, N_LAYERS, N_HEADS, CONTEXT, BATCH = 128, 2, 4, 64, 32
+GAMMAS = (1.0, 0.5)
+SEED = 0
+SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def load_corpus(path: Path) -> tuple[text.Corpus, str]:
+    if path.is_file():
+        corpus = text.prepare_corpus(text.load_text(path))
+        return corpus, f"{path.name} (vocab_size={text.DEFAULT_VOCAB_SIZE} + <unk>)"
+    corpus = text.prepare_corpus(text.builtin_corpus(), vocab_size=None)
+    return corpus, f"text.builtin_corpus() (vocab_size=None; {path} not found)"
+
+
+@contextmanager
+def compile_log():
+    """Collect JAX's "Finished <stage> in <t> sec" debug records (tracing, lowering, compiling)."""
+    seconds: list[tuple[str, float]] = []
+    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
+
+    class Handler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            match = pattern.match(record.getMessage())
+            if match:
+                seconds.append((match.group(1), float(match.group(2))))
+
+    handler = Handler(logging.DEBUG)
+    logger = logging.getLogger("jax._src.dispatch")
+    saved = logger.level, logger.propagate
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        yield seconds
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
+def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
+    a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
+    matmul = jax.jit(jnp.matmul)
+    jax.block_until_ready(matmul(a, b))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(matmul(a, b))
+        times.append(time.perf_counter() - start)
+    flops = 2.0 * size**3
+    return {"size": size, "best_s": min(times), "flops_per_s": flops / min(times)}
+
+
+def analytic_flops(config: lm.LMConfig, V: int) -> dict:
+    """Matmul FLOPs per token (module docstring, part 2)."""
+    d, T, h = config.d, config.context_length, models.swiglu_hidden(config.d)
+    projections, mlp, attention = 8 * d * d, 6 * d * h, 4 * T * d
+    attention_causal = 2 * (T + 1) * d  # mean over positions of 4 (s+1) d, s = 0..T-1
+    unembedding = 2 * d * V
+    forward = config.n_layers * (projections + mlp + attention) + unembedding
+    forward_causal = config.n_layers * (projections + mlp + attention_causal) + unembedding
+    return {
+        "swiglu_hidden": h,
+        "forward_terms_per_token": {
+            "qkvo_projections_per_layer": projections,
+            "swiglu_per_layer": mlp,
+            "attention_full_per_layer": attention,
+            "attention_causal_half_per_layer": attention_causal,
+            "unembedding": unembedding,
+        },
+        "forward_per_token": forward,
+        "train_per_token": 3 * forward,
+        "train_per_token_causal_half": 3 * forward_causal,
+    }
+
+
+def lane_functions(config: lm.LMConfig, V: int, steps: int):
+    """`lm._compiled_run`'s training step without recording: ``run(state, stream, key)`` runs
+    AdamW init + ``steps`` steps (fori_loop) and ``one_step(state, opt_state, stream, key)``
+    does one step (for XLA's cost analysis)."""
+    graphdef = nnx.split(lm._model(config, V, 1.0, jax.random.key(0)))[0]
+    optimizer = lm._optimizer(config)
+    train_step = lm.step_function(graphdef, optimizer, config)
+
+    def init(state):
+        with jax.numpy_dtype_promotion("standard"):
+            return optimizer.init(state)
+
+    def run(state, stream, key):
+        carry = (state, init(state), jnp.asarray(-1, jnp.int32))
+        carry = jax.lax.fori_loop(0, steps, lambda i, c: train_step(i, c, stream, key), carry)
+        state, _, diverged = carry
+        T = config.context_length
+        windows = stream[: 8 * (T + 1)].reshape(8, T + 1)  # the first 8 windows of the stream
+        loss, _ = lm._cross_entropy(nnx.merge(graphdef, state), windows)
+        return state, diverged, loss
+
+    def one_step(state, opt_state, stream, key):
+        carry = (state, opt_state, jnp.asarray(-1, jnp.int32))
+        return train_step(jnp.asarray(0, jnp.int32), carry, stream, key)
+
+    return run, one_step, init
+
+
+def xla_flops(compiled) -> float | None:
+    analysis = compiled.cost_analysis()
+    if isinstance(analysis, list | tuple):
+        analysis = analysis[0] if analysis else None
+    if not analysis or "flops" not in analysis:
+        return None
+    return float(analysis["flops"])
+
+
+def time_calls(fn, args, repeats: int) -> dict:
+    walls, cpus, out = [], [], None
+    for _ in range(repeats):
+        cpu, start = time.process_time(), time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return {
+        "seconds": walls,
+        "best_s": min(walls),
+        "median_s": statistics.median(walls),
+        "cpu_seconds": cpus,
+        "cpu_median_s": statistics.median(cpus),
+        "output": out,
+    }
+
+
+def bench_lanes(config, corpus, gammas, steps: int, repeats: int) -> dict:
+    """Part (1) and the XLA count of part (2) for ``len(gammas)`` vmapped lanes (1: no vmap)."""
+    V = corpus.vocab_size
+    run, one_step, init = lane_functions(config, V, steps)
+    states = lm._initial_states(config, V, np.asarray(gammas, np.float64), SEED)
+    stream = jnp.asarray(corpus.train, dtype=jnp.int32)
+    key = jax.random.key(SEED)
+    lanes = len(gammas)
+    if lanes == 1:
+        states = jax.tree.map(lambda x: x[0], states)
+    else:
+        run = jax.vmap(run, in_axes=(0, None, None))
+        one_step = jax.vmap(one_step, in_axes=(0, 0, None, None))
+        init = jax.vmap(init)
+
+    start = time.perf_counter()
+    lowered = jax.jit(run).lower(states, stream, key)
+    lower_s = time.perf_counter() - start
+    start = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - start
+    timing = time_calls(compiled, (states, stream, key), repeats)
+    _, diverged, loss = timing.pop("output")
+
+    opt_states = jax.jit(init)(states)
+    step_compiled = jax.jit(one_step).lower(states, opt_states, stream, key).compile()
+    xla_step = xla_flops(step_compiled)
+    loop_xla = xla_flops(compiled)
+
+    tokens = lanes * steps * config.batch_size * config.context_length
+    return {
+        "lanes": lanes,
+        "gammas": list(gammas),
+        "steps_per_call": steps,
+        "tokens_per_call": tokens,
+        "trace_lower_s": lower_s,
+        "compile_s": compile_s,
+        **timing,
+        "tokens_per_s_best": tokens / timing["best_s"],
+        "tokens_per_s_median": tokens / timing["median_s"],
+        "tokens_per_s_per_lane_best": tokens / lanes / timing["best_s"],
+        "step_s_best": timing["best_s"] / steps,
+        "step_s_median": timing["median_s"] / steps,
+        "final_loss_first_windows": np.asarray(loss).ravel().tolist(),
+        "diverged_step": np.asarray(diverged).ravel().tolist(),
+        "xla_flops_one_step": xla_step,
+        "xla_flops_per_token": (None if xla_step is None else xla_step / (tokens / steps)),
+        "xla_flops_step_loop_as_reported": loop_xla,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50, help="AdamW steps per timed call")
+    parser.add_argument("--repeats", type=int, default=3, help="timed calls (best / median)")
+    parser.add_argument("--train-lm-steps", type=int, default=200)
+    parser.add_argument("--snapshot-every", type=int, default=50)
+    parser.add_argument("--warm", action="store_true", help="also time a second train_lm call")
+    parser.add_argument("--text", type=Path, default=SHAKESPEARE, help="training text")
+    parser.add_argument("--json", help="also write the JSON record here")
+    args = parser.parse_args()
+    script_start = time.perf_counter()
+
+    corpus, corpus_note = load_corpus(args.text)
+    V = corpus.vocab_size
+    config = lm.LMConfig(
+        d=D,
+        n_layers=N_LAYERS,
+        n_heads=N_HEADS,
+        context_length=CONTEXT,
+        batch_size=BATCH,
+        steps=args.train_lm_steps,
+        snapshot_every=args.snapshot_every,
+    )
+    print(
+        f"corpus {corpus_note}: V={V}, {corpus.train.size} training tokens; GPT d={D}, "
+        f"{N_LAYERS} layers, {N_HEADS} heads, hidden {models.swiglu_hidden(D)}, T={CONTEXT}, "
+        f"B={BATCH}; {os.cpu_count()} CPU cores, devices {jax.devices()}",
+        flush=True,
+    )
+    others = other_busy_processes()
+    load_start = os.getloadavg()
+    print(f"load average at start {load_start}", flush=True)
+    if others:
+        print(f"note: other busy processes at start: {others}", flush=True)
+
+    peak_start = matmul_peak()
+    print(f"matmul 2048^2 float32: {peak_start['flops_per_s'] / 1e9:.1f} GFLOP/s", flush=True)
+
+    # (1) + (2, XLA): the training step alone, 1 lane and 2 vmapped lanes
+    lane_rows = {}
+    for gammas in (GAMMAS[:1], GAMMAS):
+        row = bench_lanes(config, corpus, gammas, args.steps, args.repeats)
+        lane_rows[f"{len(gammas)}_lane" + ("s" if len(gammas) > 1 else "")] = row
+        print(
+            f"{row['lanes']} lane(s) {row['gammas']}: trace+lower {row['trace_lower_s']:.2f} s, "
+            f"compile {row['compile_s']:.2f} s; {args.steps} steps: best {row['best_s']:.2f} s, "
+            f"median {row['median_s']:.2f} s (CPU {row['cpu_median_s']:.2f} s) -> "
+            f"{row['tokens_per_s_best']:.0f} tokens/s; loss on the first 8 windows after "
+            f"{args.steps} steps "
+            f"{row['final_loss_first_windows']}",
+            flush=True,
+        )
+
+    # (4) one full train_lm call: its first call (compile included; JAX's compile records
+    # subtracted), and with --warm a second call (program cached by lm._compiled_run)
+    train_calls = []
+    for _ in range(2 if args.warm else 1):
+        with compile_log() as records:
+            start = time.perf_counter()
+            trajectory = lm.train_lm(corpus, config, gammas=GAMMAS, seed=SEED)
+            jax.block_until_ready(trajectory.final_W_E)
+            seconds = time.perf_counter() - start
+        train_calls.append((seconds, sum(t for _, t in records)))
+        print(
+            f"lm.train_lm call: {seconds:.1f} s (JAX compile records {train_calls[-1][1]:.1f} s)",
+            flush=True,
+        )
+    train_first, train_compile = train_calls[0]
+    train_second = train_calls[1][0] if args.warm else None
+    train_run = train_second if args.warm else train_first - train_compile
+    pure = args.train_lm_steps * lane_rows["2_lanes"]["step_s_median"]
+    pure_best = args.train_lm_steps * lane_rows["2_lanes"]["step_s_best"]
+    recording = {
+        "steps": args.train_lm_steps,
+        "snapshot_every": args.snapshot_every,
+        "snapshots": list(config.snapshots),
+        "lanes": len(GAMMAS),
+        "first_call_s": train_first,
+        "compile_s_jax_records": train_compile,
+        "second_call_s": train_second,
+        "run_s": train_run,
+        "run_s_from": "second call" if args.warm else "first call - JAX compile records",
+        "pure_steps_s_median": pure,
+        "pure_steps_s_best": pure_best,
+        "overhead_s": train_run - pure,
+        "overhead_fraction": train_run / pure - 1.0,
+        "overhead_per_snapshot_s": (train_run - pure) / len(config.snapshots),
+        "final_loss": trajectory.loss[:, -1].tolist(),
+        "final_validation_loss": trajectory.validation_loss[:, -1].tolist(),
+        "diverged_step": trajectory.diverged_step.tolist(),
+    }
+
+    peak_end = matmul_peak()
+    peak = max(peak_start, peak_end, key=lambda r: r["flops_per_s"])
+    print(
+        f"matmul 2048^2 float32 again: {peak_end['flops_per_s'] / 1e9:.1f} GFLOP/s; using "
+        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
+        flush=True,
+    )
+
+    # (2) + (3): FLOPs per token and the achieved rate
+    counts = analytic_flops(config, V)
+    for row in lane_rows.values():
+        row["achieved"] = {}
+        for name, per_token in (
+            ("analytic", counts["train_per_token"]),
+            ("xla_cost_analysis", row["xla_flops_per_token"]),
+        ):
+            if per_token is None:
+                continue
+            for which in ("best", "median"):
+                rate = row[f"tokens_per_s_{which}"] * per_token
+                row["achieved"][f"{name}_{which}"] = {
+                    "flops_per_token": per_token,
+                    "flops_per_s": rate,
+                    "fraction_of_matmul_peak": rate / peak["flops_per_s"],
+                }
+
+    # ----------------------------------------------------------------------------------------
+    print(
+        f"\nFLOPs per token (training, forward x3): analytic {counts['train_per_token'] / 1e6:.3f}"
+        f" M (causal half of attention: {counts['train_per_token_causal_half'] / 1e6:.3f} M); "
+        + ", ".join(
+            f"XLA {row['lanes']} lane(s) {row['xla_flops_per_token'] / 1e6:.3f} M"
+            for row in lane_rows.values()
+            if row["xla_flops_per_token"] is not None
+        )
+    )
+    header = (
+        f"{'lanes':>5s} {'compile s':>9s} {'best s':>7s} {'median s':>8s} {'tokens/s':>9s} "
+        f"{'tok/s/lane':>10s} {'GFLOP/s an.':>11s} {'% peak an.':>10s} {'GFLOP/s XLA':>11s} "
+        f"{'% peak XLA':>10s}"
+    )
+    print(header)
+    for row in lane_rows.values():
+        a = row["achieved"]["analytic_best"]
+        x = row["achieved"].get("xla_cost_analysis_best")
+        print(
+            f"{row['lanes']:5d} {row['trace_lower_s'] + row['compile_s']:9.2f} "
+            f"{row['best_s']:7.2f} {row['median_s']:8.2f} {row['tokens_per_s_best']:9.0f} "
+            f"{row['tokens_per_s_per_lane_best']:10.0f} {a['flops_per_s'] / 1e9:11.2f} "
+            f"{100 * a['fraction_of_matmul_peak']:10.1f} "
+            + (
+                f"{x['flops_per_s'] / 1e9:11.2f} {100 * x['fraction_of_matmul_peak']:10.1f}"
+                if x
+                else f"{'n/a':>11s} {'n/a':>10s}"
+            )
+        )
+    print(
+        f"matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s (start "
+        f"{peak_start['flops_per_s'] / 1e9:.1f}, end {peak_end['flops_per_s'] / 1e9:.1f})"
+    )
+    print(
+        f"train_lm ({args.train_lm_steps} steps, 2 lanes, {len(config.snapshots)} snapshots): "
+        f"first call {train_first:.1f} s, compile {train_compile:.1f} s, run {train_run:.1f} s "
+        f"({recording['run_s_from']}); pure steps "
+        f"{pure:.1f} s (median; best {pure_best:.1f} s) -> recording overhead "
+        f"{100 * recording['overhead_fraction']:.1f}% "
+        f"({recording['overhead_per_snapshot_s']:.2f} s per snapshot); "
+        f"final loss {recording['final_loss']}"
+    )
+    load_end = os.getloadavg()
+    others_end = other_busy_processes()
+    total_s = time.perf_counter() - script_start
+    print(f"load average at end {load_end}; other busy processes at end: {others_end}")
+    print(f"whole script {total_s:.0f} s")
+
+    record = {
+        "setup": {
+            "corpus": corpus_note,
+            "vocab_size": V,
+            "train_tokens": int(corpus.train.size),
+            "d": D,
+            "n_layers": N_LAYERS,
+            "n_heads": N_HEADS,
+            "swiglu_hidden": models.swiglu_hidden(D),
+            "context_length": CONTEXT,
+            "batch_size": BATCH,
+            "gammas": list(GAMMAS),
+            "seed": SEED,
+            "config": dataclasses.asdict(config),
+            "steps_per_call": args.steps,
+            "repeats": args.repeats,
+            "devices": [str(device) for device in jax.devices()],
+            "cpu_count": os.cpu_count(),
+            "other_busy_processes_start": others,
+            "other_busy_processes_end": others_end,
+            "load_average_start": load_start,
+            "load_average_end": load_end,
+            "script_s": total_s,
+        },
+        "matmul_peak": {"start": peak_start, "end": peak_end, "used": peak},
+        "flops": counts,
+        "step_loop": lane_rows,
+        "train_lm": recording,
+        "environment": results.environment(),
+    }
+    print(json.dumps(record, indent=1, default=float))
+    if args.json:
+        results.write_json(args.json, record)
+
+
+if __name__ == "__main__":
+    main()

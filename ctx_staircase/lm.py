@@ -1,0 +1,579 @@
+"""A small GPT trained on text, and the signature alignment of its trajectory (SPEC.md §2.3,
+§3 "Language model", §6.5, §8 item 16).
+
+The language-model arm, scaled to a CPU:
+
+- `eligible_tokens` picks the tracked tokens;
+- `lm_signatures` counts the data side: the next-token, previous-token and prefix (eq. 20)
+  signatures of the tracked tokens;
+- `train_lm` trains one `models.GPT` per initial scale gamma, vmapped over gamma, as one compiled
+  scan of AdamW with warmup-cosine. Every lane sees the same batches. At every snapshot it
+  records the tracked rows of ``W_E`` and ``W_U``, the value path ``z^l_alpha = W_O^l W_V^l
+  w^E_alpha`` of each layer, and the cosine matrix of the attention-path signature (eq. 22),
+  computed on device from the model's own attention;
+- `lm_metrics` turns the trajectory into the curves ``rho_next``, ``rho_pre``, ``rho^l_attn`` and
+  the held-out rank-one prefix probe.
+
+**Eligible tokens** (SPEC [GAP]; our definition, theory/lm.md): a token is eligible when it is a
+word (it contains a letter or a digit: punctuation and ``<unk>`` are not) and it occurs at least
+``min_count`` times as a predicting position of the training stream, so its next-token
+distribution is estimated from at least that many transitions. The tracked set is the
+``tracked`` most frequent eligible tokens (the paper's 200).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from ctx_staircase import metrics, models, signatures, text
+
+_WORD = re.compile(r"[^\W_]")
+
+
+@dataclasses.dataclass(frozen=True)
+class LMConfig:
+    """The GPT, its training and what the trajectory tracks (SPEC §4.2 scaled down [R]).
+
+    Attributes:
+        d, n_layers, n_heads, tied: the `models.GPT` shape.
+        context_length: T, tokens per training window (the model's ``seq_len``).
+        batch_size: windows per AdamW step, drawn at uniform random starts of the training stream.
+        steps: AdamW steps.
+        lr: peak learning rate; linear warm-up over ``warmup_fraction`` of the steps, then cosine
+            decay to ``min_lr_ratio * lr`` (SPEC §4.2: warm-up 3 %, ratio 0.1).
+        weight_decay: decoupled decay of the weight matrices (not of the RMSNorm scales).
+        snapshot_every: k; snapshots at steps 0, k, 2k, ..., and ``steps``.
+        tracked: how many eligible tokens the metrics use (the paper's 200).
+        min_count: the eligibility count (see the module docstring).
+        probe_vocabulary: the prefix probe's next-token and context axes keep this many of the
+            most frequent tokens (any token), so ``phi^{y;1}`` stays ``[tracked, K, K]``.
+        signature_windows: training windows on which eq. 22 and the training loss are evaluated.
+        validation_windows: validation windows for the validation loss.
+    """
+
+    d: int = 128
+    n_layers: int = 2
+    n_heads: int = 4
+    tied: bool = False
+    context_length: int = 64
+    batch_size: int = 32
+    steps: int = 2000
+    lr: float = 3e-3
+    warmup_fraction: float = 0.03
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.1
+    snapshot_every: int = 50
+    tracked: int = 200
+    min_count: int = 20
+    probe_vocabulary: int = 100
+    signature_windows: int = 128
+    validation_windows: int = 64
+
+    def __post_init__(self) -> None:
+        for name in (
+            "d",
+            "n_layers",
+            "n_heads",
+            "context_length",
+            "batch_size",
+            "steps",
+            "snapshot_every",
+            "min_count",
+            "signature_windows",
+            "validation_windows",
+        ):
+            _check_int(getattr(self, name), name, 1)
+        if self.d % self.n_heads or (self.d // self.n_heads) % 2:
+            raise ValueError(
+                f"n_heads: d={self.d} must split into n_heads={self.n_heads} heads of an even "
+                "head_dim (RoPE rotates pairs)"
+            )
+        _check_int(self.tracked, "tracked", 4)
+        _check_int(self.probe_vocabulary, "probe_vocabulary", 2)
+        if self.snapshot_every > self.steps:
+            raise ValueError(
+                f"snapshot_every must be <= steps = {self.steps}; got {self.snapshot_every}"
+            )
+        _check_float(self.lr, "lr", low=0.0, low_open=True)
+        _check_float(self.warmup_fraction, "warmup_fraction", low=0.0, high=1.0, high_open=True)
+        _check_float(self.min_lr_ratio, "min_lr_ratio", low=0.0, high=1.0)
+        _check_float(self.weight_decay, "weight_decay", low=0.0)
+
+    @property
+    def snapshots(self) -> tuple[int, ...]:
+        """Snapshot steps: ``0, k, 2k, ..., steps``."""
+        return tuple(sorted({*range(0, self.steps, self.snapshot_every), self.steps}))
+
+
+class LMSignatures(NamedTuple):
+    """The data side of the LM metrics, for the tracked tokens ``[A]`` (float64).
+
+    Attributes:
+        tracked: int ``[A]`` token ids (rows of every array below).
+        next_token: ``phi^{y;nt}`` ``[A, V]`` (SPEC §2.3).
+        frequency: ``r^{nt}`` ``[V]``.
+        previous_token: ``phi^{pre}_nu(alpha)`` ``[A, V]``, rows indexed by the tracked target nu.
+        prefix: ``phi^{y;1}`` ``[A, K, K]`` (eq. 20) over the probe tokens.
+        probe_tokens: int ``[K]``, the next-token and context axes of ``prefix``.
+        S_next, S_previous: the cosine matrices ``[A, A]`` of ``next_token`` and
+            ``previous_token``.
+    """
+
+    tracked: np.ndarray
+    next_token: np.ndarray
+    frequency: np.ndarray
+    previous_token: np.ndarray
+    prefix: np.ndarray
+    probe_tokens: np.ndarray
+    S_next: np.ndarray
+    S_previous: np.ndarray
+
+
+class LMTrajectory(NamedTuple):
+    """Snapshots of the vmapped run, lane axis first (G init scales, S snapshots, A tracked).
+
+    Attributes:
+        gammas: ``[G]``; steps: int ``[S]``; tracked: int ``[A]``.
+        loss: ``[G, S]`` mean next-token cross-entropy on the fixed training windows.
+        validation_loss: ``[G, S]`` the same on the validation windows.
+        W_E, W_U: ``[G, S, A, d]`` the tracked rows.
+        value_path: ``[G, S, n_layers, A, d]``, ``z^l_alpha = W_O^l W_V^l w^E_alpha``.
+        S_attention_signature: ``[G, S, n_layers, A, A]``, cosines of eq. 22's rows.
+        final_W_E: ``[G, V, d]`` the whole embedding at the last step.
+        diverged_step: int ``[G]``, the step whose update went non-finite (the lane froze
+            there), or -1.
+    """
+
+    gammas: np.ndarray
+    steps: np.ndarray
+    tracked: np.ndarray
+    loss: np.ndarray
+    validation_loss: np.ndarray
+    W_E: np.ndarray
+    W_U: np.ndarray
+    value_path: np.ndarray
+    S_attention_signature: np.ndarray
+    final_W_E: np.ndarray
+    diverged_step: np.ndarray
+
+
+class LMCurves(NamedTuple):
+    """The alignment curves of a trajectory, ``[G, S]`` unless noted.
+
+    Attributes:
+        rho_next: Pearson of ``S^emb`` (tracked ``W_E``) with ``S^next`` (SPEC §3).
+        rho_previous: Pearson of the tracked ``W_U`` cosines with ``S^pre``.
+        rho_attention: ``[G, S, n_layers]`` Pearson of the value-path cosines with the
+            attention-path signature cosines (``rho^{l,(t)}_attn``).
+        probe_mse, probe_corr: the rank-one prefix probe on held-out token pairs.
+        probe_baseline_mse: the held-out pairs' variance (the MSE of the best constant), the
+            scale against which ``probe_mse`` is "low".
+        loss, validation_loss: copied from the trajectory.
+    """
+
+    rho_next: np.ndarray
+    rho_previous: np.ndarray
+    rho_attention: np.ndarray
+    probe_mse: np.ndarray
+    probe_corr: np.ndarray
+    probe_baseline_mse: np.ndarray
+    loss: np.ndarray
+    validation_loss: np.ndarray
+
+
+# --------------------------------------------------------------------------------------------
+# data side
+
+
+def eligible_tokens(
+    stream, vocabulary: text.Vocabulary, *, count: int = 200, min_count: int = 20
+) -> np.ndarray:
+    """The ``count`` most frequent eligible tokens of ``stream`` (module docstring), int ``[A]``.
+
+    Ties are broken by token id. Raises ``ValueError`` (naming ``min_count``) when fewer than 4
+    tokens are eligible; returns fewer than ``count`` when fewer are eligible.
+    """
+    stream = np.asarray(stream)
+    _check_int(count, "count", 4)
+    _check_int(min_count, "min_count", 1)
+    counts = np.bincount(stream[:-1], minlength=vocabulary.size)
+    word = np.array([bool(_WORD.search(t)) and t != text.UNK for t in vocabulary.tokens])
+    eligible = np.nonzero(word & (counts >= min_count))[0]
+    if eligible.size < 4:
+        raise ValueError(
+            f"min_count={min_count}: only {eligible.size} word tokens occur that often in the "
+            "training stream; at least 4 are needed (lower min_count or give more text)"
+        )
+    order = np.lexsort((eligible, -counts[eligible]))
+    return eligible[order[:count]].astype(np.int64)
+
+
+def lm_signatures(
+    stream, vocab_size: int, tracked, *, context_length: int, probe_vocabulary: int = 100
+) -> LMSignatures:
+    """Count the LM signatures of ``tracked`` tokens over the tiled training windows.
+
+    The windows are ``text.windows(stream, context_length)`` ``[n, T+1]``: every transition of
+    the stream counts once, and the prefix of eq. 20 is the model's context window.
+    """
+    windows = text.windows(stream, context_length)
+    tracked = np.asarray(tracked, dtype=np.int64)
+    phi_next, r = signatures.next_token_signature(windows, vocab_size, alphas=tracked)
+    phi_previous = signatures.previous_token_signature(windows, vocab_size, labels=tracked)
+    counts = np.bincount(windows.ravel(), minlength=vocab_size)
+    probe_tokens = np.sort(np.argsort(-counts, kind="stable")[:probe_vocabulary])
+    prefix = signatures.prefix_signature(
+        windows, vocab_size, alphas=tracked, labels=probe_tokens, context=probe_tokens
+    )
+    return LMSignatures(
+        tracked=tracked,
+        next_token=phi_next,
+        frequency=r,
+        previous_token=phi_previous,
+        prefix=prefix,
+        probe_tokens=probe_tokens,
+        S_next=np.asarray(metrics.cosine_matrix(phi_next)),
+        S_previous=np.asarray(metrics.cosine_matrix(phi_previous)),
+    )
+
+
+def attention_path_signature(
+    windows, attention, alpha_position, vocab_size: int, n_tracked: int
+) -> jax.Array:
+    """SPEC eq. 22 on device (jittable): the rows of ``phi^{y;attn}`` for the tracked tokens.
+
+    Args:
+        windows: int ``[n, T+1]``; the model reads ``windows[:, :T]`` and position s predicts
+            ``windows[:, s+1]``.
+        attention: ``[n, T, T]`` head-averaged attention (query row, key column).
+        alpha_position: int ``[V]``, the row of each tracked token and -1 for the others.
+        vocab_size: V; n_tracked: A, the number of tracked tokens (static).
+
+    Returns:
+        ``[A, V]``, equal to ``signatures.attention_path_signature`` with ``alphas=tracked``
+        (an independent NumPy implementation; tested); 0 for a token absent from every prefix.
+    """
+    windows = jnp.asarray(windows, jnp.int32)
+    alpha_position = jnp.asarray(alpha_position, jnp.int32)
+    T, A = windows.shape[1] - 1, n_tracked
+    query, key = np.nonzero(np.tril(np.ones((T, T), dtype=bool)))  # key <= query
+    prefix = jnp.asarray(1.0 / (query + 1), attention.dtype)  # I_s uniform over 0..s
+    row = alpha_position[windows[:, key]]
+    row = jnp.where(row < 0, A, row)  # untracked keys go to a discarded row
+    target = windows[:, query + 1]
+    weight = prefix * attention[:, query, key]
+    joint = jnp.zeros(((A + 1) * vocab_size,), attention.dtype)
+    joint = joint.at[(row * vocab_size + target).ravel()].add(weight.ravel())
+    norm = (
+        jnp.zeros((A + 1,), attention.dtype)
+        .at[row.ravel()]
+        .add(jnp.broadcast_to(prefix, row.shape).ravel())[:A]
+    )
+    joint = joint.reshape(A + 1, vocab_size)[:A]
+    return joint / jnp.where(norm > 0, norm, 1)[:, None]
+
+
+# --------------------------------------------------------------------------------------------
+# training
+
+
+def train_lm(
+    corpus: text.Corpus,
+    config: LMConfig | None = None,
+    *,
+    gammas=(1.0, 0.5),
+    seed: int = 0,
+    tracked=None,
+) -> LMTrajectory:
+    """Train one GPT per gamma (vmapped, one compiled call) and record the trajectory.
+
+    Args:
+        corpus: the train / validation streams and vocabulary (`text.prepare_corpus`).
+        config: model, optimizer and tracking settings (default ``LMConfig()``).
+        gammas: initial scales (std ``d^{-gamma}``); every lane gets the same standard normal
+            draw from ``seed``, scaled, and the same batches.
+        seed: seeds the weights and the batch order.
+        tracked: token ids to track (default `eligible_tokens`).
+    """
+    config = LMConfig() if config is None else config
+    gamma = np.asarray(gammas, dtype=np.float64).ravel()
+    if gamma.size == 0 or not np.all(np.isfinite(gamma)):
+        raise ValueError(f"gammas must be finite numbers (at least one); got {list(gammas)}")
+    _check_int(seed, "seed", 0)
+    T = config.context_length
+    for name, stream in (("train", corpus.train), ("validation", corpus.validation)):
+        if stream.size < T + 1:
+            raise ValueError(
+                f"context_length={T} needs >= {T + 1} tokens in the {name} stream; it has "
+                f"{stream.size} (use a shorter context or more text)"
+            )
+    if tracked is None:
+        tracked = eligible_tokens(
+            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
+        )
+    V = corpus.vocab_size
+    tracked = np.asarray(tracked)
+    if (
+        tracked.ndim != 1
+        or tracked.size < 2
+        or not np.issubdtype(tracked.dtype, np.integer)
+        or np.unique(tracked).size != tracked.size
+        or tracked.min() < 0
+        or tracked.max() >= V
+    ):
+        raise ValueError(
+            f"tracked must be >= 2 distinct token ids in [0, {V}); got {tracked.tolist()[:10]}"
+        )
+    tracked = tracked.astype(np.int64)
+    alpha_position = np.full(V, -1, dtype=np.int32)
+    alpha_position[tracked] = np.arange(tracked.size, dtype=np.int32)
+    run = _compiled_run(config, V, alpha_position.tobytes())
+    states = _initial_states(config, V, gamma, seed)
+    recorded, final_W_E, diverged = run(
+        states,
+        jnp.asarray(corpus.train, dtype=jnp.int32),
+        jnp.asarray(tracked, dtype=jnp.int32),
+        jnp.asarray(_spread(text.windows(corpus.train, T), config.signature_windows)),
+        jnp.asarray(_spread(text.windows(corpus.validation, T), config.validation_windows)),
+        jax.random.key(seed),
+    )
+    recorded = jax.device_get(recorded)
+    return LMTrajectory(
+        gammas=gamma,
+        steps=np.asarray(config.snapshots),
+        tracked=tracked,
+        final_W_E=np.asarray(final_W_E),
+        diverged_step=np.asarray(diverged),
+        **{k: np.asarray(v) for k, v in recorded.items()},
+    )
+
+
+def _spread(windows: np.ndarray, count: int) -> np.ndarray:
+    """``count`` windows evenly spread over the stream (all of them if there are fewer)."""
+    index = np.unique(np.linspace(0, len(windows) - 1, min(count, len(windows))).astype(int))
+    return windows[index]
+
+
+def _model(config: LMConfig, vocab_size: int, gamma, key) -> models.GPT:
+    return models.GPT(
+        vocab_size,
+        config.context_length,
+        config.d,
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
+        tied=config.tied,
+        gamma=gamma,
+        rngs=nnx.Rngs(key),
+    )
+
+
+def _initial_states(config: LMConfig, vocab_size: int, gamma: np.ndarray, seed: int):
+    key = jax.random.fold_in(jax.random.key(seed), 0)
+    return jax.vmap(lambda g: nnx.split(_model(config, vocab_size, g, key))[1])(
+        jnp.asarray(gamma, dtype=jnp.float32)
+    )
+
+
+def _optimizer(config: LMConfig) -> optax.GradientTransformation:
+    warmup = max(1, round(config.warmup_fraction * config.steps))
+    schedule = optax.warmup_cosine_decay_schedule(
+        init_value=0.0,
+        peak_value=config.lr,
+        warmup_steps=warmup,
+        decay_steps=max(config.steps, warmup + 1),
+        end_value=config.lr * config.min_lr_ratio,
+    )
+    return optax.adamw(
+        schedule,
+        b1=0.9,
+        b2=0.95,
+        weight_decay=config.weight_decay,
+        mask=lambda params: jax.tree.map(lambda p: p.ndim >= 2, params),
+    )
+
+
+def _cross_entropy(module: models.GPT, windows) -> tuple[jax.Array, jax.Array]:
+    """Mean next-token cross-entropy of ``windows`` ``[n, T+1]`` and the attention maps."""
+    logits, maps = module.forward(windows[:, :-1])
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:])
+    return jnp.mean(nll), maps
+
+
+def step_function(graphdef: nnx.GraphDef, optimizer, config: LMConfig):
+    """One AdamW step of one lane: ``step(i, (state, opt_state, diverged), stream, key)``.
+
+    Draws ``batch_size`` windows of ``context_length + 1`` tokens at uniform random starts of
+    ``stream`` from ``fold_in(key, i)``, so lanes sharing ``key`` see the same batches. A lane
+    whose loss or parameters become non-finite keeps its last finite state and records ``i`` in
+    ``diverged`` (-1 while finite). Returns the new carry.
+    """
+    T, B = config.context_length, config.batch_size
+
+    def batch_loss(state, windows):
+        return _cross_entropy(nnx.merge(graphdef, state), windows)[0]
+
+    def step(i, carry, stream, key):
+        state, opt_state, diverged = carry
+        first = jax.random.randint(jax.random.fold_in(key, i), (B,), 0, stream.shape[0] - T)
+        batch = stream[first[:, None] + jnp.arange(T + 1)]
+        loss, grads = jax.value_and_grad(batch_loss)(state, batch)
+        with jax.numpy_dtype_promotion("standard"):  # optax's schedules mix dtypes
+            updates, new_opt_state = optimizer.update(grads, opt_state, state)
+        new_state = optax.apply_updates(state, updates)
+        finite = jnp.isfinite(loss) & jnp.all(
+            jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(new_state)])
+        )
+        diverged = jnp.where((diverged < 0) & ~finite, i.astype(jnp.int32), diverged)
+        keep = diverged < 0
+        state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new_state, state)
+        opt_state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new_opt_state, opt_state)
+        return state, opt_state, diverged
+
+    return step
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled_run(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
+    alpha_position = np.frombuffer(alpha_bytes, dtype=np.int32)
+    n_tracked = int(np.sum(alpha_position >= 0))
+    alpha_position = jnp.asarray(alpha_position)
+    graphdef = nnx.split(_model(config, vocab_size, 1.0, jax.random.key(0)))[0]
+    optimizer = _optimizer(config)
+    train_step = step_function(graphdef, optimizer, config)
+    snapshots = np.asarray(config.snapshots)
+    starts, lengths = snapshots[:-1], np.diff(snapshots)
+
+    def record(state, tracked, signature_windows, validation_windows):
+        module = nnx.merge(graphdef, state)
+        loss, maps = _cross_entropy(module, signature_windows)
+        validation_loss, _ = _cross_entropy(module, validation_windows)
+        weights = models.weights(module)
+        W_E = weights["W_E"][tracked]
+        attention = jnp.mean(maps, axis=2)  # [layers, n, T, T], averaged over heads
+
+        def attention_similarity(layer_attention):
+            phi = attention_path_signature(
+                signature_windows, layer_attention, alpha_position, vocab_size, n_tracked
+            )
+            return metrics.cosine_matrix(phi)
+
+        return dict(
+            loss=loss,
+            validation_loss=validation_loss,
+            W_E=W_E,
+            W_U=weights["W_U"][tracked],
+            value_path=jnp.einsum("lij,ljk,ak->lai", weights["W_O"], weights["W_V"], W_E),
+            S_attention_signature=jax.lax.map(attention_similarity, attention),
+        )
+
+    def lane(state, stream, tracked, signature_windows, validation_windows, key):
+        def step(i, carry):
+            return train_step(i, carry, stream, key)
+
+        def segment(carry, bounds):
+            start, length = bounds
+            carry = jax.lax.fori_loop(start, start + length, step, carry)
+            return carry, record(carry[0], tracked, signature_windows, validation_windows)
+
+        with jax.numpy_dtype_promotion("standard"):
+            opt_state = optimizer.init(state)
+        first = record(state, tracked, signature_windows, validation_windows)
+        carry = (state, opt_state, jnp.asarray(-1, jnp.int32))
+        (state, _, diverged), rest = jax.lax.scan(
+            segment, carry, (jnp.asarray(starts, jnp.int32), jnp.asarray(lengths, jnp.int32))
+        )
+        recorded = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
+        return recorded, models.weights(nnx.merge(graphdef, state))["W_E"], diverged
+
+    return jax.jit(jax.vmap(lane, in_axes=(0, None, None, None, None, None)))
+
+
+# --------------------------------------------------------------------------------------------
+# metrics of a trajectory
+
+
+def lm_metrics(
+    trajectory: LMTrajectory,
+    lm_signature: LMSignatures,
+    *,
+    heldout_fraction: float = 0.5,
+    seed: int = 0,
+    probe_steps: int = 300,
+) -> LMCurves:
+    """The alignment curves of ``trajectory`` (SPEC §3 "Language model").
+
+    The rank-one prefix probe ``w_alpha = phi^{y;1}_alpha v`` (``v`` over the probe tokens'
+    context axis, one shared vector) is fitted at every snapshot on the pairs of a fixed random
+    ``1 - heldout_fraction`` of the tracked tokens and scored on the pairs of the held-out rest
+    (`metrics.probe_fit` with ``heldout_tokens``).
+    """
+    if not np.array_equal(trajectory.tracked, lm_signature.tracked):
+        raise ValueError("lm_signature: its tracked tokens differ from the trajectory's")
+    _check_float(
+        heldout_fraction, "heldout_fraction", low=0.0, high=1.0, low_open=True, high_open=True
+    )
+    A = trajectory.tracked.size
+    rng = np.random.default_rng(seed)
+    heldout = np.zeros(A, dtype=bool)
+    heldout[rng.permutation(A)[: max(2, round(heldout_fraction * A))]] = True
+    S_emb = np.asarray(metrics.cosine_matrix(trajectory.W_E))  # [G, S, A, A]
+    rho_next = np.asarray(metrics.alignment(S_emb, lm_signature.S_next).value)
+    S_unembed = np.asarray(metrics.cosine_matrix(trajectory.W_U))
+    rho_previous = np.asarray(metrics.alignment(S_unembed, lm_signature.S_previous).value)
+    S_value = metrics.cosine_matrix(trajectory.value_path)
+    rho_attention = np.asarray(metrics.alignment(S_value, trajectory.S_attention_signature).value)
+    G, S = S_emb.shape[:2]
+    mse, corr, baseline = (np.zeros((G, S)) for _ in range(3))
+    rows, cols = np.triu_indices(A, k=1)
+    pairs = heldout[rows] & heldout[cols]
+    for g in range(G):
+        for s in range(S):
+            fit = metrics.probe_fit(
+                lm_signature.prefix,
+                S_emb[g, s],
+                heldout_tokens=heldout,
+                objective="mse",
+                steps=probe_steps,
+                seed=seed,
+            )
+            mse[g, s], corr[g, s] = float(fit.heldout_mse), float(fit.heldout_corr)
+            baseline[g, s] = float(np.var(S_emb[g, s][rows, cols][pairs]))
+    return LMCurves(
+        rho_next=rho_next,
+        rho_previous=rho_previous,
+        rho_attention=rho_attention,
+        probe_mse=mse,
+        probe_corr=corr,
+        probe_baseline_mse=baseline,
+        loss=trajectory.loss,
+        validation_loss=trajectory.validation_loss,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+
+def _check_int(value, name: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+
+
+def _check_float(value, name, *, low=None, high=None, low_open=False, high_open=False) -> None:
+    ok = not isinstance(value, bool) and isinstance(value, int | float | np.number)
+    ok = ok and math.isfinite(value)
+    ok = ok and (low is None or (value > low if low_open else value >= low))
+    ok = ok and (high is None or (value < high if high_open else value <= high))
+    if not ok:
+        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be a finite number in {interval}; got {value!r}")

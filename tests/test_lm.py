@@ -1,0 +1,324 @@
+"""The language-model arm: eligible tokens, LM signatures, eq. 22 on device, the vmapped GPT
+run and its metrics, the semantic measures, and the `lm` command."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ctx_staircase import cli, lm, metrics, models, semantics, signatures, text
+
+TINY = lm.LMConfig(
+    d=16,
+    n_layers=1,
+    n_heads=2,
+    context_length=8,
+    batch_size=4,
+    steps=12,
+    snapshot_every=4,
+    tracked=12,
+    min_count=2,
+    probe_vocabulary=12,
+    signature_windows=6,
+    validation_windows=4,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return text.prepare_corpus(text.builtin_corpus(n_sentences=600, seed=3), vocab_size=None)
+
+
+@pytest.fixture(scope="module")
+def run(corpus):
+    trajectory = lm.train_lm(corpus, TINY, gammas=(1.0, 0.5), seed=1)
+    signature = lm.lm_signatures(
+        corpus.train, corpus.vocab_size, trajectory.tracked, context_length=8, probe_vocabulary=12
+    )
+    return trajectory, signature
+
+
+# --------------------------------------------------------------------------------------------
+# data side
+
+
+def test_eligible_tokens_are_frequent_words():
+    vocabulary = text.build_vocabulary("a a a b b , , , , c e".split(), size=None)
+    ids = vocabulary.encode("a b a , c , a b , d , e a".split())  # d is <unk>
+    # predicting positions: "," 4 times, a 3, b 2, c, e and <unk> once each
+    chosen = lm.eligible_tokens(ids, vocabulary, count=4, min_count=1)
+    words = vocabulary.decode(chosen)
+    assert words[:2] == ["a", "b"] and set(words[2:]) == {"c", "e"}  # no "," and no <unk>
+    assert chosen[2] < chosen[3]  # ties broken by id
+    assert vocabulary.decode(lm.eligible_tokens(ids, vocabulary, count=5, min_count=1)) == words
+    with pytest.raises(ValueError, match="min_count=2"):
+        lm.eligible_tokens(ids, vocabulary, count=4, min_count=2)
+
+
+def test_eligible_tokens_order_and_min_count(corpus):
+    counts = np.bincount(corpus.train[:-1], minlength=corpus.vocab_size)
+    chosen = lm.eligible_tokens(corpus.train, corpus.vocabulary, count=10, min_count=20)
+    assert chosen.size == 10 and np.all(counts[chosen] >= 20)
+    assert np.all(np.diff(counts[chosen]) <= 0)
+    punctuation = [i for i, t in enumerate(corpus.vocabulary.tokens) if not t[0].isalnum()]
+    assert not set(chosen) & set(punctuation)
+    # nothing eligible and more frequent was skipped
+    eligible = [
+        i
+        for i, t in enumerate(corpus.vocabulary.tokens)
+        if t != text.UNK and any(c.isalnum() for c in t) and counts[i] >= 20
+    ]
+    assert counts[chosen].min() >= np.sort(counts[eligible])[::-1][9]
+
+
+def test_lm_signatures_on_a_hand_made_stream():
+    # stream over V = 4: 1 2 1 3 1 2 ; windows of T = 5 hold the whole stream
+    stream = np.array([1, 2, 1, 3, 1, 2])
+    sig = lm.lm_signatures(stream, 4, [1, 2], context_length=5, probe_vocabulary=4)
+    # after 1 comes 2, 3, 2: P(.|1) = (0, 0, 2/3, 1/3); after 2 comes 1: P(.|2) = e_1
+    np.testing.assert_allclose(sig.next_token, [[0, 0, 2 / 3, 1 / 3], [0, 1, 0, 0]])
+    # before 1 comes 2, 3; before 2 comes 1 twice
+    np.testing.assert_allclose(sig.previous_token, [[0, 0, 0.5, 0.5], [0, 1, 0, 0]])
+    # S_next: cosine of the two rows is 0; the diagonal is 1
+    np.testing.assert_allclose(sig.S_next, np.eye(2), atol=1e-15)
+    # prefix: alpha = 1 at s = 0, 2, 4 (targets 2, 3, 2), with prefixes {}, {1, 2}, {1, 2, 3}
+    expected = np.zeros((4, 4))
+    expected[3, [1, 2]] += 1 / 3  # s = 2: target 3, prefix holds 1 and 2
+    expected[2, [1, 2, 3]] += 1 / 3  # s = 4: target 2, prefix holds 1, 2, 3
+    np.testing.assert_allclose(sig.prefix[0], expected, atol=1e-15)
+    np.testing.assert_array_equal(sig.probe_tokens, [0, 1, 2, 3])
+
+
+def test_attention_path_signature_on_device_equals_numpy():
+    rng = np.random.default_rng(0)
+    n, T, V = 5, 6, 9
+    windows = rng.integers(0, V, size=(n, T + 1))
+    logits = rng.normal(size=(n, T, T))
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    attention = np.where(causal, np.exp(logits), 0)
+    attention /= attention.sum(-1, keepdims=True)
+    tracked = np.array([4, 0, 7, 2])
+    position = np.full(V, -1, dtype=np.int32)
+    position[tracked] = np.arange(tracked.size)
+    device = lm.attention_path_signature(
+        jnp.asarray(windows), jnp.asarray(attention), jnp.asarray(position), V, tracked.size
+    )
+    padded = np.zeros((n, T + 1, T + 1))
+    padded[:, :T, :T] = attention  # the last row/column is no predicting position
+    reference = signatures.attention_path_signature(windows, padded, V, alphas=tracked)
+    np.testing.assert_allclose(np.asarray(device), reference, rtol=1e-12, atol=1e-15)
+
+
+# --------------------------------------------------------------------------------------------
+# training
+
+
+def test_trajectory_shapes_and_initial_state(run, corpus):
+    trajectory, _ = run
+    G, S, A, d = 2, len(TINY.snapshots), trajectory.tracked.size, TINY.d
+    assert TINY.snapshots == (0, 4, 8, 12)
+    assert trajectory.W_E.shape == (G, S, A, d) == trajectory.W_U.shape
+    assert trajectory.value_path.shape == (G, S, 1, A, d)
+    assert trajectory.S_attention_signature.shape == (G, S, 1, A, A)
+    assert trajectory.final_W_E.shape == (G, corpus.vocab_size, d)
+    np.testing.assert_array_equal(trajectory.diverged_step, [-1, -1])
+    # the same standard-normal draw at both scales: step-0 rows differ by d^{1 - 0.5}
+    np.testing.assert_allclose(
+        trajectory.W_E[1, 0], trajectory.W_E[0, 0] * d**0.5, rtol=1e-5, atol=1e-7
+    )
+    # at small init the logits z are ~0 with variance ~ d * (d^-gamma)^2 (unit-RMS stream):
+    # to second order the loss is ln V + Var(z) / 2
+    excess = trajectory.loss[0, 0] - np.log(corpus.vocab_size)
+    assert 0 < excess < d ** (1 - 2 * 1.0)
+    assert np.all(trajectory.loss[:, -1] < trajectory.loss[:, 0])  # 12 AdamW steps help
+
+
+def test_value_path_matches_the_model(run, corpus):
+    trajectory, _ = run
+    key = jax.random.fold_in(jax.random.key(1), 0)
+    weights = models.weights(lm._model(TINY, corpus.vocab_size, 1.0, key))
+    W_E = np.asarray(weights["W_E"])[trajectory.tracked]
+    np.testing.assert_allclose(trajectory.W_E[0, 0], W_E, rtol=1e-6)
+    z = np.einsum("ij,jk,ak->ai", weights["W_O"][0], weights["W_V"][0], W_E)
+    np.testing.assert_allclose(trajectory.value_path[0, 0, 0], z, rtol=1e-4, atol=1e-9)
+
+
+def test_lane_equals_solo_run(run, corpus):
+    trajectory, _ = run
+    solo = lm.train_lm(corpus, TINY, gammas=(0.5,), seed=1)
+    np.testing.assert_allclose(solo.W_E[0], trajectory.W_E[1], rtol=2e-4, atol=2e-6)
+    np.testing.assert_allclose(solo.loss[0], trajectory.loss[1], rtol=1e-5)
+
+
+def test_divergence_freezes_the_lane(corpus):
+    config = dataclasses.replace(TINY, lr=1e30, warmup_fraction=0.0)
+    trajectory = lm.train_lm(corpus, config, gammas=(1.0,), seed=0)
+    step = int(trajectory.diverged_step[0])
+    assert 0 <= step < config.steps
+    assert np.all(np.isfinite(trajectory.W_E)) and np.all(np.isfinite(trajectory.loss))
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+
+
+def test_lm_metrics_planted_geometry(run):
+    trajectory, signature = run
+    A, V = signature.next_token.shape
+    # embeddings equal to the signature rows: rho_next = 1 exactly; random ones: about 0
+    planted = np.zeros((*trajectory.W_E.shape[:2], A, V))
+    planted[:] = signature.next_token
+    fake = trajectory._replace(
+        W_E=planted, W_U=np.broadcast_to(signature.previous_token, planted.shape)
+    )
+    curves = lm.lm_metrics(fake, signature, probe_steps=20)
+    np.testing.assert_allclose(curves.rho_next, 1.0, atol=1e-12)
+    np.testing.assert_allclose(curves.rho_previous, 1.0, atol=1e-12)
+    real = lm.lm_metrics(trajectory, signature, probe_steps=20)
+    assert real.rho_attention.shape == (2, len(TINY.snapshots), 1)
+    assert np.all(np.abs(real.rho_next[:, 0]) < 0.5)  # random init: no structure to speak of
+    assert np.all(real.probe_baseline_mse > 0) and np.all(np.isfinite(real.probe_mse))
+
+
+def test_lm_metrics_rejects_other_tokens(run):
+    trajectory, signature = run
+    with pytest.raises(ValueError, match="tracked"):
+        lm.lm_metrics(trajectory, signature._replace(tracked=signature.tracked[::-1]))
+    with pytest.raises(ValueError, match="heldout_fraction"):
+        lm.lm_metrics(trajectory, signature, heldout_fraction=1.0)
+
+
+def test_probe_fit_token_split_recovers_a_planted_probe():
+    rng = np.random.default_rng(1)
+    phi = rng.random((20, 6, 5))
+    v = rng.normal(size=5)
+    S_emb = metrics.probe_similarity(phi, (v,))
+    heldout = np.arange(20) % 2 == 0
+    fit = metrics.probe_fit(phi, S_emb, heldout_tokens=heldout, objective="mse", steps=400)
+    assert fit.fold_mse.shape == (1,)
+    assert float(fit.heldout_mse) < 1e-4
+    assert float(fit.heldout_corr) > 0.99
+    with pytest.raises(ValueError, match="heldout_tokens"):
+        metrics.probe_fit(phi, S_emb, heldout_tokens=[0])
+    with pytest.raises(ValueError, match="heldout_tokens"):
+        metrics.probe_fit(phi, S_emb, heldout_tokens=np.ones(19, dtype=bool))
+    with pytest.raises(ValueError, match="objective"):
+        metrics.probe_fit(phi, S_emb, objective="l1")
+
+
+@pytest.mark.parametrize(
+    "field, value, name",
+    [
+        ("steps", 0, "steps"),
+        ("snapshot_every", 20, "snapshot_every"),
+        ("n_heads", 3, "n_heads"),
+        ("lr", float("nan"), "lr"),
+        ("warmup_fraction", 1.0, "warmup_fraction"),
+        ("tracked", 2, "tracked"),
+    ],
+)
+def test_config_rejects_bad_values(field, value, name):
+    with pytest.raises(ValueError, match=name):
+        dataclasses.replace(TINY, **{field: value})
+
+
+def test_train_lm_rejects_bad_input(corpus):
+    with pytest.raises(ValueError, match="gammas"):
+        lm.train_lm(corpus, TINY, gammas=(float("nan"),))
+    for tracked in ([1, 1, 2], [0, corpus.vocab_size], [[1, 2]]):
+        with pytest.raises(ValueError, match="tracked"):
+            lm.train_lm(corpus, TINY, tracked=tracked)
+    short = text.prepare_corpus("a b c d e f g h i j " * 3, vocab_size=None)
+    with pytest.raises(ValueError, match="context_length"):
+        lm.train_lm(short, TINY)
+
+
+# --------------------------------------------------------------------------------------------
+# semantic measures
+
+
+def test_semantic_measures_on_known_shapes():
+    line = np.outer(np.arange(8.0), [1.0, 2.0, 0.5]) + 0.01 * np.random.default_rng(0).normal(
+        size=(8, 3)
+    )
+    assert semantics.number_order(line) == pytest.approx(1.0)
+    assert semantics.number_order(line[::-1]) == pytest.approx(1.0)  # PC sign is arbitrary
+    angle = 2 * np.pi * np.arange(7) / 7
+    circle = np.stack([np.cos(angle), np.sin(angle), 0.01 * angle], axis=1)
+    assert semantics.cycle_neighbours(circle) == 7
+    assert semantics.cycle_neighbours(circle[[0, 3, 6, 2, 5, 1, 4]]) == 0  # a star, not a cycle
+    clusters = {
+        "a": np.array([[1, 0.1, 0], [1, 0, 0.1]]),
+        "b": np.array([[0, 1, 0.1], [0.1, 1, 0]]),
+        "c": np.array([[0, 0.1, 1], [0.1, 0, 1]]),
+    }
+    assert semantics.category_purity(clusters) == 1.0
+    with pytest.raises(ValueError, match="categories"):
+        semantics.category_purity({"a": clusters["a"]})
+    with pytest.raises(ValueError, match="vectors"):
+        semantics.number_order(np.ones((2, 3)))
+
+
+# --------------------------------------------------------------------------------------------
+# command line
+
+
+def test_cli_lm_tiny_run(tmp_path):
+    out = tmp_path / "lm"
+    assert cli.main(["lm", "--tiny", "--out", str(out)]) == 0
+    assert {p.name for p in out.iterdir()} == {
+        "metrics.json",
+        "arrays.npz",
+        "curves.png",
+        "semantics.png",
+    }
+    record = json.loads((out / "metrics.json").read_text())
+    assert set(record["summary"]) == {"1", "0.5"}
+    assert record["environment"]["packages"]["jax"]
+    assert set(record["embedding_structure"]["1"]) == {
+        "number_order",
+        "weekday_cycle",
+        "month_cycle",
+        "category_purity",
+    }
+
+
+@pytest.mark.parametrize(
+    "content, extra, message",
+    [
+        (None, [], "not found|does not exist|no such"),
+        (b"", [], "empty"),
+        (b"\xff\xfe\xfa bad bytes", [], "UTF-8"),
+        (b"some words " * 50, ["--steps", "0"], "steps"),
+        (b"some words " * 50, ["--gamma", "nan"], "gamma"),
+        (b"some words " * 50, ["--heads", "3"], "n_heads"),
+    ],
+)
+def test_cli_lm_bad_input(tmp_path, capsys, content, extra, message):
+    path = tmp_path / "corpus.txt"
+    if content is not None:
+        path.write_bytes(content)
+    out = tmp_path / "out"
+    code = cli.main(["lm", "--text", str(path), "--out", str(out), *extra])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "ctx-staircase lm: error:" in err
+    assert any(m.lower() in err.lower() for m in message.split("|")), err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_lm_text_experiment_on_real_text(shakespeare_path, tmp_path):
+    from ctx_staircase.experiments import execute
+
+    record = execute("lm_text", tiny=True, root=tmp_path, text_path=shakespeare_path)
+    assert record["config"]["text"] == "tinyshakespeare.txt"
+    assert record["config"]["vocab_size"] == text.DEFAULT_VOCAB_SIZE + 1
+    assert len(record["claims"]) == 5 and (tmp_path / record["figures"]["curves"]).is_file()
+    summary = record["numbers"]["summary"]["1"]
+    assert summary["diverged_step"] == -1 and abs(summary["rho_next_start"]) < 0.2
