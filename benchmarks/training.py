@@ -6,8 +6,10 @@ full-batch GD (lr 0.5), 2000 steps, float32, 64 lanes = 16 gammas in [0.5, 1.5] 
 
 Measured in one run:
 
-(a) `sweep.train_sweep`: one compiled, vmapped call over all 64 lanes (its first call, so it
-    includes tracing and compilation; see (d)), against the same runs one after another with
+(a) `sweep.train_sweep` over all 64 lanes (its first call, so it includes tracing and
+    compilation; see (d)), with its default lane layout on this platform (on CPU: one lane at a
+    time per call, one concurrent call per core; ``--lanes-per-batch`` and ``--concurrent-calls``
+    override it; the layout used is recorded), against the same runs one after another with
     ``jax.jit(train.make_run(...))`` compiled once (its compile, the first call, is reported
     separately and excluded from the loop time). The loop times ``--loop-lanes`` lanes (default
     8, spread over the grid) and extrapolates linearly to 64; the output says so.
@@ -30,6 +32,17 @@ Measured in one run:
     lowered and compiled for 64 lanes) times the step count is reported next to it (it leaves
     out the 5 snapshot forwards, ~0.01%); XLA counts a loop body once, so the whole compiled
     sweep cannot be analysed directly.
+    Roofline: the jitted single run's FLOP rate (analytic count / loop time) as a fraction of the
+    matmul rate, and the largest ratios (a) and (b) could reach on this machine: the time of a
+    sweep running exactly at the matmul rate is T_peak = analytic FLOPs / rate, so the bound for
+    (a) is loop time / T_peak (= matmul rate / loop FLOP rate) and for (b) torch-loop time /
+    T_peak. The same numbers are also given against the rate of the step's own matmul shapes
+    ([n, d] x [d, V], [n, V] x [V, d], [V, n] x [n, d], one lane, timed in a jitted loop): what
+    these skinny matmuls reach in one stream of work, which concurrent calls can exceed (so it
+    is a reference, not a bound).
+    Machine load: besides the load average and ps's busy processes at start and end, the CPU
+    time other processes used during the whole script (/proc/stat busy time minus this
+    process's, Linux only), as a number of cores.
 (d) Compile time as a share of the sweep's first call: JAX's own timings of tracing, lowering
     and XLA compilation during that call (its ``jax._src`` debug log records), cross-checked by a
     cold/warm pair of the same sweep at ``--short-steps`` steps (same program, compile time does
@@ -37,7 +50,7 @@ Measured in one run:
     2 cores) and uses it as the steady-state sweep time.
 
 No speed is asserted. Usage: python benchmarks/training.py [--loop-lanes 8] [--warm]
-[--no-torch] [--torch-compile] [--json PATH]
+[--lanes-per-batch K] [--concurrent-calls C] [--no-torch] [--torch-compile] [--json PATH]
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ import argparse
 import collections
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -84,8 +98,18 @@ def config(steps: int) -> train.TrainConfig:
     )
 
 
-def run_sweep(ds, cfg):
-    return sweep.train_sweep("ffn", ds, cfg, gammas=GAMMAS, seeds=SEEDS, d=D, activation="relu")
+def run_sweep(ds, cfg, lanes_per_batch=None, concurrent_calls=None):
+    return sweep.train_sweep(
+        "ffn",
+        ds,
+        cfg,
+        gammas=GAMMAS,
+        seeds=SEEDS,
+        lanes_per_batch=lanes_per_batch,
+        concurrent_calls=concurrent_calls,
+        d=D,
+        activation="relu",
+    )
 
 
 @contextmanager
@@ -145,6 +169,58 @@ def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
         times.append(time.perf_counter() - start)
     flops = 2.0 * size**3
     return {"size": size, "best_s": min(times), "flops_per_s": flops / min(times)}
+
+
+def step_matmul_rate(n: int, V: int, d: int, steps: int = 200, repeats: int = 5) -> dict:
+    """FLOP/s of one lane-step's three matmul shapes (logits forward, dh and dW_U backward), run
+    back to back ``steps`` times in one jitted loop (best of ``repeats``)."""
+    keys = jax.random.split(jax.random.key(2), 3)
+    h = jax.random.normal(keys[0], (n, d), jnp.float32)
+    g = jax.random.normal(keys[1], (n, V), jnp.float32)
+    w = jax.random.normal(keys[2], (V, d), jnp.float32)
+
+    def body(_, carry):
+        h, g, w = carry
+        logits, dh, dw = h @ w.T, g @ w, g.T @ h
+        return h + 1e-9 * dh, g + 1e-9 * logits, w + 1e-9 * dw
+
+    loop = jax.jit(lambda *xs: jax.lax.fori_loop(0, steps, body, xs))
+    jax.block_until_ready(loop(h, g, w))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(loop(h, g, w))
+        times.append(time.perf_counter() - start)
+    flops = 6.0 * n * d * V * steps
+    return {
+        "shapes": [[n, d, V], [n, V, d], [V, n, d]],
+        "steps": steps,
+        "best_s": min(times),
+        "flops_per_s": flops / min(times),
+    }
+
+
+def cpu_counters() -> tuple[int, int, int] | None:
+    """(all CPUs' busy ticks, all ticks, this process's ticks incl. waited-for children), or None
+    where /proc is missing."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    own = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+    return sum(ticks) - idle, sum(ticks), own
+
+
+def other_cores_used(start, end) -> float | None:
+    """Average number of cores other processes kept busy between two `cpu_counters`."""
+    if start is None or end is None or end[1] == start[1]:
+        return None
+    busy, total, own = (b - a for a, b in zip(start, end, strict=True))
+    return max(0.0, (busy - own) / total) * (os.cpu_count() or 1)
 
 
 def analytic_flops(n: int, L: int, V: int, d: int) -> dict:
@@ -277,6 +353,18 @@ def main() -> None:
     parser.add_argument("--short-steps", type=int, default=20, help="cold/warm compile check")
     parser.add_argument("--batched-steps", type=int, default=200, help="batched torch steps")
     parser.add_argument("--warm", action="store_true", help="also time a second full sweep call")
+    parser.add_argument(
+        "--lanes-per-batch",
+        type=int,
+        default=None,
+        help="lanes vmapped together in the sweep (default: sweep.default_lanes_per_batch)",
+    )
+    parser.add_argument(
+        "--concurrent-calls",
+        type=int,
+        default=None,
+        help="concurrent calls of the sweep (default: sweep.default_concurrent_calls)",
+    )
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--torch-compile", action="store_true", help="extra torch.compile row")
     parser.add_argument("--json", help="also write the JSON record here")
@@ -301,8 +389,26 @@ def main() -> None:
         f"{os.cpu_count()} CPU cores, devices {jax.devices()}",
         flush=True,
     )
+    platform, n_devices = jax.devices()[0].platform, len(jax.devices())
+    concurrent_calls = args.concurrent_calls
+    if concurrent_calls is None:
+        concurrent_calls = sweep.default_concurrent_calls(platform, n_devices)
+    per_device = math.ceil(total_lanes / n_devices)
+    per_call = math.ceil(per_device / min(concurrent_calls, per_device))
+    lanes_per_batch = args.lanes_per_batch
+    if lanes_per_batch is None:
+        lanes_per_batch = sweep.default_lanes_per_batch(platform, per_call)
+    chosen = args.lanes_per_batch is not None or args.concurrent_calls is not None
+    print(
+        f"sweep layout: {math.ceil(per_device / per_call)} concurrent call(s) of {per_call} "
+        f"lanes per device, "
+        f"vmapped {min(lanes_per_batch, per_call)} at a time "
+        f"({'set on the command line' if chosen else 'sweep defaults'})",
+        flush=True,
+    )
     others = other_busy_processes()
     load_start = os.getloadavg()
+    counters_start = cpu_counters()
     print(f"load average at start {load_start}", flush=True)
     if others:
         print(f"note: other busy processes at start: {others}", flush=True)
@@ -314,14 +420,16 @@ def main() -> None:
         f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
         flush=True,
     )
+    shaped = step_matmul_rate(n, V, D)
+    print(f"one lane-step's matmul shapes: {shaped['flops_per_s'] / 1e9:.1f} GFLOP/s", flush=True)
 
     # (d) compile-time cross-check: a cold/warm pair of the same sweep at a few steps
     short = config(args.short_steps)
     start = time.perf_counter()
-    run_sweep(ds, short)
+    run_sweep(ds, short, args.lanes_per_batch, args.concurrent_calls)
     short_cold = time.perf_counter() - start
     start = time.perf_counter()
-    run_sweep(ds, short)
+    run_sweep(ds, short, args.lanes_per_batch, args.concurrent_calls)
     short_warm = time.perf_counter() - start
     print(
         f"short sweep ({args.short_steps} steps): cold {short_cold:.2f} s, warm {short_warm:.2f} s",
@@ -331,7 +439,7 @@ def main() -> None:
     # (a) the sweep: first call (compile included), optionally a second call
     with compile_log() as compile_records:
         start = time.perf_counter()
-        result = run_sweep(ds, cfg)
+        result = run_sweep(ds, cfg, args.lanes_per_batch, args.concurrent_calls)
         sweep_first = time.perf_counter() - start
     compile_s = sum(seconds for _, seconds in compile_records)
     status = dict(collections.Counter(result.status))
@@ -344,7 +452,7 @@ def main() -> None:
     sweep_second = None
     if args.warm:
         start = time.perf_counter()
-        run_sweep(ds, cfg)
+        run_sweep(ds, cfg, args.lanes_per_batch, args.concurrent_calls)
         sweep_second = time.perf_counter() - start
         print(f"sweep second call: {sweep_second:.1f} s", flush=True)
     sweep_run = sweep_second if sweep_second is not None else sweep_first - compile_s
@@ -378,9 +486,12 @@ def main() -> None:
     peak_end = matmul_peak()
     peak_start = peak
     peak = max(peak_start, peak_end, key=lambda row: row["flops_per_s"])
+    shaped_start, shaped_end = shaped, step_matmul_rate(n, V, D)
+    shaped = max(shaped_start, shaped_end, key=lambda row: row["flops_per_s"])
     print(
         f"matmul 2048^2 float32 again: {peak_end['flops_per_s'] / 1e9:.1f} GFLOP/s; using "
-        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
+        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s; step matmul shapes again "
+        f"{shaped_end['flops_per_s'] / 1e9:.1f}, using {shaped['flops_per_s'] / 1e9:.1f} GFLOP/s",
         flush=True,
     )
 
@@ -533,6 +644,20 @@ def main() -> None:
     fraction = flop_rows.get("xla_cost_analysis", flop_rows["analytic"])["fraction_of_matmul_peak"]
     compile_share = compile_s / sweep_first
 
+    # roofline: what (a) and (b) would be if the sweep ran exactly at a measured matmul rate
+    torch_all = torch_info["loop"]["seconds_all_lanes"] if torch_info.get("available") else None
+    roofline = {"flop_count": "analytic", "flops_total": analytic_total}
+    for name, rate in (("matmul_2048", peak), ("step_matmul_shapes", shaped)):
+        seconds_at_rate = analytic_total / rate["flops_per_s"]
+        roofline[name] = {
+            "flops_per_s": rate["flops_per_s"],
+            "sweep_seconds_at_rate": seconds_at_rate,
+            "jit_loop_fraction_of_rate": analytic_total / loop_all / rate["flops_per_s"],
+            "sweep_fraction_of_rate": analytic_total / sweep_run / rate["flops_per_s"],
+            "max_a": loop_all / seconds_at_rate,
+            "max_b": None if torch_all is None else torch_all / seconds_at_rate,
+        }
+
     print(f"\n{'measurement':38s} {'seconds':>9s} {'ms/lane-step':>13s}  note")
     for name, seconds, note in rows:
         per = (
@@ -569,13 +694,33 @@ def main() -> None:
     )
     print(f"  (d) compile share of the sweep's first call: {100 * compile_share:.2f}%")
     print(
+        "roofline (analytic FLOPs; a sweep running exactly at the rate; the step-shape rate is "
+        "one stream, a reference, not a bound):"
+    )
+    for name in ("matmul_2048", "step_matmul_shapes"):
+        row = roofline[name]
+        max_b = "n/a" if row["max_b"] is None else f"{row['max_b']:.2f}x"
+        print(
+            f"  {name:18s} {row['flops_per_s'] / 1e9:6.1f} GFLOP/s: sweep >= "
+            f"{row['sweep_seconds_at_rate']:.1f} s; jitted single run at "
+            f"{100 * row['jit_loop_fraction_of_rate']:.1f}%, sweep at "
+            f"{100 * row['sweep_fraction_of_rate']:.1f}%; max (a) {row['max_a']:.2f}x "
+            f"(goal {GOALS['a']:g}x), max (b) {max_b} (goal {GOALS['b']:g}x)"
+        )
+    print(
         f"  sweep status {status}; final loss {final_loss.min():.4f} .. "
         f"{final_loss.max():.4f}; loop check max |loss diff| {loop_check:.1e}"
     )
 
     load_end = os.getloadavg()
     others_end = other_busy_processes()
+    other_cores = other_cores_used(counters_start, cpu_counters())
     print(f"  load average at end {load_end}; other busy processes at end: {others_end}")
+    if other_cores is not None:
+        print(
+            f"  other processes used {other_cores:.2f} of {os.cpu_count()} cores on average "
+            "during the script"
+        )
 
     environment = results.environment()
     if torch_info.get("available"):
@@ -595,6 +740,9 @@ def main() -> None:
             "gammas": [round(g, 4) for g in GAMMAS],
             "seeds": list(SEEDS),
             "lanes": total_lanes,
+            "lanes_per_batch": min(lanes_per_batch, per_call),
+            "concurrent_calls": math.ceil(per_device / per_call),
+            "devices": [str(device) for device in jax.devices()],
             "snapshots": list(cfg.snapshots),
             "loop_lanes": subset.tolist(),
             "cpu_count": os.cpu_count(),
@@ -602,8 +750,11 @@ def main() -> None:
             "other_busy_processes_end": others_end,
             "load_average_start": load_start,
             "load_average_end": load_end,
+            "other_processes_cores_used_during_run": other_cores,
         },
         "matmul_peak": {"start": peak_start, "end": peak_end, "used": peak},
+        "step_matmul_rate": {"start": shaped_start, "end": shaped_end, "used": shaped},
+        "roofline": roofline,
         "sweep": {
             "first_call_s": sweep_first,
             "second_call_s": sweep_second,

@@ -124,3 +124,58 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
 def test_bad_grid_names_the_parameter(ds, grid, needle):
     with pytest.raises(ValueError, match=needle):
         sweep.train_sweep("ffn", ds, CONFIG, **grid)
+
+
+@pytest.mark.parametrize(
+    "lanes_per_batch,concurrent_calls", [(1, 1), (3, 1), (8, 1), (1, 3), (2, 2)]
+)
+def test_how_lanes_run_changes_nothing(ds, reference, lanes_per_batch, concurrent_calls):
+    # one device, 8 lanes: groups of 1 (a loop), 3 (2 groups and a vmapped rest of 2), 8 (a
+    # vmap); 3 concurrent calls of 3 lanes (one lane of padding), 2 calls of 4 lanes in 2 groups
+    run = sweep.train_sweep(
+        "ffn",
+        ds,
+        CONFIG,
+        gammas=[0.5, 1.0],
+        seeds=[0, 3],
+        lrs=[0.5, 1e7],
+        devices=jax.devices()[:1],
+        lanes_per_batch=lanes_per_batch,
+        concurrent_calls=concurrent_calls,
+        **F64,
+    )
+    assert run.status == reference.status
+    np.testing.assert_allclose(run.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12)
+    np.testing.assert_allclose(run.trajectory.loss, reference.trajectory.loss, rtol=1e-12)
+
+
+def test_concurrent_sharded_groups_compile_once():
+    # 23 lanes on 4 devices in 2 concurrent calls: 3 lanes per device and call (one group of 2
+    # and a rest of 1), padded to 24; empty per-lane outputs (a trajectory without weights)
+    def fn(x):
+        return x**2, jnp.zeros((3, 0, 0))
+
+    before = sweep._compile_for.cache_info().misses
+    for _ in range(2):
+        out = sweep.sweep_map(fn, jnp.arange(23.0), lanes_per_batch=2, concurrent_calls=2)
+        np.testing.assert_array_equal(out[0], jnp.arange(23.0) ** 2)
+        assert out[1].shape == (23, 3, 0, 0)
+    assert sweep._compile_for.cache_info().misses == before + 1
+
+
+def test_defaults_per_platform():
+    assert sweep.default_lanes_per_batch("cpu", 64) == sweep.CPU_LANES_PER_BATCH == 1
+    assert sweep.default_lanes_per_batch("gpu", 64) == 64
+    assert sweep.default_lanes_per_batch("tpu", 5) == 5
+    assert sweep.default_concurrent_calls("gpu", 1) == sweep.default_concurrent_calls("tpu") == 1
+    assert sweep.default_concurrent_calls("cpu", 1) >= 1
+    assert sweep.default_concurrent_calls("cpu", 10**6) == 1
+
+
+@pytest.mark.parametrize("name", ["lanes_per_batch", "concurrent_calls"])
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "4"])
+def test_bad_lane_layout_names_the_parameter(ds, name, bad):
+    with pytest.raises(ValueError, match=name):
+        sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5], **{name: bad})
+    with pytest.raises(ValueError, match=name):
+        sweep.sweep_map(lambda x: x, jnp.arange(4.0), **{name: bad})
