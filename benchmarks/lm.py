@@ -12,7 +12,7 @@ output says so (its V differs, so its FLOPs per token do too).
 
 Measured in one run:
 
-(1) The training step alone. The step is `lm._compiled_run`'s, rebuilt here without the
+(1) The training step alone: `lm.step_function`, the step `lm.train_lm` runs, here without the
     snapshot recording: per step, B uniform random window starts from ``fold_in(key, i)``, the
     gather of the windows from the device-resident training stream, ``value_and_grad`` of the
     mean next-token cross-entropy of ``models.GPT.forward``, the AdamW update, and the
@@ -49,7 +49,7 @@ Measured in one run:
     ``--snapshot-every`` = 50, i.e. 5 snapshots at steps 0, 50, ..., 200), its first call:
     compile included, JAX's own compile records for that call (tracing, MLIR lowering, XLA
     compilation; ``jax._src.dispatch`` debug log) subtracted to get its run time; ``--warm`` also
-    times a second call (program cached by `lm._compiled_run`) and uses that instead (another
+    times a second call (program cached by `sweep.sweep_map`) and uses that instead (another
     ~1.5 min here). That run time against ``train_lm_steps`` x the median per-step time of the
     2-lane step loop from (1) gives the overhead of snapshot recording (training-window and
     validation loss, tracked rows, value paths, eq. 22 attention-path signatures; 128 + 64
@@ -65,21 +65,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import os
-import re
 import statistics
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _machine import other_busy_processes  # benchmarks/ is sys.path[0] when run as a script
+from _machine import (  # benchmarks/ is sys.path[0] when run as a script
+    compile_log,
+    matmul_peak,
+    other_busy_processes,
+)
 from flax import nnx
 
-from ctx_staircase import lm, models, results, text
+from ctx_staircase import lm, models, results, sweep, text
 
 D, N_LAYERS, N_HEADS, CONTEXT, BATCH = 128, 2, 4, 64, 32
 GAMMAS = (1.0, 0.5)
@@ -97,46 +98,6 @@ def load_corpus(path: Path) -> tuple[text.Corpus, str]:
         return corpus, f"{path.name} (vocab_size={text.DEFAULT_VOCAB_SIZE} + <unk>)"
     corpus = text.prepare_corpus(text.builtin_corpus(), vocab_size=None)
     return corpus, f"text.builtin_corpus() (vocab_size=None; {path} not found)"
-
-
-@contextmanager
-def compile_log():
-    """Collect JAX's "Finished <stage> in <t> sec" debug records (tracing, lowering, compiling)."""
-    seconds: list[tuple[str, float]] = []
-    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            match = pattern.match(record.getMessage())
-            if match:
-                seconds.append((match.group(1), float(match.group(2))))
-
-    handler = Handler(logging.DEBUG)
-    logger = logging.getLogger("jax._src.dispatch")
-    saved = logger.level, logger.propagate
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = False
-    logger.addHandler(handler)
-    try:
-        yield seconds
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
-
-
-def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
-    a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
-    b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
-    matmul = jax.jit(jnp.matmul)
-    jax.block_until_ready(matmul(a, b))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(matmul(a, b))
-        times.append(time.perf_counter() - start)
-    flops = 2.0 * size**3
-    return {"size": size, "best_s": min(times), "flops_per_s": flops / min(times)}
 
 
 def analytic_flops(config: lm.LMConfig, V: int) -> dict:
@@ -163,9 +124,9 @@ def analytic_flops(config: lm.LMConfig, V: int) -> dict:
 
 
 def lane_functions(config: lm.LMConfig, V: int, steps: int):
-    """`lm._compiled_run`'s training step without recording: ``run(state, stream, key)`` runs
-    AdamW init + ``steps`` steps (fori_loop) and ``one_step(state, opt_state, stream, key)``
-    does one step (for XLA's cost analysis)."""
+    """`lm.step_function` without the recording of `lm.train_lm`: ``run(state, stream, key)``
+    runs AdamW init + ``steps`` steps (fori_loop) and ``one_step(state, opt_state, stream,
+    key)`` does one step (for XLA's cost analysis)."""
     graphdef = nnx.split(lm._model(config, V, 1.0, jax.random.key(0)))[0]
     optimizer = lm._optimizer(config)
     train_step = lm.step_function(graphdef, optimizer, config)
@@ -267,6 +228,48 @@ def bench_lanes(config, corpus, gammas, steps: int, repeats: int) -> dict:
     }
 
 
+def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict:
+    """The same step loop for ``gammas`` laid out as `lm.train_lm` lays them out:
+    `sweep.sweep_map` with its defaults (on CPU one lane at a time, one concurrent call per
+    core). The first call compiles (reported, not timed); then ``repeats`` timed calls."""
+    V = corpus.vocab_size
+    run, _, _ = lane_functions(config, V, steps)
+
+    def lane(state, stream, seed):
+        return run(state, stream, jax.random.key(seed))
+
+    lanes = len(gammas)
+    states = lm._initial_states(config, V, np.asarray(gammas, np.float64), SEED)
+    stream = jnp.asarray(corpus.train, dtype=jnp.int32)
+    args = (states, jnp.broadcast_to(stream, (lanes, *stream.shape)), jnp.full(lanes, SEED))
+    start = time.perf_counter()
+    jax.block_until_ready(sweep.sweep_map(lane, *args))
+    first_s = time.perf_counter() - start
+    timing = time_calls(lambda *a: sweep.sweep_map(lane, *a), args, repeats)
+    timing.pop("output")
+    tokens = lanes * steps * config.batch_size * config.context_length
+    platform = jax.devices()[0].platform
+    return {
+        "lanes": lanes,
+        "gammas": list(gammas),
+        "layout": {
+            "concurrent_calls": sweep.default_concurrent_calls(platform, len(jax.devices())),
+            "lanes_per_batch": sweep.default_lanes_per_batch(platform, lanes),
+        },
+        "steps_per_call": steps,
+        "first_call_s": first_s,
+        "trace_lower_s": 0.0,  # not separable here: compile_s is the first call minus the median
+        "compile_s": first_s - timing["median_s"],
+        "xla_flops_per_token": None,
+        **timing,
+        "tokens_per_s_best": tokens / timing["best_s"],
+        "tokens_per_s_median": tokens / timing["median_s"],
+        "tokens_per_s_per_lane_best": tokens / lanes / timing["best_s"],
+        "step_s_best": timing["best_s"] / steps,
+        "step_s_median": timing["median_s"] / steps,
+    }
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -323,8 +326,17 @@ def main() -> None:
             flush=True,
         )
 
+    row = bench_sweep_layout(config, corpus, GAMMAS, args.steps, args.repeats)
+    lane_rows["2_lanes_train_lm_layout"] = row
+    print(
+        f"2 lanes in train_lm's layout {row['layout']}: {args.steps} steps: best "
+        f"{row['best_s']:.2f} s, median {row['median_s']:.2f} s (CPU {row['cpu_median_s']:.2f} s)"
+        f" -> {row['tokens_per_s_best']:.0f} tokens/s",
+        flush=True,
+    )
+
     # (4) one full train_lm call: its first call (compile included; JAX's compile records
-    # subtracted), and with --warm a second call (program cached by lm._compiled_run)
+    # subtracted), and with --warm a second call (program cached by sweep.sweep_map)
     train_calls = []
     for _ in range(2 if args.warm else 1):
         with compile_log() as records:
@@ -340,8 +352,8 @@ def main() -> None:
     train_first, train_compile = train_calls[0]
     train_second = train_calls[1][0] if args.warm else None
     train_run = train_second if args.warm else train_first - train_compile
-    pure = args.train_lm_steps * lane_rows["2_lanes"]["step_s_median"]
-    pure_best = args.train_lm_steps * lane_rows["2_lanes"]["step_s_best"]
+    pure = args.train_lm_steps * lane_rows["2_lanes_train_lm_layout"]["step_s_median"]
+    pure_best = args.train_lm_steps * lane_rows["2_lanes_train_lm_layout"]["step_s_best"]
     recording = {
         "steps": args.train_lm_steps,
         "snapshot_every": args.snapshot_every,
@@ -399,16 +411,16 @@ def main() -> None:
         )
     )
     header = (
-        f"{'lanes':>5s} {'compile s':>9s} {'best s':>7s} {'median s':>8s} {'tokens/s':>9s} "
+        f"{'row':>24s} {'compile s':>9s} {'best s':>7s} {'median s':>8s} {'tokens/s':>9s} "
         f"{'tok/s/lane':>10s} {'GFLOP/s an.':>11s} {'% peak an.':>10s} {'GFLOP/s XLA':>11s} "
         f"{'% peak XLA':>10s}"
     )
     print(header)
-    for row in lane_rows.values():
+    for name, row in lane_rows.items():
         a = row["achieved"]["analytic_best"]
         x = row["achieved"].get("xla_cost_analysis_best")
         print(
-            f"{row['lanes']:5d} {row['trace_lower_s'] + row['compile_s']:9.2f} "
+            f"{name:>24s} {row['trace_lower_s'] + row['compile_s']:9.2f} "
             f"{row['best_s']:7.2f} {row['median_s']:8.2f} {row['tokens_per_s_best']:9.0f} "
             f"{row['tokens_per_s_per_lane_best']:10.0f} {a['flops_per_s'] / 1e9:11.2f} "
             f"{100 * a['fraction_of_matmul_peak']:10.1f} "

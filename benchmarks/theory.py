@@ -52,11 +52,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import re
 import time
-from contextlib import contextmanager
 
 import jax
 
@@ -64,7 +61,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from _machine import other_busy_processes  # noqa: E402  (benchmarks/ is sys.path[0])
+from _machine import compile_log, other_busy_processes  # noqa: E402  (benchmarks/ is sys.path[0])
 
 from ctx_staircase import (  # noqa: E402
     closed_form,
@@ -84,12 +81,6 @@ D, ACTIVATION, COEFFICIENTS, LR, SEED = 128, "poly:1,0.5", (1.0, 0.5), 0.2, 0
 STEPS, EVERY, GAMMA_RANGE = 1000, 10, (0.6, 1.4)
 RTOL, ATOL, CAP, THRESHOLD = 1e-7, 1e-12, 1.0, 0.5
 GOAL_CLOSED_FORM = 100.0
-JAX_LOGGERS = (
-    "jax._src.dispatch",
-    "jax._src.interpreters.pxla",
-    "jax._src.compiler",
-    "jax._src.pjit",
-)
 ODE_VARIANTS = ("full/vmap", "full/map", "occurring/vmap", "occurring/map")
 
 
@@ -119,44 +110,13 @@ def timed(fn, *args, **kwargs):
     return out, Seconds(time.perf_counter() - start, time.process_time() - start_cpu)
 
 
-@contextmanager
-def compile_log():
-    """Collect JAX's "Finished <stage> in <t> sec" debug records (tracing, lowering, compiling).
-
-    As in benchmarks/training.py: the compile share of a call that compiles implicitly.
-    """
-    seconds: list[float] = []
-    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            match = pattern.match(record.getMessage())
-            if match:
-                seconds.append(float(match.group(2)))
-
-    handler, saved = Handler(logging.DEBUG), []
-    for name in JAX_LOGGERS:
-        logger = logging.getLogger(name)
-        saved.append((logger, logger.level, logger.propagate))
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-        logger.addHandler(handler)
-    try:
-        yield seconds
-    finally:
-        for logger, level, propagate in saved:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
-            logger.propagate = propagate
-
-
 def timed_training(ds, config, gammas):
     """One `sweep.train_sweep` call: ``(result, Seconds, compile seconds from JAX's log)``."""
     with compile_log() as records:
         result, seconds = timed(
             sweep.train_sweep, "ffn", ds, config, gammas=gammas, seeds=[SEED], **model_kwargs()
         )
-    return result, seconds, float(sum(records))
+    return result, seconds, float(sum(seconds for _, seconds in records))
 
 
 def cpu_total(pieces: dict) -> float:

@@ -58,18 +58,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import logging
 import math
 import os
-import re
 import time
-from contextlib import contextmanager
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from _machine import other_busy_processes  # benchmarks/ is sys.path[0] when run as a script
+from _machine import (  # benchmarks/ is sys.path[0] when run as a script
+    compile_log,
+    matmul_peak,
+    other_busy_processes,
+)
 from flax import nnx
 
 from ctx_staircase import results, sweep, tasks, train
@@ -78,12 +79,6 @@ TASK, N, D, STEPS, LR = "add", 40, 128, 2000, 0.5
 GAMMAS = tuple(np.linspace(0.5, 1.5, 16).tolist())
 SEEDS = (0, 1, 2, 3)
 N_SNAPSHOTS = 5
-JAX_LOGGERS = (
-    "jax._src.dispatch",
-    "jax._src.interpreters.pxla",
-    "jax._src.compiler",
-    "jax._src.pjit",
-)
 GOALS = {"a": 5.0, "b": 10.0, "c": 0.25}
 
 
@@ -112,34 +107,6 @@ def run_sweep(ds, cfg, lanes_per_batch=None, concurrent_calls=None):
     )
 
 
-@contextmanager
-def compile_log():
-    """Collect JAX's "Finished <stage> in <t> sec" debug records (tracing, lowering, compiling)."""
-    seconds: list[tuple[str, float]] = []
-    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
-
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            match = pattern.match(record.getMessage())
-            if match:
-                seconds.append((match.group(1), float(match.group(2))))
-
-    handler, saved = Handler(logging.DEBUG), []
-    for name in JAX_LOGGERS:
-        logger = logging.getLogger(name)
-        saved.append((logger, logger.level, logger.propagate))
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-        logger.addHandler(handler)
-    try:
-        yield seconds
-    finally:
-        for logger, level, propagate in saved:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
-            logger.propagate = propagate
-
-
 def lane_states(ds, lanes):
     """Initial state and run key of each (gamma, seed) lane, exactly as the sweep makes them."""
     out = []
@@ -155,20 +122,6 @@ def lane_states(ds, lanes):
 def weights_of(graphdef, state) -> tuple[np.ndarray, np.ndarray]:
     module = nnx.merge(graphdef, state)
     return np.asarray(module.W_E[...]), np.asarray(module.W_U[...])
-
-
-def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
-    a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
-    b = jax.random.normal(jax.random.key(1), (size, size), jnp.float32)
-    matmul = jax.jit(jnp.matmul)
-    jax.block_until_ready(matmul(a, b))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(matmul(a, b))
-        times.append(time.perf_counter() - start)
-    flops = 2.0 * size**3
-    return {"size": size, "best_s": min(times), "flops_per_s": flops / min(times)}
 
 
 def step_matmul_rate(n: int, V: int, d: int, steps: int = 200, repeats: int = 5) -> dict:

@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     lm.add_argument("--steps", type=int, default=1000, help="AdamW steps (default 1000)")
     lm.add_argument(
-        "--gamma", type=float, nargs="+", default=[1.0, 0.5], help="init scales (vmapped)"
+        "--gamma", type=float, nargs="+", default=[1.0, 0.5], help="init scales (one lane each)"
     )
     lm.add_argument("--seed", type=int, default=0)
     lm.add_argument("--d", type=int, default=128, help="model width")
@@ -436,7 +436,7 @@ def _lm(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / "lm"
     console = Console(stderr=True)
     start = time.perf_counter()
-    with console.status(f"training {len(args.gamma)} vmapped GPT lanes, {config.steps} steps"):
+    with console.status(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
         trajectory, _, curves = lm_text.train_and_measure(
             corpus,
             config,

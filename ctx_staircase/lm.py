@@ -6,7 +6,8 @@ The language-model arm, scaled to a CPU:
 - `eligible_tokens` picks the tracked tokens;
 - `lm_signatures` counts the data side: the next-token, previous-token and prefix (eq. 20)
   signatures of the tracked tokens;
-- `train_lm` trains one `models.GPT` per initial scale gamma, vmapped over gamma, as one compiled
+- `train_lm` trains one `models.GPT` per initial scale gamma, the lanes laid out by
+  `sweep.sweep_map` (vmapped on an accelerator, concurrent on CPU), each one compiled
   scan of AdamW with warmup-cosine. Every lane sees the same batches. At every snapshot it
   records the tracked rows of ``W_E`` and ``W_U``, the value path ``z^l_alpha = W_O^l W_V^l
   w^E_alpha`` of each layer, and the cosine matrix of the attention-path signature (eq. 22),
@@ -35,7 +36,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import metrics, models, signatures, text
+from ctx_staircase import metrics, models, signatures, sweep, text
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -140,7 +141,7 @@ class LMSignatures(NamedTuple):
 
 
 class LMTrajectory(NamedTuple):
-    """Snapshots of the vmapped run, lane axis first (G init scales, S snapshots, A tracked).
+    """Snapshots of the gamma lanes, lane axis first (G init scales, S snapshots, A tracked).
 
     Attributes:
         gammas: ``[G]``; steps: int ``[S]``; tracked: int ``[A]``.
@@ -294,8 +295,11 @@ def train_lm(
     gammas=(1.0, 0.5),
     seed: int = 0,
     tracked=None,
+    devices=None,
+    lanes_per_batch: int | None = None,
+    concurrent_calls: int | None = None,
 ) -> LMTrajectory:
-    """Train one GPT per gamma (vmapped, one compiled call) and record the trajectory.
+    """Train one GPT per gamma (one compiled program over the lanes) and record the trajectory.
 
     Args:
         corpus: the train / validation streams and vocabulary (`text.prepare_corpus`).
@@ -304,6 +308,10 @@ def train_lm(
             draw from ``seed``, scaled, and the same batches.
         seed: seeds the weights and the batch order.
         tracked: token ids to track (default `eligible_tokens`).
+        devices, lanes_per_batch, concurrent_calls: how the gamma lanes run, as in
+            `sweep.sweep_map` (sharded over ``devices``; by default vmapped together on an
+            accelerator, and on CPU one lane at a time in one concurrent call per core). The
+            layout changes the speed, not the result beyond float rounding.
     """
     config = LMConfig() if config is None else config
     gamma = np.asarray(gammas, dtype=np.float64).ravel()
@@ -337,15 +345,24 @@ def train_lm(
     tracked = tracked.astype(np.int64)
     alpha_position = np.full(V, -1, dtype=np.int32)
     alpha_position[tracked] = np.arange(tracked.size, dtype=np.int32)
-    run = _compiled_run(config, V, alpha_position.tobytes())
-    states = _initial_states(config, V, gamma, seed)
-    recorded, final_W_E, diverged = run(
-        states,
-        jnp.asarray(corpus.train, dtype=jnp.int32),
-        jnp.asarray(tracked, dtype=jnp.int32),
-        jnp.asarray(_spread(text.windows(corpus.train, T), config.signature_windows)),
-        jnp.asarray(_spread(text.windows(corpus.validation, T), config.validation_windows)),
-        jax.random.key(seed),
+    lane = _lane_function(config, V, alpha_position.tobytes())
+    G = gamma.size
+
+    def shared(x, dtype=jnp.int32):  # the same data for every lane
+        x = jnp.asarray(x, dtype=dtype)
+        return jnp.broadcast_to(x, (G, *x.shape))
+
+    recorded, final_W_E, diverged = sweep.sweep_map(
+        lane,
+        _initial_states(config, V, gamma, seed),
+        shared(corpus.train),
+        shared(tracked),
+        shared(_spread(text.windows(corpus.train, T), config.signature_windows)),
+        shared(_spread(text.windows(corpus.validation, T), config.validation_windows)),
+        shared(seed, jnp.uint32),
+        devices=devices,
+        lanes_per_batch=lanes_per_batch,
+        concurrent_calls=concurrent_calls,
     )
     recorded = jax.device_get(recorded)
     return LMTrajectory(
@@ -443,7 +460,10 @@ def step_function(graphdef: nnx.GraphDef, optimizer, config: LMConfig):
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled_run(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
+def _lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
+    """``lane(state, stream, tracked, signature_windows, validation_windows, seed)`` ->
+    ``(recorded, final W_E, diverged_step)``: one gamma lane's whole run (for `sweep.sweep_map`,
+    which caches its compiled program per function, hence this cache)."""
     alpha_position = np.frombuffer(alpha_bytes, dtype=np.int32)
     n_tracked = int(np.sum(alpha_position >= 0))
     alpha_position = jnp.asarray(alpha_position)
@@ -476,7 +496,9 @@ def _compiled_run(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
             S_attention_signature=jax.lax.map(attention_similarity, attention),
         )
 
-    def lane(state, stream, tracked, signature_windows, validation_windows, key):
+    def lane(state, stream, tracked, signature_windows, validation_windows, seed):
+        key = jax.random.key(seed)
+
         def step(i, carry):
             return train_step(i, carry, stream, key)
 
@@ -495,7 +517,7 @@ def _compiled_run(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
         recorded = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
         return recorded, models.weights(nnx.merge(graphdef, state))["W_E"], diverged
 
-    return jax.jit(jax.vmap(lane, in_axes=(0, None, None, None, None, None)))
+    return lane
 
 
 # --------------------------------------------------------------------------------------------

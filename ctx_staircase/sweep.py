@@ -197,7 +197,7 @@ def _grouped(fn: Callable, size: int, *lanes):
     ``lax.map(..., batch_size=size)`` without its output reshape ``(-1, ...)``, which fails on
     empty outputs (a trajectory without recorded weights has ``[S, 0, 0]`` arrays).
     """
-    count = lanes[0].shape[0]
+    count = jax.tree.leaves(lanes)[0].shape[0]
     if size >= count:
         return jax.vmap(fn)(*lanes)
     if size == 1:  # a plain loop (measured ~10% faster on CPU than a vmap of one lane)

@@ -9,7 +9,7 @@ known structure: numbers with order relations, weekdays and months in cycles, an
   Acceptance: PC1 orders the numbers (|Spearman| >= 0.9) and adjacent weekdays are nearest
   neighbours in the top-2 PCA plane in >= 6 of 7 cases.
 - Model side: the GPT of `lm_text` (d = 128, 2 layers, AdamW, warmup-cosine) trained for 1000
-  steps on batches of 32 windows of 64 tokens, at gamma = 1 and 0.5 (vmapped); the same
+  steps on batches of 32 windows of 64 tokens, at gamma = 1 and 0.5 (one compiled program); the same
   measures on the rows of the final ``W_E``, plus the `lm_text` curves and claims on this corpus.
   [R] "keeps the structure measurably", fixed before the run: numbers |Spearman| >= 0.7,
   weekday cycle >= 5 of 7 (chance about 2), category purity >= 0.7 (chance about 0.3).

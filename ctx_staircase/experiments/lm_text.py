@@ -4,9 +4,9 @@ Fig. 7, scaled down [R]).
 A `models.GPT` (pre-norm RMSNorm, SwiGLU, RoPE; d = 128, 2 layers, 4 heads, untied) is trained
 on a word-level text with AdamW (peak lr 3e-3, betas 0.9/0.95, decay 0.1 on matrices, warm-up
 3 %, cosine to 0.1 of the peak), batches of 32 windows of 64 tokens, 2000 steps, at two initial
-scales vmapped in one compiled call: small (gamma = 1, std d^-1) and standard (gamma = 0.5,
-std d^-1/2), same seed and batches. A snapshot every 25 steps records what `lm.train_lm` lists;
-`lm.lm_metrics` gives the curves (definitions: theory/lm.md):
+scales in one compiled program (`sweep.sweep_map` layout): small (gamma = 1, std d^-1) and
+standard (gamma = 0.5, std d^-1/2), same seed and batches. A snapshot every 25 steps records
+what `lm.train_lm` lists; `lm.lm_metrics` gives the curves (definitions: theory/lm.md):
 
 - rho_next: the tracked W_E cosines against the next-token signature cosines (200 most frequent
   eligible tokens);
