@@ -388,13 +388,15 @@ def _run(args: argparse.Namespace) -> int:
     from ctx_staircase.experiments.cli import print_record
 
     if args.list:
-        for name in (experiments.FLAGSHIP, *experiments.names()):
+        for name in (experiments.FLAGSHIP, *experiments.names(), *experiments.TEXT_EXPERIMENTS):
             print(f"{name:24s} {experiments.load(name).TITLE}")
         return 0
     name = args.name or experiments.FLAGSHIP
     experiments.load(name)  # an unknown name fails here, before anything is written
-    if args.tiny and name not in (experiments.FLAGSHIP, "lm_builtin"):
-        raise ValueError(f"--tiny applies to the flagship and lm_builtin only; got name {name!r}")
+    if args.tiny and name not in (experiments.FLAGSHIP, "lm_builtin", "lm_text"):
+        raise ValueError(
+            f"--tiny applies to the flagship, lm_builtin and lm_text only; got name {name!r}"
+        )
     if args.tiny and args.full:
         raise ValueError("--tiny and --full exclude each other")
     out = args.out or DEFAULT_RUN_OUT.parent / name

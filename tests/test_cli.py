@@ -187,7 +187,7 @@ def test_flagship_run_tiny_end_to_end(tmp_path, capsys):
     assert "jax" in record["environment"]["packages"]
     assert cli.main(["run", "--list"]) == 0
     listing = capsys.readouterr().out
-    assert "staircase" in listing and "fig2_geometry" in listing
+    assert all(name in listing for name in ("staircase", "fig2_geometry", "lm_builtin", "lm_text"))
 
 
 @pytest.mark.parametrize(
