@@ -5,7 +5,9 @@ probability signatures), `metrics` (similarity, alignment, probes), `geometry` (
 geometry of a token group); the simulation side `activations`, `models` (Flax NNX), `train`
 (one compiled scan per run), `sweep` (vmapped, sharded grids) and `analysis` (alignment of a
 trajectory); the theory side `flows` (signature flows), `closed_form` (the linear phase) and
-`ode` (solvers); `comparison` (theory against training); then `plots`, `results` and `cli`.
+`ode` (solvers); `comparison` (theory against training); the language-model arm `text` (corpora),
+`lm` (a GPT on text and its signature alignment) and `semantics` (known structure in vectors);
+then `plots`, `results` and `cli`.
 """
 
 from ctx_staircase import (
@@ -15,10 +17,12 @@ from ctx_staircase import (
     comparison,
     flows,
     geometry,
+    lm,
     metrics,
     models,
     ode,
     results,
+    semantics,
     signatures,
     sweep,
     tasks,
@@ -49,11 +53,13 @@ __all__ = [
     "cosine_matrix",
     "flows",
     "geometry",
+    "lm",
     "metrics",
     "models",
     "ode",
     "probe_fit",
     "results",
+    "semantics",
     "signature_geometry",
     "signature_set",
     "signatures",
