@@ -215,7 +215,7 @@ def figure(trajectory: lm.LMTrajectory, curves: lm.LMCurves, title: str):
     for ax, name in zip(axes, titles, strict=True):
         ax.set_title(name, fontsize=9)
         ax.set_xscale("symlog", linthresh=max(1, int(steps[1])))  # the early peak is visible
-        ax.set_xlabel("step (linear below the first snapshot, log above)")
+        ax.set_xlabel("step (symlog)")
         ax.legend(fontsize=6)
     axes[3].axhline(1.0, color="gray", lw=0.8)
     fig.suptitle(title, fontsize=10)
