@@ -458,7 +458,7 @@ def _lm(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "config": dataclasses.asdict(config),
         "summary": summary,
-        "curves": lm_text._curve_lists(trajectory, curves),
+        "curves": lm_text.curve_lists(trajectory, curves),
     }
     if builtin:
         record["embedding_structure"] = {

@@ -151,7 +151,7 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
             signature_structure=data,
             embedding_structure=learned,
             summary=summary,
-            curves=lm_text._curve_lists(trajectory, curves),
+            curves=lm_text.curve_lists(trajectory, curves),
         ),
         config=dict(
             corpus="builtin",

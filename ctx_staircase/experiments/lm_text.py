@@ -237,7 +237,7 @@ def run(
     return Outcome(
         claims=claims(summary, config.steps),
         figures={"curves": figure(trajectory, curves, f"{path.name}: {TITLE}")},
-        numbers=dict(summary=summary, curves=_curve_lists(trajectory, curves)),
+        numbers=dict(summary=summary, curves=curve_lists(trajectory, curves)),
         config=dict(
             text=path.name,
             tokens_train=int(corpus.train.size),
@@ -252,7 +252,8 @@ def run(
     )
 
 
-def _curve_lists(trajectory: lm.LMTrajectory, curves: lm.LMCurves) -> dict:
+def curve_lists(trajectory: lm.LMTrajectory, curves: lm.LMCurves) -> dict:
+    """The curves as JSON lists (5 decimals), with the steps and gammas."""
     out = {"steps": trajectory.steps.tolist(), "gammas": trajectory.gammas.tolist()}
     for name in curves._fields:
         out[name] = np.round(np.asarray(getattr(curves, name), dtype=float), 5).tolist()
