@@ -425,9 +425,6 @@ def _lm(args: argparse.Namespace) -> int:
             lr=args.lr,
             snapshot_every=min(args.snapshot_every, args.steps),
         )
-    gammas = np.asarray(args.gamma, dtype=np.float64)
-    if not np.all(np.isfinite(gammas)):
-        raise ValueError(f"--gamma must be finite numbers; got {args.gamma}")
     builtin = args.text is None
     source = text.builtin_corpus() if builtin else text.load_text(args.text)
     vocab_size = args.vocab_size

@@ -36,7 +36,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import metrics, models, signatures, sweep, text
+from ctx_staircase import metrics, models, signatures, sweep, text, train
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -93,14 +93,14 @@ class LMConfig:
             "signature_windows",
             "validation_windows",
         ):
-            _check_int(getattr(self, name), name, 1)
+            train._check_int(getattr(self, name), name, 1)
         if self.d % self.n_heads or (self.d // self.n_heads) % 2:
             raise ValueError(
                 f"n_heads: d={self.d} must split into n_heads={self.n_heads} heads of an even "
                 "head_dim (RoPE rotates pairs)"
             )
-        _check_int(self.tracked, "tracked", 4)
-        _check_int(self.probe_vocabulary, "probe_vocabulary", 2)
+        train._check_int(self.tracked, "tracked", 4)
+        train._check_int(self.probe_vocabulary, "probe_vocabulary", 2)
         if self.snapshot_every > self.steps:
             raise ValueError(
                 f"snapshot_every must be <= steps = {self.steps}; got {self.snapshot_every}"
@@ -205,8 +205,8 @@ def eligible_tokens(
     tokens are eligible; returns fewer than ``count`` when fewer are eligible.
     """
     stream = np.asarray(stream)
-    _check_int(count, "count", 4)
-    _check_int(min_count, "min_count", 1)
+    train._check_int(count, "count", 4)
+    train._check_int(min_count, "min_count", 1)
     counts = np.bincount(stream[:-1], minlength=vocabulary.size)
     word = np.array([bool(_WORD.search(t)) and t != text.UNK for t in vocabulary.tokens])
     eligible = np.nonzero(word & (counts >= min_count))[0]
@@ -317,7 +317,7 @@ def train_lm(
     gamma = np.asarray(gammas, dtype=np.float64).ravel()
     if gamma.size == 0 or not np.all(np.isfinite(gamma)):
         raise ValueError(f"gammas must be finite numbers (at least one); got {list(gammas)}")
-    _check_int(seed, "seed", 0)
+    train._check_int(seed, "seed", 0)
     T = config.context_length
     for name, stream in (("train", corpus.train), ("validation", corpus.validation)):
         if stream.size < T + 1:
@@ -447,14 +447,14 @@ def step_function(graphdef: nnx.GraphDef, optimizer, config: LMConfig):
         with jax.numpy_dtype_promotion("standard"):  # optax's schedules mix dtypes
             updates, new_opt_state = optimizer.update(grads, opt_state, state)
         new_state = optax.apply_updates(state, updates)
-        finite = jnp.isfinite(loss) & jnp.all(
-            jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(new_state)])
-        )
+        finite = jnp.isfinite(loss) & train._all_finite(new_state)
         diverged = jnp.where((diverged < 0) & ~finite, i.astype(jnp.int32), diverged)
         keep = diverged < 0
-        state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new_state, state)
-        opt_state = jax.tree.map(lambda a, b: jnp.where(keep, a, b), new_opt_state, opt_state)
-        return state, opt_state, diverged
+        return (
+            train._select(keep, new_state, state),
+            train._select(keep, new_opt_state, opt_state),
+            diverged,
+        )
 
     return step
 
@@ -584,11 +584,6 @@ def lm_metrics(
 
 # --------------------------------------------------------------------------------------------
 # validation
-
-
-def _check_int(value, name: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
 
 
 def _check_float(value, name, *, low=None, high=None, low_open=False, high_open=False) -> None:
