@@ -4,7 +4,9 @@ A theory trajectory (the closed form, or a signature-flow ODE) and a training tr
 the same time grid ``t = lr * step``; `compare` returns the numbers of theory/closed_form.md §5:
 
 - the relative Frobenius error of ``W_E(t)`` and of the Gram matrix ``W_E W_E^T`` in the window
-  before escape (``t <= window * t_esc``, measured escape; default the first half of the plateau);
+  before escape (``t <= window * t_esc``, measured escape; default the first half of the plateau),
+  next to the same error of the null predictor "nothing moves", ``W_E(t) = W_E(0)``: a theory
+  is informative only where it beats that null;
 - the distance (max and mean absolute difference) between the ``rho_m(t)`` curves, m = 0, 1;
 - predicted and measured escape times, both by `closed_form.logit_scale` crossing ``threshold``;
 - predicted and measured onset times of order-m alignment: the first time ``rho_m(t)`` reaches
@@ -84,6 +86,8 @@ def compare(
     before = ts <= end
     W_th, W_sim = np.asarray(theory.W_E), np.asarray(simulation.W_E)
     weight_error = _relative(W_th[before], W_sim[before], axes=(1, 2))
+    # the null predictor "nothing moves", W_E(t) = W_E(0), scored on the same window
+    frozen_error = _relative(W_sim[:1], W_sim[before], axes=(1, 2))
     gram_th = np.einsum("tvd,twd->tvw", W_th[before], W_th[before])
     gram_sim = np.einsum("tvd,twd->tvw", W_sim[before], W_sim[before])
     gram_error = _relative(gram_th, gram_sim, axes=(1, 2))
@@ -96,6 +100,7 @@ def compare(
         "escape_threshold": threshold,
         "window_end": float(end),
         "weight_rel_error_max": float(weight_error.max()),
+        "null_weight_rel_error_max": float(frozen_error.max()),
         "gram_rel_error_max": float(gram_error.max()),
         "escape_time": escape,
         "escape_ratio": escape["theory"] / escape["simulation"],

@@ -41,6 +41,7 @@ __all__ = [
     "DistributionMatch",
     "ProbeResult",
     "alignment",
+    "constant_frequencies",
     "cosine_matrix",
     "distribution_match",
     "fourier_basis",
@@ -302,8 +303,11 @@ def frequency_alignment(phi1, S_emb, ks) -> jax.Array:
 
     Returns:
         ``[..., K]``. Where ``S^{sig,(1)}_k`` is constant (``k = 0`` for ``F_mod``, where it
-        equals the constant ``S^{sig,(0)}``) the value is 0, not NaN and not ``1 - MSE``: a
-        spectrum must stay on one scale, and a constant geometry carries no pairwise structure.
+        equals the constant ``S^{sig,(0)}``) a correlation is undefined and the value is
+        ``1 - MSE`` instead, as for ``rho_0`` (`alignment`, the paper's Fig. 3C): a collapsed
+        embedding geometry then scores near 1 at ``k = 0``. That entry is on another scale than
+        the Pearson entries; `constant_frequencies` says which entries they are, and tables and
+        plots mark them.
     """
     phi1, S_emb = _as_float(phi1, S_emb)
     if phi1.ndim != 3:
@@ -319,7 +323,20 @@ def frequency_alignment(phi1, S_emb, ks) -> jax.Array:
 def _frequency_alignment(phi1, S_emb, basis) -> jax.Array:
     h = jnp.einsum("anp,kp->kan", phi1, basis)
     triangle_sig = upper_triangle(cosine_matrix(h))  # [K, A(A-1)/2]
-    return pearson(upper_triangle(S_emb)[..., None, :], triangle_sig)
+    triangle_emb = upper_triangle(S_emb)[..., None, :]
+    correlation = pearson(triangle_emb, triangle_sig)
+    return jnp.where(
+        is_constant(triangle_sig), one_minus_mse(triangle_emb, triangle_sig), correlation
+    )
+
+
+def constant_frequencies(phi1, ks) -> np.ndarray:
+    """Which ``k`` of `frequency_alignment` are scored ``1 - MSE``: bool ``[K]``, true where
+    ``S^{sig,(1)}_k`` is constant (``phi1`` ``[A, V_nu, P]``)."""
+    (phi1,) = _as_float(phi1)
+    basis = jnp.asarray(fourier_basis(phi1.shape[-1], ks), dtype=phi1.dtype)
+    h = jnp.einsum("anp,kp->kan", phi1, basis)
+    return np.asarray(is_constant(upper_triangle(cosine_matrix(h))))
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ reader never sees a half-written file and an interrupted run leaves the previous
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -61,8 +62,19 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 90) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
+def source_fingerprint() -> str:
+    """SHA-256 (16 hex digits) of the package's Python sources, so a stored result can tell
+    whether it was made by the code that reads it."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def environment() -> dict[str, Any]:
-    """Package versions, Python, platform and JAX devices, for ``metrics.json``."""
+    """Package versions, Python, platform, JAX devices and the source fingerprint."""
     versions = {}
     for name in PACKAGES:
         try:
@@ -73,6 +85,7 @@ def environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "packages": versions,
+        "source_fingerprint": source_fingerprint(),
     }
     try:
         import jax

@@ -4,15 +4,19 @@ Every task is a pure builder registered under a public name::
 
     ds = tasks.make("add", N=40)      # TokenDataset
     tasks.names()                     # every task name
-    tasks.describe("add")             # {"N": 20}: parameters and their defaults
+    tasks.describe("add")             # {"N": 20, "vocab_size": None}: parameters, defaults
     tasks.summary("add")              # one line of documentation
 
 Conventions shared by all tasks:
 
-- **One vocabulary** for inputs and labels (SPEC.md §4.1, inconsistency 2 and §9):
-  ``vocab_size = 1 + max(max token id, max label id, max id of a declared token group)``. For
-  every task the declared groups are exactly the token ranges the task uses, so the vocabulary
-  depends on the parameters only, never on which ids a random draw happens to hit.
+- **One vocabulary** for inputs and labels (SPEC.md §4.1, inconsistency 2 and §9). Its minimal
+  size is ``1 + max(max token id, max label id, max id of a declared token group)``. For every
+  task the declared groups are exactly the token ranges the task uses, so the vocabulary depends
+  on the parameters only, never on which ids a random draw happens to hit.
+- **The label vocabulary is an axis** (SPEC.md §4.1 [GAP] 2, §6.3): every task takes
+  ``vocab_size`` (default ``None``, the minimal size). A larger value appends ids that are never
+  inputs or labels; the softmax still ranges over them, which switches on the common order-0
+  drive ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` that the paper's early collapse rests on.
 - Tokens and labels are int32; ``groups`` hold sorted token-id arrays. ``"numbers"`` are the
   arithmetic operand tokens and ``"labels"`` the label ids that occur; other groups are named per
   task.
@@ -155,8 +159,11 @@ def names() -> list[str]:
 
 
 def describe(name: str) -> dict[str, Any]:
-    """The parameters of task ``name`` with their defaults (a fresh dict)."""
-    return dict(_task(name).defaults)
+    """The parameters of task ``name`` with their defaults (a fresh dict).
+
+    Every task also takes ``vocab_size`` (default ``None``: the minimal vocabulary).
+    """
+    return {**_task(name).defaults, "vocab_size": None}
 
 
 def summary(name: str) -> str:
@@ -171,12 +178,16 @@ def make(name: str, **params: Any) -> TokenDataset:
     ``TypeError`` for a value of the wrong type; the message names the parameter.
     """
     task = _task(name)
-    unknown = sorted(set(params) - set(task.defaults))
+    allowed = {**task.defaults, "vocab_size": None}
+    unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(
             f"unknown parameter(s) {unknown} for task {name!r}; "
-            f"allowed parameters are {sorted(task.defaults)}"
+            f"allowed parameters are {sorted(allowed)}"
         )
+    requested = params.pop("vocab_size", None)
+    if requested is not None:
+        requested = _int("vocab_size", requested, low=1)
     full = {**task.defaults, **params}
     parts = task.builder(**full)
     labels = parts.labels.astype(np.int32, copy=False)
@@ -188,15 +199,22 @@ def make(name: str, **params: Any) -> TokenDataset:
         parts.max_id,
         *(int(ids.max()) for ids in groups.values() if ids.size),
     )
+    if requested is not None and requested <= max_id:
+        raise ValueError(
+            f"vocab_size must be at least {max_id + 1} for task {name!r} with these parameters "
+            f"(its largest token or label id is {max_id}); got {requested}"
+        )
+    record = {key: _record(value, task.defaults[key]) for key, value in full.items()}
+    record["vocab_size"] = requested
     return TokenDataset(
         tokens=parts.tokens,
         labels=labels,
-        vocab_size=max_id + 1,
+        vocab_size=max_id + 1 if requested is None else requested,
         groups=groups,
         weights=parts.weights,
         sample_groups=parts.sample_groups or {},
         name=name,
-        params={key: _record(value, task.defaults[key]) for key, value in full.items()},
+        params=record,
     )
 
 

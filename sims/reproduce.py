@@ -3,9 +3,12 @@
 Usage: python sims/reproduce.py [--full] [--only NAME ...] [--report-only]
 
 Each experiment runs in its own process (`python sims/NAME.py`), so one experiment's settings
-(float64, say) never leak into another, and writes sims/results/NAME.json and its figures. The
-report is rendered from those JSON files: every claim with its measured value, the SPEC.md §8
-criterion, pass or fail, the figure and the run time.
+(float64, say) never leak into another, and writes sims/results/NAME.json and its figures; the
+FFN and attention-only ones run in the primary regime (theory/regimes.md). `regime_study` then
+runs each of them in all six regimes at reduced sizes (results/regimes/; an interrupted study
+resumes, and a code change recomputes). The report is rendered from those JSON files: the
+paper's claims, the project's and those beyond the paper, each with its regime, measured value,
+criterion, null control and verdict, then the regime table.
 """
 
 from __future__ import annotations

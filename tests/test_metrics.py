@@ -201,8 +201,13 @@ def test_frequency_alignment_on_a_circulant_signature_picks_its_frequency():
     rho = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))
     assert rho.shape == (len(ks),)
     np.testing.assert_allclose(rho[5], 1.0, atol=1e-12)
-    assert rho[0] == 0.0  # k = 0: S^{sig,(1)}_0 = S^{sig,(0)} is constant for F_mod
-    assert np.all(np.abs(np.delete(rho, 5)) < 0.99)
+    # k = 0: S^{sig,(1)}_0 = S^{sig,(0)} is constant (all ones) for F_mod: scored 1 - MSE
+    off = S_emb[np.triu_indices(N, 1)]
+    np.testing.assert_allclose(rho[0], 1 - np.mean((off - 1.0) ** 2), atol=1e-12)
+    assert metrics.constant_frequencies(phi1, ks).tolist() == [True] + [False] * (len(ks) - 1)
+    assert np.all(np.abs(np.delete(rho, [0, 5])) < 0.99)
+    collapsed = metrics.frequency_alignment(phi1, np.ones((N, N)), ks)
+    np.testing.assert_allclose(collapsed[0], 1.0, atol=1e-12)  # a collapsed geometry is k = 0
     batched = metrics.frequency_alignment(phi1, np.stack([S_emb, S_emb.T**2]), ks)
     assert batched.shape == (2, len(ks))
     np.testing.assert_allclose(batched[0], rho)

@@ -63,11 +63,11 @@ def test_registry_lists_every_task_with_defaults_and_summary():
         assert isinstance(defaults, dict) and defaults
         summary = tasks.summary(name)
         assert isinstance(summary, str) and "\n" not in summary and "SPEC" in summary
-    assert tasks.describe("add") == {"N": 20}
-    assert tasks.describe("mod") == {"N": 40, "convention": "main"}
-    assert tasks.describe("modsum") == {"N": 50, "L": 4}
+    assert tasks.describe("add") == {"N": 20, "vocab_size": None}
+    assert tasks.describe("mod") == {"N": 40, "convention": "main", "vocab_size": None}
+    assert tasks.describe("modsum") == {"N": 50, "L": 4, "vocab_size": None}
     tasks.describe("add")["N"] = 3  # a fresh copy: mutating it changes nothing
-    assert tasks.describe("add") == {"N": 20}
+    assert tasks.describe("add") == {"N": 20, "vocab_size": None}
 
 
 @pytest.mark.parametrize("name", ALL_TASKS)

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ctx_staircase.experiments import execute
+from ctx_staircase.experiments import execute, verdict
 
 
 def main(name: str, argv: list[str] | None = None, *, text: Path | None = None) -> dict:
@@ -19,6 +19,14 @@ def main(name: str, argv: list[str] | None = None, *, text: Path | None = None) 
         parser.add_argument("--text", type=Path, default=text, help=f"text file (default {text})")
     parser.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
     parser.add_argument(
+        "--regime",
+        default=None,
+        help="training regime, e.g. gd-wide (the primary), adam-minimal (regime study only)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="the regime study's reduced sizes (no figures)"
+    )
+    parser.add_argument(
         "--root",
         type=Path,
         default=Path(__file__).resolve().parents[2] / "sims",
@@ -26,16 +34,37 @@ def main(name: str, argv: list[str] | None = None, *, text: Path | None = None) 
     )
     args = parser.parse_args(argv)
     options = {"text_path": args.text} if text is not None else {}
+    if args.regime is not None or args.quick:
+        options.update(regime=args.regime, quick=args.quick)
     record = execute(name, full=args.full, root=args.root, **options)
     print_record(record)
     return record
 
 
+def _module_main() -> None:
+    """``python -m ctx_staircase.experiments.cli NAME [options]`` (the regime study's units)."""
+    import sys
+
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python -m ctx_staircase.experiments.cli NAME [--regime R] ...")
+    main(sys.argv[1], sys.argv[2:])
+
+
 def print_record(record: dict) -> None:
     table = Table(title=f"{record['name']}: {record['title']} ({record['seconds']:.0f} s)")
-    for column in ("item", "claim", "measured", "criterion", "pass"):
+    for column in ("item", "claim", "measured", "criterion", "null", "result"):
         table.add_column(column)
     for claim in record["claims"]:
-        verdict = {True: "pass", False: "FAIL", None: "-"}[claim["passed"]]
-        table.add_row(claim["item"], claim["claim"], claim["measured"], claim["criterion"], verdict)
+        table.add_row(
+            claim["item"],
+            claim["claim"],
+            claim["measured"],
+            claim["criterion"],
+            claim.get("null", ""),
+            verdict(claim),
+        )
     Console(width=160).print(table)
+
+
+if __name__ == "__main__":
+    _module_main()

@@ -1,0 +1,169 @@
+"""The regime study (issue 10): every FFN and attention-only claim under each training regime.
+
+For every experiment of `experiments.with_regimes` and every `regime.Regime` of `regime.ALL`
+(label vocabulary ``{V_min, 2·V_min}`` x optimizer ``{full-batch GD lr 1, full-batch Adam,
+minibatch Adam}``), the experiment runs at its reduced ``quick`` sizes in a process of its own
+(so one experiment's settings, float64 say, never leak into another) and writes
+``results/regimes/NAME__REGIME_quick.json``. A unit whose file exists and was made by the same
+package source is reused, so an interrupted study resumes where it stopped; any change to the
+package's code recomputes every unit.
+
+The primary regime (``gd-wide``, theory/regimes.md) was fixed before these results were seen;
+the headline verdicts come from the full-size primary runs of each experiment, and this study
+shows how each verdict moves across the other regimes. The quick runs use the same claim logic
+at reduced sizes (each experiment's config says what is reduced).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ctx_staircase import results
+from ctx_staircase.experiments import Outcome, result_path, verdict, with_regimes
+from ctx_staircase.experiments import regime as regimes
+
+NAME = "regime_study"
+TITLE = "Every FFN and attention-only claim under label vocabulary x optimizer (issue 10)"
+
+VERDICTS = ("pass", "vacuous", "FAIL", "—", "missing")
+
+
+def _load(path: Path, fingerprint: str) -> dict | None:
+    """The record at ``path`` if it is complete JSON from the same sources, else ``None``."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if record.get("environment", {}).get("source_fingerprint") != fingerprint:
+        return None
+    return record
+
+
+def run_unit(name: str, regime: regimes.Regime, root: Path, fingerprint: str) -> dict | None:
+    """Run (or reuse) one experiment in one regime at quick sizes; ``None`` if it crashed."""
+    path = result_path(root, name, regime.name, quick=True)
+    record = _load(path, fingerprint)
+    if record is not None:
+        return record
+    command = [
+        sys.executable,
+        "-m",
+        "ctx_staircase.experiments.cli",
+        name,
+        "--regime",
+        regime.name,
+        "--quick",
+        "--root",
+        str(root),
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
+    print(f"  {name} {regime.name}: {status} in {seconds:.0f} s", file=sys.stderr, flush=True)
+    if done.returncode != 0:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return None
+    return _load(path, fingerprint)
+
+
+def run(full: bool = False, root: str | Path = "sims") -> Outcome:
+    """Run the grid (``full`` is accepted for the common interface; the study is always quick)."""
+    root = Path(root)
+    fingerprint = results.source_fingerprint()
+    names = with_regimes()
+    grid: dict[str, dict[str, dict | None]] = {}
+    for name in names:
+        grid[name] = {r.name: run_unit(name, r, root, fingerprint) for r in regimes.ALL}
+    rows = table_rows(grid)
+    counts = {
+        r.name: {v: sum(row["cells"][r.name]["verdict"] == v for row in rows) for v in VERDICTS}
+        for r in regimes.ALL
+    }
+    numbers = {
+        "regimes": {r.name: r.label for r in regimes.ALL},
+        "primary": regimes.PRIMARY.name,
+        "rows": rows,
+        "counts": counts,
+        "seconds": {
+            name: {regime: (record or {}).get("seconds") for regime, record in by_regime.items()}
+            for name, by_regime in grid.items()
+        },
+    }
+    config = {
+        "experiments": list(names),
+        "regimes": [r.name for r in regimes.ALL],
+        "sizes": "each experiment's quick sizes (see its record under results/regimes/)",
+        "rule": "theory/regimes.md (primary regime fixed before the results)",
+        "source_fingerprint": fingerprint,
+    }
+    return Outcome([], {"grid": _figure(rows)}, numbers, config)
+
+
+def table_rows(grid: dict[str, dict[str, dict | None]]) -> list[dict]:
+    """One row per (experiment, item, claim) with a cell per regime: verdict, measured, null."""
+    rows: dict[tuple[str, str, str], dict] = {}
+    for name, by_regime in grid.items():
+        for regime_name, record in by_regime.items():
+            for claim in (record or {}).get("claims", []):
+                key = (name, claim["item"], claim["claim"])
+                row = rows.setdefault(
+                    key,
+                    {
+                        "experiment": name,
+                        "item": claim["item"],
+                        "claim": claim["claim"],
+                        "kind": claim.get("kind", "paper"),
+                        "cells": {},
+                    },
+                )
+                row["cells"][regime_name] = {
+                    "verdict": verdict(claim),
+                    "measured": claim["measured"],
+                    "null": claim.get("null", ""),
+                }
+    missing = {"verdict": "missing", "measured": "", "null": ""}
+    for row in rows.values():
+        for regime in regimes.ALL:
+            row["cells"].setdefault(regime.name, missing)
+    return list(rows.values())
+
+
+def _figure(rows: list[dict]):
+    """Claims x regimes, coloured by verdict."""
+    codes = {"pass": 3, "vacuous": 2, "FAIL": 0, "—": 1, "missing": np.nan}
+    columns = [r.name for r in regimes.ALL]
+    values = np.array([[codes[row["cells"][c]["verdict"]] for c in columns] for row in rows])
+    fig, ax = plt.subplots(figsize=(9, 0.22 * max(len(rows), 4) + 1.5), layout="constrained")
+    colours = plt.matplotlib.colors.ListedColormap(["#d62728", "#bbbbbb", "#ff9f1c", "#2ca02c"])
+    ax.imshow(values, cmap=colours, vmin=-0.5, vmax=3.5, aspect="auto", interpolation="nearest")
+    ax.set_xticks(
+        range(len(columns)),
+        [regimes.parse(c).label for c in columns],
+        rotation=30,
+        ha="right",
+        fontsize=8,
+    )
+    labels = [f"{row['experiment']}: {row['claim'][:60]}" for row in rows]
+    ax.set_yticks(range(len(rows)), labels, fontsize=6)
+    handles = [
+        plt.matplotlib.patches.Patch(color=c, label=v)
+        for v, c in (
+            ("pass", "#2ca02c"),
+            ("vacuous", "#ff9f1c"),
+            ("FAIL", "#d62728"),
+            ("no criterion", "#bbbbbb"),
+        )
+    ]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.set_title(
+        "Verdict of every claim in every regime (quick sizes; primary: gd-wide)", fontsize=10
+    )
+    return fig

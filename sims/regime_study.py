@@ -1,0 +1,6 @@
+"""The regime study: every FFN and attention-only claim under vocabulary x optimizer (issue 10)."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("regime_study")
