@@ -13,7 +13,8 @@ The language-model arm, scaled to a CPU:
   w^E_alpha`` of each layer, and the cosine matrix of the attention-path signature (eq. 22),
   computed on device from the model's own attention;
 - `lm_metrics` turns the trajectory into the curves ``rho_next``, ``rho_pre``, ``rho^l_attn`` and
-  the held-out rank-one prefix probe.
+  the held-out rank-one prefix probe with its linear readout (`prefix_probe`), scored against
+  the best constant.
 
 **Eligible tokens** (SPEC [GAP]; our definition, theory/lm.md): a token is eligible when it is a
 word (it contains a letter or a digit: punctuation and ``<unk>`` are not) and it occurs at least
@@ -176,9 +177,14 @@ class LMCurves(NamedTuple):
         rho_previous: Pearson of the tracked ``W_U`` cosines with ``S^pre``.
         rho_attention: ``[G, S, n_layers]`` Pearson of the value-path cosines with the
             attention-path signature cosines (``rho^{l,(t)}_attn``).
-        probe_mse, probe_corr: the rank-one prefix probe on held-out token pairs.
-        probe_baseline_mse: the held-out pairs' variance (the MSE of the best constant), the
+        probe_mse, probe_corr: the rank-one prefix probe with its linear readout
+            (`prefix_probe`): MSE and Pearson correlation of its prediction on the held-out
+            token pairs.
+        probe_baseline_mse: the held-out pairs' variance, the MSE of the best constant: the
             scale against which ``probe_mse`` is "low".
+        probe_constant_mse: the held-out MSE of the training pairs' mean (the readout with
+            slope 0, the constant a fit on the training tokens can know).
+        probe_slope: the fitted readout's slope ``a``.
         loss, validation_loss: copied from the trajectory.
     """
 
@@ -188,8 +194,35 @@ class LMCurves(NamedTuple):
     probe_mse: np.ndarray
     probe_corr: np.ndarray
     probe_baseline_mse: np.ndarray
+    probe_constant_mse: np.ndarray
+    probe_slope: np.ndarray
     loss: np.ndarray
     validation_loss: np.ndarray
+
+
+class PrefixProbe(NamedTuple):
+    """`prefix_probe` fitted to a batch of embedding geometries, every field ``[...]`` (the
+    batch axes of ``S_emb``) unless noted.
+
+    Attributes:
+        heldout_mse: MSE of the prediction ``a * S^(1)(v) + b`` on the held-out pairs.
+        heldout_corr: Pearson correlation of that prediction with ``S_emb`` on the held-out
+            pairs (the sign of ``a`` times the correlation of the raw probe cosines).
+        variance: the held-out pairs' variance of ``S_emb``: the MSE of the best constant.
+        constant_mse: the held-out MSE of the training pairs' mean of ``S_emb``.
+        train_mse: the fit's MSE on the training pairs.
+        slope, intercept: the readout ``a``, ``b``.
+        v: ``[..., K]`` the probe (defined up to a positive or negative factor).
+    """
+
+    heldout_mse: np.ndarray
+    heldout_corr: np.ndarray
+    variance: np.ndarray
+    constant_mse: np.ndarray
+    train_mse: np.ndarray
+    slope: np.ndarray
+    intercept: np.ndarray
+    v: np.ndarray
 
 
 # --------------------------------------------------------------------------------------------
@@ -534,10 +567,9 @@ def lm_metrics(
 ) -> LMCurves:
     """The alignment curves of ``trajectory`` (SPEC §3 "Language model").
 
-    The rank-one prefix probe ``w_alpha = phi^{y;1}_alpha v`` (``v`` over the probe tokens'
-    context axis, one shared vector) is fitted at every snapshot on the pairs of a fixed random
-    ``1 - heldout_fraction`` of the tracked tokens and scored on the pairs of the held-out rest
-    (`metrics.probe_fit` with ``heldout_tokens``).
+    The prefix probe (`prefix_probe`) is fitted at every snapshot, step 0 included (the null:
+    the untrained init), on the pairs of a fixed random ``1 - heldout_fraction`` of the tracked
+    tokens and scored on the pairs of the held-out rest.
     """
     if not np.array_equal(trajectory.tracked, lm_signature.tracked):
         raise ValueError("lm_signature: its tracked tokens differ from the trajectory's")
@@ -554,32 +586,151 @@ def lm_metrics(
     rho_previous = np.asarray(metrics.alignment(S_unembed, lm_signature.S_previous).value)
     S_value = metrics.cosine_matrix(trajectory.value_path)
     rho_attention = np.asarray(metrics.alignment(S_value, trajectory.S_attention_signature).value)
-    G, S = S_emb.shape[:2]
-    mse, corr, baseline = (np.zeros((G, S)) for _ in range(3))
-    rows, cols = np.triu_indices(A, k=1)
-    pairs = heldout[rows] & heldout[cols]
-    for g in range(G):
-        for s in range(S):
-            fit = metrics.probe_fit(
-                lm_signature.prefix,
-                S_emb[g, s],
-                heldout_tokens=heldout,
-                objective="mse",
-                steps=probe_steps,
-                seed=seed,
-            )
-            mse[g, s], corr[g, s] = float(fit.heldout_mse), float(fit.heldout_corr)
-            baseline[g, s] = float(np.var(S_emb[g, s][rows, cols][pairs]))
+    probe = prefix_probe(lm_signature.prefix, S_emb, heldout, steps=probe_steps, seed=seed)
     return LMCurves(
         rho_next=rho_next,
         rho_previous=rho_previous,
         rho_attention=rho_attention,
-        probe_mse=mse,
-        probe_corr=corr,
-        probe_baseline_mse=baseline,
+        probe_mse=probe.heldout_mse,
+        probe_corr=probe.heldout_corr,
+        probe_baseline_mse=probe.variance,
+        probe_constant_mse=probe.constant_mse,
+        probe_slope=probe.slope,
         loss=trajectory.loss,
         validation_loss=trajectory.validation_loss,
     )
+
+
+def prefix_probe(
+    phi,
+    S_emb,
+    heldout_tokens,
+    *,
+    steps: int = 300,
+    lr: float = 0.01,
+    restarts: int = 4,
+    seed: int = 0,
+) -> PrefixProbe:
+    """The LM's rank-one first-order probe with a linear readout ([CS] §6, eq. 21; theory/lm.md §3).
+
+    ``h_alpha(v) = phi_alpha v`` (one shared ``v`` over the context axis), ``S^(1)(v)`` the
+    cosine matrix of the ``h_alpha``, and the prediction ``a * S^(1)(v) + b`` of ``S_emb``'s
+    pairs. ``v``, ``a`` and ``b`` minimize the MSE on the pairs of two training tokens: for each
+    ``v`` the best ``a``, ``b`` are the least-squares line of ``S_emb`` on ``S^(1)(v)`` over
+    those pairs, so Adam descends the profiled MSE ``var(S_emb) (1 - r^2)``. The fit is scored
+    on the pairs of two held-out tokens only.
+
+    Args:
+        phi: the prefix signature ``[A, V_nu, K]`` (eq. 20).
+        S_emb: ``[..., A, A]`` embedding cosines; every leading index (a snapshot) gets its own
+            fit, all of them in one compiled call.
+        heldout_tokens: a bool mask ``[A]`` or indices of the held-out tokens (>= 2 on each side).
+        steps, lr: Adam steps and learning rate (SPEC: 300 and 0.01).
+        restarts: initial ``v`` ~ N(0, 1/K) per fit, drawn from ``seed``; the best by training
+            MSE is kept.
+
+    Returns:
+        `PrefixProbe` (NumPy arrays).
+    """
+    phi = jnp.asarray(phi, dtype=jnp.result_type(float))
+    S_emb = jnp.asarray(S_emb, dtype=phi.dtype)
+    if phi.ndim != 3:
+        raise ValueError(f"phi must have shape [A, V_nu, K]; got {phi.shape}")
+    A, K = phi.shape[0], phi.shape[2]
+    if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
+        raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi; got {S_emb.shape}")
+    for value, name in ((phi, "phi"), (S_emb, "S_emb")):
+        if not bool(jnp.all(jnp.isfinite(value))):
+            raise ValueError(f"{name} has non-finite entries (NaN or inf)")
+    train._check_int(steps, "steps", 0)
+    train._check_int(restarts, "restarts", 1)
+    _check_float(lr, "lr", low=0.0, low_open=True)
+    metrics._token_split(heldout_tokens, A)  # validates the split
+    given = np.asarray(heldout_tokens)
+    held = given if given.dtype == bool else np.isin(np.arange(A), given)
+    train_ids, held_ids = np.nonzero(~held)[0], np.nonzero(held)[0]
+    batch = S_emb.shape[:-2]
+    S_emb = S_emb.reshape(-1, A, A)
+
+    def pairs(ids):  # [N, n(n-1)/2]: the pairs of two tokens of ``ids``
+        return metrics.upper_triangle(S_emb[:, ids[:, None], ids[None, :]])
+
+    v_init = K**-0.5 * jax.random.normal(jax.random.key(seed), (restarts, K), phi.dtype)
+    result = _prefix_probe(
+        phi[train_ids],
+        phi[held_ids],
+        pairs(train_ids),
+        pairs(held_ids),
+        v_init,
+        jnp.asarray(lr, phi.dtype),
+        steps=int(steps),
+    )
+    return PrefixProbe(
+        **{
+            name: np.asarray(value).reshape(batch + np.shape(value)[1:])
+            for name, value in result.items()
+        }
+    )
+
+
+def _readout(x, s):
+    """The least-squares line ``s ~ a x + b`` over the last axis -> ``(a, b)``; ``a`` is 0
+    where ``x`` is constant."""
+    mx, ms = jnp.mean(x, axis=-1), jnp.mean(s, axis=-1)
+    var = jnp.mean((x - mx) ** 2, axis=-1)
+    flat = var <= 1e-12 * jnp.maximum(1.0, mx**2)
+    covariance = jnp.mean((x - mx) * (s - ms), axis=-1)
+    a = jnp.where(flat, 0.0, covariance / jnp.where(flat, 1.0, var))
+    return a, ms - a * mx
+
+
+@functools.partial(jax.jit, static_argnames=("steps",))
+def _prefix_probe(phi_train, phi_held, s_train, s_held, v_init, lr, *, steps):
+    """`prefix_probe` on the pairs ``s_train`` ``[N, P_train]`` of the training tokens (whose
+    signatures are ``phi_train``) and ``s_held`` ``[N, P_held]`` of the held-out ones, vmapped
+    over the N snapshots and the restarts (so the contraction of ``phi`` is one matrix product
+    for all of them). The fit only ever sees the training tokens."""
+    optimizer = optax.adam(lr)
+
+    def cosines(phi, v):
+        return metrics.upper_triangle(metrics.probe_similarity(phi, (v,)))
+
+    def training_mse(v, s):
+        x = cosines(phi_train, v)
+        a, b = _readout(x, s)
+        return jnp.mean((a * x + b - s) ** 2)
+
+    def fit(v, s):
+        def step(carry, _):
+            v, state = carry
+            grads = jax.grad(training_mse)(v, s)
+            with jax.numpy_dtype_promotion("standard"):  # optax's bias correction
+                updates, state = optimizer.update(grads, state, v)
+            return (optax.apply_updates(v, updates), state), None
+
+        with jax.numpy_dtype_promotion("standard"):
+            state = optimizer.init(v)
+        (v, _), _ = jax.lax.scan(step, (v, state), length=steps)
+        return v
+
+    def one(s, s_heldout):
+        vs = jax.vmap(fit, in_axes=(0, None))(v_init, s)
+        losses = jax.vmap(training_mse, in_axes=(0, None))(vs, s)
+        v = vs[jnp.argmin(jnp.where(jnp.isfinite(losses), losses, jnp.inf))]
+        a, b = _readout(cosines(phi_train, v), s)
+        prediction = a * cosines(phi_held, v) + b
+        return dict(
+            heldout_mse=jnp.mean((prediction - s_heldout) ** 2),
+            heldout_corr=metrics.pearson(prediction, s_heldout),
+            variance=jnp.var(s_heldout),
+            constant_mse=jnp.mean((s_heldout - jnp.mean(s)) ** 2),
+            train_mse=training_mse(v, s),
+            slope=a,
+            intercept=b,
+            v=v,
+        )
+
+    return jax.vmap(one)(s_train, s_held)
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ctx_staircase import cli, lm, metrics, models, semantics, signatures, text
+from ctx_staircase.experiments import lm_text, verdict
 
 TINY = lm.LMConfig(
     d=16,
@@ -183,6 +184,118 @@ def test_lm_metrics_planted_geometry(run):
     assert real.rho_attention.shape == (2, len(TINY.snapshots), 1)
     assert np.all(np.abs(real.rho_next[:, 0]) < 0.5)  # random init: no structure to speak of
     assert np.all(real.probe_baseline_mse > 0) and np.all(np.isfinite(real.probe_mse))
+    assert real.probe_constant_mse.shape == real.probe_slope.shape == real.probe_mse.shape
+
+
+def affine_geometry(phi, v, slope, intercept):
+    """Embeddings whose off-diagonal cosines are exactly ``slope * S^(1)(v) + intercept``:
+    ``w_alpha = [sqrt(slope) h_alpha / |h_alpha|, sqrt(intercept), sqrt(1 - slope - intercept)
+    e_alpha]`` (the last block one-hot per token)."""
+    h = np.asarray(phi) @ v
+    h /= np.linalg.norm(h, axis=1, keepdims=True)
+    A = h.shape[0]
+    return np.concatenate(
+        [
+            np.sqrt(slope) * h,
+            np.full((A, 1), np.sqrt(intercept)),
+            np.sqrt(1 - slope - intercept) * np.eye(A),
+        ],
+        axis=1,
+    )
+
+
+def test_prefix_probe_readout_recovers_an_affine_geometry():
+    rng = np.random.default_rng(1)
+    A, K = 30, 6
+    phi = rng.random((A, 8, K))  # non-negative, like a signature
+    v = rng.normal(size=K)
+    W = affine_geometry(phi, v, 0.3, 0.2)
+    S_emb = np.asarray(metrics.cosine_matrix(W))
+    rows, cols = np.triu_indices(A, k=1)
+    S_sig = np.asarray(metrics.probe_similarity(phi, (v,)))
+    np.testing.assert_allclose(S_emb[rows, cols], 0.3 * S_sig[rows, cols] + 0.2, atol=1e-6)
+    heldout = np.arange(A) % 2 == 0
+    probe = lm.prefix_probe(phi, S_emb, heldout)
+    assert probe.heldout_mse.shape == () and probe.v.shape == (K,)
+    # the readout is identified (the cosines are invariant to v's scale and sign)
+    assert probe.slope == pytest.approx(0.3, abs=1e-3)
+    assert probe.intercept == pytest.approx(0.2, abs=1e-3)
+    assert probe.heldout_mse < 1e-3 * probe.variance
+    assert probe.heldout_corr > 0.999 and probe.train_mse < 1e-3 * probe.variance
+    # without the readout the MSE-fitted probe cannot match the scale 0.3 and the offset 0.2
+    bare = metrics.probe_fit(phi, S_emb, heldout_tokens=heldout, objective="mse")
+    assert float(bare.heldout_mse) > 0.5 * probe.variance
+    # a batch of snapshots: one fit each, in the batch's shape
+    batch = lm.prefix_probe(phi, np.stack([[S_emb, np.eye(A)]] * 3), heldout, steps=50)
+    assert batch.heldout_mse.shape == (3, 2) and batch.v.shape == (3, 2, K)
+    np.testing.assert_array_equal(batch.slope[:, 1], 0.0)  # constant pairs: slope 0
+
+
+def test_prefix_probe_baselines_and_null():
+    rng = np.random.default_rng(2)
+    A, K = 30, 6
+    phi = rng.random((A, 8, K))
+    heldout = np.zeros(A, dtype=bool)
+    heldout[rng.permutation(A)[:14]] = True
+    rows, cols = np.triu_indices(A, k=1)
+    held_pairs = heldout[rows] & heldout[cols]
+    train_pairs = ~heldout[rows] & ~heldout[cols]
+    ratios = []
+    for seed in range(3):  # random embeddings, the untrained init: no signal to find
+        S_emb = np.asarray(metrics.cosine_matrix(np.random.default_rng(seed).normal(size=(A, 16))))
+        s = S_emb[rows, cols]
+        probe = lm.prefix_probe(phi, S_emb, heldout)
+        assert probe.variance == pytest.approx(np.var(s[held_pairs]), rel=1e-4)
+        expected = np.mean((s[held_pairs] - s[train_pairs].mean()) ** 2)
+        assert probe.constant_mse == pytest.approx(expected, rel=1e-4)
+        assert probe.constant_mse >= probe.variance * (1 - 1e-5)  # the best constant is best
+        ratios.append(float(probe.heldout_mse / probe.variance))
+    assert min(ratios) > 1.0, ratios  # the probe does not beat the constant on noise
+
+
+def test_lm_metrics_fits_the_probe_on_held_out_tokens(run):
+    trajectory, signature = run
+    rng = np.random.default_rng(3)
+    A = trajectory.tracked.size
+    prefix = rng.random((A, 5, 4))
+    W = affine_geometry(prefix, rng.normal(size=4), 0.5, 0.1)
+    fake = trajectory._replace(W_E=np.broadcast_to(W, (*trajectory.W_E.shape[:2], *W.shape)))
+    curves = lm.lm_metrics(fake, signature._replace(prefix=prefix), probe_steps=300)
+    assert np.all(curves.probe_mse < 1e-3 * curves.probe_baseline_mse)
+    np.testing.assert_allclose(curves.probe_slope, 0.5, atol=1e-3)
+
+
+def summary_lane(**changes):
+    lane = dict(
+        rho_next_start=0.0,
+        rho_next_peak=0.8,
+        rho_next_peak_step=40,
+        rho_next_final=0.5,
+        rho_next_min_after_peak=0.5,
+        probe_mse_ratio_median=0.5,
+        probe_mse_ratio_max=0.9,
+        probe_mse_ratio_init=1.3,
+        probe_constant_ratio_median=0.5,
+        probe_corr_median=0.7,
+        probe_corr_at_peak=0.7,
+        probe_slope_median=0.4,
+    )
+    return lane | changes
+
+
+def test_lm_claims_score_their_nulls():
+    summary = {"1": summary_lane(), "0.5": summary_lane(rho_next_peak=0.4)}
+    claims = lm_text.claims(summary, 1000, "test regime")
+    assert [verdict(c) for c in claims] == ["pass"] * 5
+    assert [c.kind for c in claims] == ["paper", "paper", "paper", "project", "paper"]
+    assert all(c.regime == "test regime" and c.null_passed is False for c in claims)
+    # a probe that beats the constant on the untrained embeddings too proves nothing
+    summary["1"]["probe_mse_ratio_init"] = 0.9
+    assert verdict(lm_text.claims(summary, 1000, "r")[-1]) == "vacuous"
+    # an init already aligned: the flat curve meets the early-peak criterion
+    summary["1"] = summary_lane(rho_next_start=0.5)
+    early = lm_text.claims(summary, 1000, "r")[1]
+    assert early.null_passed is True and verdict(early) == "vacuous"
 
 
 def test_lm_metrics_rejects_other_tokens(run):
