@@ -158,7 +158,7 @@ def test_mod_conventions():
     np.testing.assert_array_equal(appendix.labels, 1 + s % 7)
     np.testing.assert_array_equal(main.groups["labels"], np.arange(7))
     np.testing.assert_array_equal(appendix.groups["labels"], np.arange(1, 8))
-    assert tasks.make("mod").params == {"N": 40, "convention": "main"}
+    assert tasks.make("mod").params == {"N": 40, "convention": "main", "vocab_size": None}
 
 
 def test_zero_order_signatures_match_closed_forms():
@@ -207,7 +207,7 @@ def test_modulus_labels(M):
     ds = tasks.make("modulus", M=M)
     assert ds.n == 400 and len({tuple(row) for row in ds.tokens}) == 400
     np.testing.assert_array_equal(ds.labels, (ds.tokens[:, 0] + ds.tokens[:, 1]) % M)
-    assert ds.params == {"N": 20, "M": M}
+    assert ds.params == {"N": 20, "M": M, "vocab_size": None}
 
 
 def test_modulus_zero_order_signature_constant_iff_m_divides_n():
@@ -337,6 +337,7 @@ def test_label_law_records_params_and_custom_anchor():
         "rate": 5.0,
         "labels": "sampled",
         "seed": 5,
+        "vocab_size": None,
     }
     assert isinstance(ds.params["sigma"], float)
     assert ds.vocab_size == 61 and np.all(ds.tokens[:, 0] == 60) and ds.n == 121
