@@ -39,11 +39,11 @@ Null controls (theory/regimes.md): the accuracy and speed claims are rerun on a 
 data set, Fig. 8D's arms with the signature recomputed on the shuffled data (the same
 construction); the attention model's "low accuracy despite structure" is scored on its untrained
 initialization. The shuffle permutes the labels across the 820 *unordered* pairs, so ``(a, b)``
-and ``(b, a)`` keep one shared label, as they have in ``mod`` (`symmetric_shuffled_labels`). The
-FFN sees its two tokens through ``w_a + w_b``, so a per-sample shuffle
-(`regime.shuffled_labels`) caps its accuracy near 52% (one of the two labels of each unordered
-pair), which it reaches under Adam; that cap, not a failure to memorize, would keep the null from
-reaching 100%.
+and ``(b, a)`` keep one shared label, as they have in ``mod``
+(`regime.shuffled_labels(..., unordered=True)`). The FFN sees its two tokens through
+``w_a + w_b``, so a per-sample shuffle caps its accuracy near 52% (one of the two labels of each
+unordered pair), which it reaches under Adam; that cap, not a failure to memorize, would keep
+the null from reaching 100%.
 
 ``quick`` (the regime study): snapshots every 25 epochs instead of 10; otherwise the paper sizes.
 
@@ -64,9 +64,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, models, plots, signatures, sweep
-from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.regime import PRIMARY, Regime
+from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 NAME = "fig8_role"
 TITLE = "FFN vs attention-only on mod (N=40), and fixed signature embeddings (Fig. 8)"
@@ -112,7 +111,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         **regime.describe(),
     )
     ds = regime.make("mod", N=config["N"])
-    null_ds = symmetric_shuffled_labels(ds, seed=0)
+    null_ds = shuffled_labels(ds, seed=0, unordered=True)
     runs = _train(ds, null_ds, config, regime)
     claims_ac, fig_ac, numbers_ac = _structure(ds, runs, config, regime)
     claims_d, fig_d, numbers_d = _fixed_embeddings(ds, null_ds, runs, config, regime)
@@ -123,28 +122,6 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         {"structure": fig_ac, "fixed_embeddings": fig_d},
         {"structure": numbers_ac, "fixed_embeddings": numbers_d},
         config,
-    )
-
-
-def symmetric_shuffled_labels(ds: TokenDataset, seed: int = 0) -> TokenDataset:
-    """``ds`` with its labels permuted across the unordered input multisets (the null here).
-
-    Samples with the same tokens up to order share one label, as in ``mod``; the labels of the
-    multisets (each from one of its samples) are permuted with ``seed``.
-    """
-    rng = np.random.default_rng(seed)
-    key = np.sort(np.asarray(ds.tokens), axis=1)
-    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
-    labels = np.asarray(ds.labels)[first][rng.permutation(first.size)]
-    return TokenDataset(
-        tokens=ds.tokens,
-        labels=labels[inverse.ravel()],
-        vocab_size=ds.vocab_size,
-        groups=ds.groups,
-        weights=ds.weights,
-        sample_groups=ds.sample_groups,
-        name=f"{ds.name} (labels shuffled over unordered pairs)",
-        params={**ds.params, "labels_shuffled_seed": seed},
     )
 
 
@@ -305,7 +282,7 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
             f"accuracy ≤ {ATTENTION_LOW} and best ρ_(1),k ≥ {STRUCTURED} [R]",
             attention_low and structured,
             attention_note,
-            kind="project",
+            kind="paper",
             null=f"init: accuracy {attention['accuracy_init']:.4f}, best ρ_(1),k "
             f"{attention['rho1_kstar_init']:.3f}",
             null_passed=attention["accuracy_init"] <= ATTENTION_LOW

@@ -165,12 +165,24 @@ def parse(name: str | Regime | None) -> Regime:
 # Null controls
 
 
-def shuffled_labels(ds: TokenDataset, seed: int = 0) -> TokenDataset:
-    """``ds`` with its labels permuted across samples: the label marginal is kept, every relation
-    between the inputs and the label is destroyed (the natural null of a learned-structure claim).
+def shuffled_labels(ds: TokenDataset, seed: int = 0, *, unordered: bool = False) -> TokenDataset:
+    """``ds`` with its labels permuted: the label marginal is kept, every relation between the
+    inputs and the label is destroyed (the natural null of a learned-structure claim).
+
+    ``unordered``: permute across the unordered input multisets instead of the samples, so
+    samples with the same tokens up to order keep one shared label, as in ``add`` or ``mod``.
+    A model that sees only the multiset (the FFN sums its embeddings) can then fit the null as
+    well as it could fit the task; a per-sample shuffle would cap it (near 52% on ``mod``'s
+    pairs, where each unordered pair gets two labels).
     """
     rng = np.random.default_rng(seed)
-    labels = np.asarray(ds.labels)[rng.permutation(ds.n)]
+    labels = np.asarray(ds.labels)
+    if unordered:
+        key = np.sort(np.asarray(ds.tokens), axis=1)
+        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        labels = labels[first][rng.permutation(first.size)][inverse.ravel()]
+    else:
+        labels = labels[rng.permutation(ds.n)]
     return TokenDataset(
         tokens=ds.tokens,
         labels=labels,
@@ -178,6 +190,6 @@ def shuffled_labels(ds: TokenDataset, seed: int = 0) -> TokenDataset:
         groups=ds.groups,
         weights=ds.weights,
         sample_groups=ds.sample_groups,
-        name=f"{ds.name} (labels shuffled)",
+        name=f"{ds.name} (labels shuffled{' over unordered inputs' if unordered else ''})",
         params={**ds.params, "labels_shuffled_seed": seed},
     )

@@ -51,7 +51,8 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
     for name in missing:
         lines.append(f"- {name}: not run (missing)")
     if study is not None:
-        lines += _study_section(study)
+        kinds = {(r["name"], c["item"], c["claim"]): c.get("kind", "paper") for r, c in claims}
+        lines += _study_section(study, kinds)
     for record in records:
         lines += ["", f"## {record['name']}: {record['title']}", ""]
         size = "paper size (--full)" if record.get("full") else "CPU size"
@@ -112,9 +113,12 @@ def _claim_table(rows: list[tuple[dict, dict]]) -> list[str]:
     return lines
 
 
-def _study_section(study: dict) -> list[str]:
+def _study_section(study: dict, kinds: dict | None = None) -> list[str]:
+    """The regime table; a claim's kind is the one its full-size primary record gives."""
     numbers = study["numbers"]
     regimes = list(numbers["regimes"])
+    for row in numbers["rows"]:
+        row["kind"] = (kinds or {}).get((row["experiment"], row["item"], row["claim"]), row["kind"])
     lines = [
         "",
         "## Regime study: every FFN and attention-only claim in every regime",
