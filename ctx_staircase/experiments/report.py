@@ -117,8 +117,13 @@ def _study_section(study: dict, kinds: dict | None = None) -> list[str]:
     """The regime table; a claim's kind is the one its full-size primary record gives."""
     numbers = study["numbers"]
     regimes = list(numbers["regimes"])
-    for row in numbers["rows"]:
-        row["kind"] = (kinds or {}).get((row["experiment"], row["item"], row["claim"]), row["kind"])
+    rows = [
+        {
+            **row,
+            "kind": (kinds or {}).get((row["experiment"], row["item"], row["claim"]), row["kind"]),
+        }
+        for row in numbers["rows"]
+    ]
     lines = [
         "",
         "## Regime study: every FFN and attention-only claim in every regime",
@@ -139,11 +144,9 @@ def _study_section(study: dict, kinds: dict | None = None) -> list[str]:
         cells = []
         for regime in regimes:
             paper = sum(
-                row["cells"][regime]["verdict"] == v
-                for row in numbers["rows"]
-                if row["kind"] == "paper"
+                row["cells"][regime]["verdict"] == v for row in rows if row["kind"] == "paper"
             )
-            everything = sum(row["cells"][regime]["verdict"] == v for row in numbers["rows"])
+            everything = sum(row["cells"][regime]["verdict"] == v for row in rows)
             cells.append(f"{paper} / {everything}")
         lines.append(f"| {word} | " + " | ".join(cells) + " |")
     lines += [
@@ -151,7 +154,7 @@ def _study_section(study: dict, kinds: dict | None = None) -> list[str]:
         "| experiment | claim | kind | " + " | ".join(f"`{r}`" for r in regimes) + " |",
         "|---|---|---|" + "---|" * len(regimes),
     ]
-    for row in numbers["rows"]:
+    for row in rows:
         cells = []
         for regime in regimes:
             cell = row["cells"][regime]
