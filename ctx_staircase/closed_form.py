@@ -6,9 +6,12 @@ linear (theory/closed_form.md eq. C1), in the row convention ``W_E, W_U [V, d]``
     dW_E/dt = C_1 M^T W_U,      dW_U/dt = C_1 M W_E,
     M = sum_alpha L r_alpha (phi^{y;0}_alpha - 1/V) e_alpha^T      [V, V]
 
-With the SVD ``M = U diag(s) V^T`` it is solved exactly by cosh/sinh per mode (eq. C3); every
-function here returns a pure function of t (or evaluates one), in the style of neural-tangents'
-predictors.
+With the SVD ``M = U diag(s) V^T`` it is solved exactly by cosh/sinh per mode (eq. C3). Keeping
+the linear part of the softmax as well adds a feedback ``-(C_1^2/V) ...`` with the count second
+moment ``Gamma = E[c c^T]``; projected on the diagonal of the modes it is a constant-coefficient
+Riccati equation per mode, solved in closed form at the same cost (`feedback_solution`,
+theory/escape_feedback.md eq. E1-E9). Every function here returns a pure function of t (or
+evaluates one), in the style of neural-tangents' predictors.
 """
 
 from __future__ import annotations
@@ -24,12 +27,15 @@ from ctx_staircase import metrics
 from ctx_staircase.flows import drive_matrix
 
 __all__ = [
+    "FeedbackSolution",
     "LinearSolution",
     "attention_plateau_time",
+    "count_second_moment",
     "crossing_time",
     "drive_matrix",
     "escape_time_estimate",
     "expected_gram",
+    "feedback_solution",
     "linear_solution",
     "logit_scale",
     "mode_covariance",
@@ -73,6 +79,109 @@ def linear_solution(M, W_E0, W_U0, rate: float) -> LinearSolution:
     return LinearSolution(left, singular, right_t, right_t @ W_E0, left.T @ W_U0, float(rate))
 
 
+def count_second_moment(ds) -> np.ndarray:
+    """``Gamma = E[c c^T] = sum_n p_n c_n c_n^T``, float64 ``[V, V]`` (escape_feedback.md E2).
+
+    ``c_n`` ``[V]`` counts the tokens of sequence n (``sum_v c_nv = L``); ``p_n`` are
+    ``ds.probabilities``. Not centred: the feedback of the linear softmax carries the raw moment.
+    """
+    n, V = ds.tokens.shape[0], ds.vocab_size
+    counts = np.zeros((n, V))
+    np.add.at(counts, (np.repeat(np.arange(n), ds.L), ds.tokens.ravel()), 1.0)
+    return (ds.probabilities[:, None] * counts).T @ counts
+
+
+class FeedbackSolution(NamedTuple):
+    """The linear phase with the diagonal softmax feedback (theory/escape_feedback.md eq. E8).
+
+    Call it with ``t`` (scalar or ``[...]``) for ``(W_E(t), W_U(t))``, like `LinearSolution`.
+
+    Attributes:
+        left, singular, right_t: the SVD ``M = left diag(singular) right_t``.
+        a0, b0: ``right_t W_E(0)`` and ``left^T W_U(0)``, the initial mode amplitudes ``[V, d]``.
+        feedback: ``kappa_i = C_1^2 v_i^T Gamma v_i / V`` ``[V]`` (0 on the kernel of M).
+        rate: C_1.
+    """
+
+    left: jax.Array
+    singular: jax.Array
+    right_t: jax.Array
+    a0: jax.Array
+    b0: jax.Array
+    feedback: jax.Array
+    rate: float
+
+    @property
+    def ceiling(self) -> jax.Array:
+        """``P*_i = C_1 s_i / kappa_i = V s_i / (C_1 v_i^T Gamma v_i)`` ``[V]``, inf where no
+        feedback: the logistic ceiling of the mode overlap ``a_i . b_i`` (eq. E9)."""
+        kappa = self.feedback
+        safe = jnp.where(kappa > 0, kappa, 1.0)
+        return jnp.where(kappa > 0, self.rate * self.singular / safe, jnp.inf)
+
+    def log_growth(self, t) -> jax.Array:
+        """``2 Lambda_i(t) = ln Y_i(t)`` ``[..., V]``: ``a_i + b_i`` grows by ``e^Lambda`` (E7)."""
+        g0 = jnp.sum((self.a0 + self.b0) ** 2, axis=-1)
+        h0 = jnp.sum((self.a0 - self.b0) ** 2, axis=-1)
+        t = jnp.asarray(t, dtype=self.singular.dtype)[..., None]
+        return _riccati_log_solution(t, 2 * self.rate * self.singular, self.feedback, g0, h0)
+
+    def __call__(self, t) -> tuple[jax.Array, jax.Array]:
+        """``(W_E(t), W_U(t))``, each ``[..., V, d]`` for ``t`` of shape ``[...]`` (eq. E8)."""
+        root = jnp.exp(0.5 * self.log_growth(t))[..., None]  # sqrt(Y) = e^Lambda
+        plus, minus = (self.a0 + self.b0) * root, (self.a0 - self.b0) / root
+        W_E = jnp.einsum("kv,...kd->...vd", self.right_t, 0.5 * (plus + minus))
+        W_U = jnp.einsum("vk,...kd->...vd", self.left, 0.5 * (plus - minus))
+        return W_E, W_U
+
+
+def _riccati_log_solution(t, beta, kappa, g0, h0) -> jax.Array:
+    """``ln Y(t)`` for ``Y' = -alpha Y^2 + beta Y + delta``, ``Y(0) = 1`` (eq. E7).
+
+    ``alpha = kappa g0 / 2``, ``delta = kappa h0 / 2``, all >= 0. With the roots
+    ``Y_pm = (beta pm D) / (2 alpha)``, ``D = sqrt(beta^2 + 4 alpha delta)``, the solution is
+    ``Y = (q + A F) / (q + B F)``, ``q = e^{-Dt}``, ``F = (1 - q) / D``, ``A = alpha Y_+ + delta``,
+    ``B = alpha (1 - Y_-)``: every term is >= 0 and F <= t, so in log space it neither cancels
+    nor overflows, saturates at ``Y_+`` for large t, and is ``e^{beta t}`` at ``kappa = 0``.
+    """
+    alpha, delta = 0.5 * kappa * g0, 0.5 * kappa * h0
+    D = jnp.sqrt(beta**2 + 4 * alpha * delta)
+    positive = D > 0
+    F = jnp.where(positive, -jnp.expm1(-D * t) / jnp.where(positive, D, 1.0), t)
+    root_sum = beta + D  # 0 only for a frozen mode (beta = delta = 0)
+    A = 0.5 * root_sum + delta
+    B = alpha * (1 + 2 * delta / jnp.where(root_sum > 0, root_sum, 1.0))
+    return jnp.logaddexp(-D * t, jnp.log(A * F)) - jnp.logaddexp(-D * t, jnp.log(B * F))
+
+
+def feedback_solution(M, Gamma, W_E0, W_U0, rate: float, vocab_size: int) -> FeedbackSolution:
+    """Solve the linear phase with the softmax linearised at uniform, mode by mode (eq. E4-E8).
+
+    Per mode of ``M = U diag(s) V^T``, ``a_i = W_E^T v_i``, ``b_i = W_U^T u_i`` obey
+    ``a' = C_1 s b - kappa (a.b) b``, ``b' = C_1 s a - kappa (a.b) a`` with
+    ``kappa_i = C_1^2 v_i^T Gamma v_i / V``: the diagonal part of the feedback
+    ``-(C_1^2/V) H W_U W_E^T Gamma W_E`` (and its transpose for W_E). ``kappa = 0`` gives
+    `linear_solution` exactly.
+
+    Args:
+        M: `drive_matrix` ``[V, V]``.
+        Gamma: `count_second_moment` ``[V, V]``.
+        W_E0, W_U0: ``[V, d]`` initial weights; components in the kernel of M stay frozen.
+        rate: C_1.
+        vocab_size: V, the softmax width.
+    """
+    M, Gamma, W_E0, W_U0 = (jnp.asarray(x) for x in (M, Gamma, W_E0, W_U0))
+    left, singular, right_t = jnp.linalg.svd(M)
+    gamma_ii = jnp.einsum("kv,vw,kw->k", right_t, Gamma, right_t)
+    # The kernel of M pairs left and right singular vectors arbitrarily, so a diagonal feedback
+    # there is meaningless; it is frozen, as in (C3) (exactly so where Gamma v = 0).
+    driven = singular > singular[0] * M.shape[0] * jnp.finfo(singular.dtype).eps
+    kappa = jnp.where(driven, rate**2 * gamma_ii / vocab_size, 0.0)
+    return FeedbackSolution(
+        left, singular, right_t, right_t @ W_E0, left.T @ W_U0, kappa, float(rate)
+    )
+
+
 def expected_gram(M, t, *, d: int, sigma_E: float, sigma_U: float, rate: float) -> jax.Array:
     """``E[W_E W_E^T](t) = d s_E^2 I + d (s_E^2 + s_U^2) V sinh^2(C_1 t S) V^T`` (eq. C4).
 
@@ -107,17 +216,19 @@ def predicted_rho0(
 ) -> jax.Array:
     """Expected Pearson ``rho_0(t)`` of ``S^{emb}`` with ``S_sig`` over ``alphas`` (eq. C6).
 
-    ``S^{emb}_{ab} = C_ab / sqrt(C_aa C_bb) + noise`` with ``C = Sigma(t)`` and, for a Wishart Gram,
-    noise variance ``(1 + corr_ab^2) / d``; the expected correlation with ``S_sig`` is the
-    correlation of the mean part shrunk by ``sqrt(var_mean / (var_mean + mean noise var))``.
-    ``[T]`` for ``t`` of shape ``[T]``.
+    ``S^{emb}_{ab} = C_ab / sqrt(C_aa C_bb) + noise`` with ``C = Sigma(t)``. The cosine of two
+    rows of a Wishart(d, C) factor is a sample correlation coefficient, with noise variance
+    ``(1 - corr_ab^2)^2 / d``; ``(1 + corr_ab^2) / d`` is the variance of the raw Gram entry
+    ``G_ab / (d sqrt(C_aa C_bb))``, not of the cosine (theory/closed_form.md §3). The expected
+    correlation with ``S_sig`` is the correlation of the mean part shrunk by
+    ``sqrt(var_mean / (var_mean + mean noise var))``. ``[T]`` for ``t`` of shape ``[T]``.
     """
     cov = mode_covariance(M, t, sigma_E=sigma_E, sigma_U=sigma_U, rate=rate)
     cov = cov[..., alphas[:, None], alphas[None, :]]
     diag = jnp.sqrt(jnp.diagonal(cov, axis1=-2, axis2=-1))
     corr = cov / (diag[..., :, None] * diag[..., None, :])
     mean = metrics.upper_triangle(corr)
-    noise = jnp.mean((1 + mean**2) / d, axis=-1)
+    noise = jnp.mean((1 - mean**2) ** 2 / d, axis=-1)
     signal = jnp.var(mean, axis=-1)
     shrink = jnp.sqrt(signal / (signal + noise))
     return metrics.pearson(mean, metrics.upper_triangle(jnp.asarray(S_sig))) * shrink
@@ -155,7 +266,9 @@ def crossing_time(ts, values, threshold: float) -> float:
 def escape_time_estimate(top_singular: float, *, gamma, d: int, rate: float) -> np.ndarray:
     """The analytic escape time ``((2 gamma - 1) ln d + ln 2) / (2 C_1 s_1)`` (eq. C8).
 
-    Up to O(1) constants; its slope in gamma, ``ln d / (C_1 s_1)``, is the testable part.
+    Its slope in gamma, ``ln d / (C_1 s_1)``, is the limit of the closed form's local slope
+    ``dt_esc/dgamma`` as gamma grows; its intercept is off additively by an O(1) constant
+    (about 15 time units on add N = 20 against the closed form, theory/closed_form.md §4).
     """
     gamma = np.asarray(gamma, dtype=np.float64)
     return ((2 * gamma - 1) * np.log(d) + np.log(2)) / (2 * rate * top_singular)
@@ -167,6 +280,14 @@ def attention_plateau_time(top_singular: float, u0: float, depth: int = 4) -> fl
     Integrating, ``u(t)^{-(N-2)/N} = u0^{-(N-2)/N} - (N-2) s t``, so the blow-up time is
     ``t* = u0^{-(N-2)/N} / ((N-2) s)``, a power law in the initial scale: with ``u0 ~ eps^N``
     the plateau lasts ``~ eps^{-(N-2)}`` (theory/attention.md eq. A5).
+
+    ``top_singular`` is the mode rate ``s``: the top singular value of the depth-N network's
+    cross-correlation. For the attention-only model at uniform attention that is ``M / L``
+    (``Q = M W_E / L``, `flows.attention_uniform_field`), so pass ``s_1(M) / L``, not ``s_1(M)``::
+
+        M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+        s = np.linalg.svd(M, compute_uv=False)[0] / ds.L
+        t_star = attention_plateau_time(s, (d**-gamma * np.sqrt(d)) ** 4)
     """
     if depth < 3:
         raise ValueError(f"depth must be >= 3 for a finite-time blow-up; got {depth}")
