@@ -1,0 +1,557 @@
+"""Beyond the paper: when does attention leave uniform? The first-order attention flow vs training.
+
+Theory (theory/attention.md §4-§6): the attention-only gradient flow with its key and query
+paths, to first order in the attention logits (eq. A6), with the exact softmax prediction at
+uniform attention (eq. A7c), as einsums over probability tables of the data (eq. A9,
+`attention_dynamics.attention_field`). It is integrated from the trained model's own
+initialization; its departure time is measured with the exact softmax on its weights.
+
+Departure (eq. A12, fixed before any comparison with training): the dataset-mean last-row
+attention on the target positions first leaves its uniform value A_0 by 25%,
+``|A - A_0| >= 0.25 A_0``, linearly interpolated between saved states (every 5 time units, and
+every 0.5 once a chunk crosses the threshold). At first order ``a_s - 1/L = (z_s - zbar)/L``, so
+this is a logit gap of about 0.25 over the mean, where the expansion still holds to a few percent.
+
+Tasks (attention-only model, ``positional=False``: the theory has no positions):
+
+1. ``anchor_parity`` (Task 3, L = 8, n = 1000): the target is the anchor's position,
+   A_0 = 1/8.
+2. ``selector_parity`` (custom, `selector_parity`): the first L - 1 = 7 positions hold one
+   A-anchor (ids 1-10), one B-anchor (ids 11-20) and five noise tokens (ids 21-60) in random
+   order; the last position holds a selector (id 61 or 62), and y is the parity of the A-anchor
+   when the selector is 61, of the B-anchor when it is 62. The target is the selected anchor's
+   position, A_0 = 1/8. Uniform attention gives an additive score over the bag, which cannot
+   read "the anchor the selector names" (the four cases (selector, parity of the other anchor)
+   force contradictory signs), so here attention has to move; Task 3 is solved by an additive
+   score (noise embeddings align off the readout) and needs no attention.
+
+Regime: full-batch GD at lr 0.25 (``t = 0.25 step``), not the primary regime's lr 1
+(theory/regimes.md R1): GD at lr 1 diverges at the escape of this model (fig6's findings).
+Wide vocabulary ``V = 2 V_min`` (R2), d = 64, d_k = 32, float64, seed 0, gammas 0.5-0.8. The
+theory is integrated by explicit Euler with the same step (gradient descent on the truncated
+objective), so theory and training share the discretisation and differ only by the truncation.
+The discretisation is not negligible at this lr (setting up, selector task at gamma = 0.6: the
+trained departure moves from 164.5 at lr 0.25 to 189.1 at lr 0.5, and the theory's with it:
+158.4 and 183.2). Horizon per gamma: 30 t*, with t* the eq. A5 order-0 plateau
+(``L / (2 s_1 sqrt(u_0))``); the selector's departures were near 14 t* when setting up.
+
+Claims (kind "beyond"):
+
+- selector task: the predicted departure is within 25% of the trained one at every gamma.
+  Null: a constant departure time (the mean of the trained ones) scored by the same criterion;
+  the uniform-attention flow (eq. A3) predicts no departure at all and fails by construction.
+- Task 3: theory and training agree on whether the anchor attention departs within the horizon,
+  and where both depart, within 25%. Null: the uniform-attention flow (never departs).
+- both tasks: up to the first departure (theory or trained; the horizon if none) the theory's
+  weights give the trained loss curve, max |loss difference| <= 0.05 [R] over the common saved
+  states. Null: the same truncated flow with the uniform prediction term p = 1/V (eq. A7a),
+  which departs (or blows up) at the value-path escape; it must reach the same time to pass.
+
+``full=True``: n = 2000 and gammas 0.5-0.9 (not timed; the gamma = 0.9 Task 3 lane alone runs a
+horizon of about 4100 time units, so expect well over ten minutes).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import jax
+import matplotlib.pyplot as plt
+import numpy as np
+from flax import nnx
+
+from ctx_staircase import attention_dynamics as ad
+from ctx_staircase import closed_form, flows, models, signatures, train
+from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.regime import PRIMARY, WIDE_FACTOR
+
+NAME = "attention_departure"
+TITLE = "When attention leaves uniform: departure times from the first-order attention flow"
+
+D, D_K = 64, 32
+SEED = 0
+LR = 0.25
+SAVE_DT = 5.0
+THRESHOLD = ad.DEPARTURE_THRESHOLD  # eq. A12, fixed before any comparison with training
+TOLERANCE = 0.25  # |predicted / trained - 1| <= 0.25
+LOSS_TRACK = 0.05  # [R] max |loss_theory - loss_train| before the first departure
+HORIZON = 30  # in units of the eq. A5 plateau t*
+GAMMAS = (0.5, 0.6, 0.7, 0.8)
+FULL_GAMMAS = (0.5, 0.6, 0.7, 0.8, 0.9)
+REGIME = (
+    f"full-batch GD lr {LR} (t = {LR}·step), V = {WIDE_FACTOR}·V_min, d = {D}, d_k = {D_K}, "
+    f"float64, seed {SEED}, no positions; theory: explicit Euler of eq. A9 at the same step"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Tasks
+
+
+def selector_parity(n: int = 1000, L: int = 8, seed: int = 0) -> tuple[TokenDataset, np.ndarray]:
+    """The selector task (module docstring) in the wide vocabulary, and its target ``[n, L]``.
+
+    Draw order: noise ``[n, L]``, A-anchors ``[n]``, B-anchors ``[n]``, the order of the first
+    L - 1 positions ``[n, L-1]``, selectors ``[n]``.
+    """
+    if L < 3:
+        raise ValueError(f"L must be >= 3 (two anchors and a selector); got {L}")
+    rng = np.random.default_rng(seed)
+    anchors_a, anchors_b = np.arange(1, 11), np.arange(11, 21)
+    noise, selectors = np.arange(21, 61), np.array([61, 62])
+    tokens = rng.integers(noise[0], noise[-1] + 1, size=(n, L)).astype(np.int32)
+    a = rng.integers(anchors_a[0], anchors_a[-1] + 1, size=n)
+    b = rng.integers(anchors_b[0], anchors_b[-1] + 1, size=n)
+    order = np.argsort(rng.random((n, L - 1)), axis=1)
+    q = rng.integers(0, 2, size=n)
+    rows = np.arange(n)
+    tokens[rows, order[:, 0]] = a
+    tokens[rows, order[:, 1]] = b
+    tokens[:, -1] = selectors[q]
+    labels = np.where(q == 0, a % 2, b % 2).astype(np.int32)
+    target = np.zeros((n, L), dtype=bool)
+    target[rows, np.where(q == 0, order[:, 0], order[:, 1])] = True
+    ds = TokenDataset(
+        tokens,
+        labels,
+        WIDE_FACTOR * (int(selectors[-1]) + 1),
+        groups={
+            "anchors_a": anchors_a,
+            "anchors_b": anchors_b,
+            "noise": noise,
+            "selectors": selectors,
+        },
+        name="selector_parity",
+        params=dict(n=n, L=L, seed=seed),
+    )
+    return ds, target
+
+
+def anchor_parity(n: int = 1000) -> tuple[TokenDataset, np.ndarray]:
+    """Task 3 in the wide vocabulary, and its target (the anchor's position)."""
+    ds = PRIMARY.make("anchor_parity", L=8, n=n)
+    return ds, np.isin(ds.tokens, ds.groups["anchors"])
+
+
+def plateau_time(ds: TokenDataset, gamma: float, d: int = D) -> float:
+    """Eq. A5: ``t* = L / (2 s_1 sqrt(u_0))``, ``u_0 = (d^-gamma sqrt(d))^4``."""
+    M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+    top = np.linalg.svd(M, compute_uv=False)[0] / ds.L
+    return closed_form.attention_plateau_time(top, (d**-gamma * math.sqrt(d)) ** 4)
+
+
+# --------------------------------------------------------------------------------------------
+# Training and theory paths
+
+
+def initial_state(ds: TokenDataset, gamma: float):
+    """``(graphdef, state)`` of the attention-only model the run trains (`train.init_state`)."""
+    return train.init_state(
+        "attention", ds, gamma=gamma, seed=SEED, d=D, d_k=D_K, positional=False, dtype="float64"
+    )
+
+
+def train_path(
+    ds: TokenDataset, target, gamma: float, *, lr: float, t_max: float, stop_after=2.0
+) -> ad.Path:
+    """Full-batch GD on the cross-entropy (`train.loss_function`), measured like the theory.
+
+    The update is ``state - lr * grad`` (`train` with ``optimizer="gd"``); `train.Trajectory`
+    records no W_Q, W_K, so the target attention is measured here (`attention_dynamics.
+    exact_measure` on `models.weights`).
+    """
+    graphdef, state = initial_state(ds, gamma)
+    loss = train.loss_function(graphdef, ds)
+    measure = ad.exact_measure(ds, target)
+
+    @jax.jit
+    def measure_state(state):
+        return measure(models.weights(nnx.merge(graphdef, state)))
+
+    @functools.partial(jax.jit, static_argnames="steps")
+    def advance(state, steps):
+        def step(i, state):
+            return jax.tree.map(lambda w, g: w - lr * g, state, jax.grad(loss)(state))
+
+        return jax.lax.fori_loop(0, steps, step, state)
+
+    return ad.descent_path(
+        advance,
+        measure_state,
+        state,
+        lr=lr,
+        t_max=t_max,
+        save_every=round(SAVE_DT / lr),
+        baseline=ad.uniform_mass(ds.probabilities, target),
+        stop_after=stop_after,
+    )
+
+
+def theory_path(
+    ds, target, gamma, tables, *, lr: float, t_max: float, prediction: str = "softmax"
+) -> ad.Path:
+    """The first-order flow (eq. A9) from the same initialization, explicit Euler at ``lr``."""
+    graphdef, state = initial_state(ds, gamma)
+    params0 = models.weights(nnx.merge(graphdef, state))
+    return ad.theory_descent(
+        params0,
+        ds,
+        target,
+        lr=lr,
+        t_max=t_max,
+        save_every=round(SAVE_DT / lr),
+        tables=tables,
+        prediction=prediction,
+    )
+
+
+def _lane(job) -> dict:
+    """One (task, gamma): training, the theory, and the uniform-prediction ablation."""
+    with jax.enable_x64(True):  # thread-local: every worker sets it
+        return _lane_x64(*job)
+
+
+def _lane_x64(name, ds, target, tables, gamma, t_max) -> dict:
+    start = time.perf_counter()
+    trained = train_path(ds, target, gamma, lr=LR, t_max=t_max)
+    theory = theory_path(ds, target, gamma, tables["softmax"], lr=LR, t_max=t_max)
+    uniform = theory_path(
+        ds, target, gamma, tables["uniform"], lr=LR, t_max=t_max, prediction="uniform"
+    )
+    return dict(
+        task=name,
+        gamma=gamma,
+        t_max=t_max,
+        baseline=ad.uniform_mass(ds.probabilities, target),
+        trained=trained,
+        theory=theory,
+        uniform=uniform,
+        seconds=time.perf_counter() - start,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+
+
+def run(full: bool = False) -> Outcome:
+    with jax.enable_x64(True):  # the theory's 1e-12 identities and the float64 model
+        return _run(full)
+
+
+def _run(full: bool) -> Outcome:
+    n = 2000 if full else 1000
+    gammas = FULL_GAMMAS if full else GAMMAS
+    tasks_ = {"selector_parity": selector_parity(n), "anchor_parity": anchor_parity(n)}
+    config = dict(
+        n=n,
+        L=8,
+        d=D,
+        d_k=D_K,
+        seed=SEED,
+        lr=LR,
+        gammas=list(gammas),
+        threshold=THRESHOLD,
+        tolerance=TOLERANCE,
+        loss_track=LOSS_TRACK,
+        save_dt=SAVE_DT,
+        horizon_in_plateaus=HORIZON,
+        regime=REGIME,
+        vocab_size={k: ds.vocab_size for k, (ds, _) in tasks_.items()},
+        reduction=None if full else "n = 1000 and gammas 0.5-0.8 (full: n = 2000, up to 0.9)",
+    )
+    jobs, plateaus = [], {}
+    for name, (ds, target) in tasks_.items():
+        tables = {p: ad.attention_tables(ds, prediction=p) for p in ("softmax", "uniform")}
+        plateaus[name] = {g: plateau_time(ds, g) for g in gammas}
+        for g in gammas:
+            t_max = SAVE_DT * math.ceil(HORIZON * plateaus[name][g] / SAVE_DT)
+            jobs.append((name, ds, target, tables, g, t_max))
+    # the longest lanes first, so the two workers finish together
+    jobs.sort(key=lambda job: -job[-1])
+    with ThreadPoolExecutor(max_workers=2) as pool:  # one lane per CPU core
+        lanes = list(pool.map(_lane, jobs))
+    by_task = {
+        name: sorted((r for r in lanes if r["task"] == name), key=lambda r: r["gamma"])
+        for name in tasks_
+    }
+    numbers = {name: _numbers(rows, plateaus[name]) for name, rows in by_task.items()}
+    claims = (
+        _selector_claims(numbers["selector_parity"])
+        + _task3_claims(numbers["anchor_parity"])
+        + _loss_claim(numbers)
+    )
+    for claim in claims:
+        claim.regime = REGIME
+    figures = {"curves": _curves_figure(by_task), "times": _times_figure(numbers)}
+    config["seconds_per_lane"] = {
+        f"{r['task']} γ={r['gamma']:g}": round(r["seconds"], 1) for r in lanes
+    }
+    return Outcome(claims, figures, numbers, config)
+
+
+def _finite_or_none(x: float):
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _relative(path: ad.Path, baseline: float) -> np.ndarray:
+    return (path.attention - baseline) / baseline
+
+
+def _loss_gap(path: ad.Path, trained: ad.Path, until: float) -> tuple[float, float]:
+    """Max |loss_path - loss_train| over the saved times both have up to ``until`` (or up to
+    the end of ``path``, if it stops earlier), and that last compared time."""
+    common, i, j = np.intersect1d(
+        np.round(path.ts, 6), np.round(trained.ts, 6), return_indices=True
+    )
+    keep = common <= until
+    gap = np.abs(path.loss[i][keep] - trained.loss[j][keep])
+    return float(np.max(gap, initial=0.0)), float(common[keep][-1])
+
+
+def _numbers(rows: list[dict], plateaus: dict) -> dict:
+    out = {}
+    for r in rows:
+        trained, theory, uniform = r["trained"], r["theory"], r["uniform"]
+        baseline = r["baseline"]
+        t_tr, t_th = trained.departure.time, theory.departure.time
+        # before either departs: the first-order flow is not meant to follow what comes after
+        until = np.nanmin([t_tr, t_th, r["t_max"]])
+        gap, gap_until = _loss_gap(theory, trained, until)
+        gap_uniform, gap_uniform_until = _loss_gap(uniform, trained, until)
+        out[f"{r['gamma']:g}"] = {
+            "gamma": r["gamma"],
+            "baseline": baseline,
+            "t_max": r["t_max"],
+            "plateau_A5": plateaus[r["gamma"]],
+            "trained": _finite_or_none(t_tr),
+            "trained_sign": trained.departure.sign,
+            "theory": _finite_or_none(t_th),
+            "theory_sign": theory.departure.sign,
+            "ratio": _finite_or_none(t_th / t_tr) if math.isfinite(t_tr) else None,
+            "uniform_prediction": _finite_or_none(uniform.departure.time),
+            "uniform_prediction_blew_up_at": None if uniform.ok else float(uniform.ts[-1]),
+            "theory_ok_to_end": theory.ok,
+            "max_rel_trained": float(np.nanmax(np.abs(_relative(trained, baseline)))),
+            "max_rel_theory": float(np.nanmax(np.abs(_relative(theory, baseline)))),
+            "loss_gap": _finite_or_none(gap),
+            "loss_gap_until": gap_until,
+            "loss_gap_uniform": _finite_or_none(gap_uniform),
+            "loss_gap_uniform_until": gap_uniform_until,
+            "trained_final_loss": float(trained.loss[-1]),
+            "curves": {
+                kind: {
+                    "t": path.ts.round(3).tolist(),
+                    "attention": np.where(np.isfinite(path.attention), path.attention, -1)
+                    .round(6)
+                    .tolist(),
+                }
+                for kind, path in (("trained", trained), ("theory", theory))
+            },
+        }
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Claims
+
+
+def _within(predicted, trained) -> bool:
+    return (
+        predicted is not None and trained is not None and abs(predicted / trained - 1) <= TOLERANCE
+    )
+
+
+def _selector_claims(numbers: dict) -> list[Claim]:
+    rows = list(numbers.values())
+    trained = [r["trained"] for r in rows]
+    measured = "; ".join(
+        f"γ={r['gamma']:g}: predicted {_fmt(r['theory'])} vs trained {_fmt(r['trained'])}"
+        + (f" (ratio {r['ratio']:.3f})" if r["ratio"] is not None else "")
+        for r in rows
+    )
+    signs = all(r["theory_sign"] == r["trained_sign"] != 0 for r in rows)
+    passed = signs and all(_within(r["theory"], r["trained"]) for r in rows)
+    finite = [t for t in trained if t is not None]
+    constant = float(np.mean(finite)) if finite else None
+    null_ratios = [None if t is None or constant is None else constant / t for t in trained]
+    uniform_note = "; ".join(
+        f"γ={r['gamma']:g}: "
+        + (
+            f"departs at {_fmt(r['uniform_prediction'])}"
+            if r["uniform_prediction"] is not None
+            else "no departure"
+        )
+        + (
+            f", blows up at t={r['uniform_prediction_blew_up_at']:.1f}"
+            if r["uniform_prediction_blew_up_at"] is not None
+            else ""
+        )
+        for r in rows
+    )
+    return [
+        Claim(
+            "beyond: attention departure (theory/attention.md A12)",
+            "selector task: the first-order attention flow (eq. A9, softmax prediction) "
+            "predicts when the selected anchor's attention leaves 1/L",
+            measured,
+            f"|predicted/trained − 1| ≤ {TOLERANCE} at every γ, same direction (threshold "
+            f"|A − A_0| ≥ {THRESHOLD} A_0 fixed in advance)",
+            passed,
+            "The truncated flow is first order in z and blows up just after its departure; "
+            "the trained departure is a sharp rise too. p = 1/V ablation (eq. A7a): "
+            + uniform_note
+            + ". Uniform-attention flow (eq. A3): no departure at any γ.",
+            kind="beyond",
+            null=f"constant departure time = mean trained {_fmt(constant)}: ratios "
+            + ", ".join("—" if x is None else f"{x:.2f}" for x in null_ratios),
+            null_passed=all(x is not None and abs(x - 1) <= TOLERANCE for x in null_ratios),
+        ),
+    ]
+
+
+def _loss_claim(numbers: dict) -> list[Claim]:
+    """The theory's weights reproduce the trained loss curve up to the departure."""
+
+    def listing(key: str) -> str:
+        return "; ".join(
+            f"{task} γ={r['gamma']:g}: {_fmt(r[key], '.1e')} (t ≤ {r[key + '_until']:.0f})"
+            for task, rows in numbers.items()
+            for r in rows.values()
+        )
+
+    def track(key: str) -> bool:
+        return all(
+            r[key] is not None
+            and r[key] <= LOSS_TRACK
+            and r[key + "_until"] > _compared_until(r) - SAVE_DT  # the last save before it
+            for rows in numbers.values()
+            for r in rows.values()
+        )
+
+    return [
+        Claim(
+            "beyond: attention departure (theory/attention.md A7c)",
+            "up to the attention departure (or the horizon) the first-order flow's weights give "
+            "the trained loss curve, through both value-path escapes",
+            "max |loss_theory − loss_train| over common saved times: " + listing("loss_gap"),
+            f"≤ {LOSS_TRACK} [R] at every γ on both tasks, compared up to the first departure "
+            "(theory or trained) or the horizon",
+            track("loss_gap"),
+            "Both are the exact model's cross-entropy, at the theory's and at the trained weights.",
+            kind="beyond",
+            null="the same flow with p = 1/V (eq. A7a), which leaves the comparison when it "
+            "departs or blows up at the value escape: " + listing("loss_gap_uniform"),
+            null_passed=track("loss_gap_uniform"),
+        )
+    ]
+
+
+def _compared_until(r: dict) -> float:
+    times = [t for t in (r["trained"], r["theory"]) if t is not None]
+    return min([*times, r["t_max"]])
+
+
+def _task3_claims(numbers: dict) -> list[Claim]:
+    rows = list(numbers.values())
+
+    def agree(r) -> bool:
+        if r["trained"] is None and r["theory"] is None:
+            return True
+        return r["theory_sign"] == r["trained_sign"] and _within(r["theory"], r["trained"])
+
+    measured = "; ".join(
+        f"γ={r['gamma']:g} (horizon {r['t_max']:.0f}): trained {_fmt(r['trained'])}, "
+        f"predicted {_fmt(r['theory'])}; max |A − A_0|/A_0 trained {r['max_rel_trained']:.1e}, "
+        f"theory {r['max_rel_theory']:.1e}; final train loss {r['trained_final_loss']:.1e}"
+        for r in rows
+    )
+    return [
+        Claim(
+            "beyond: attention departure (theory/attention.md A12)",
+            "Task 3: theory and training agree on whether, and when, the anchor attention "
+            "leaves 1/L within the horizon",
+            measured,
+            f"at every γ: both depart, same direction, within {TOLERANCE}, or neither departs "
+            f"(threshold {THRESHOLD} A_0)",
+            all(agree(r) for r in rows),
+            "Under GD the attention-only model fits Task 3 with uniform attention (an additive "
+            "score over the bag suffices), so the anchor attention need not move.",
+            kind="beyond",
+            null="uniform-attention flow (eq. A3): never departs",
+            null_passed=all(r["trained"] is None for r in rows),
+        )
+    ]
+
+
+def _fmt(x, spec: str = ".1f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+
+
+def _curves_figure(by_task: dict):
+    fig, axes = plt.subplots(1, len(by_task), figsize=(6.5 * len(by_task), 4.2), squeeze=False)
+    for ax, (name, rows) in zip(axes[0], by_task.items(), strict=True):
+        for i, r in enumerate(rows):
+            for kind, style in (("trained", "-"), ("theory", "--")):
+                path = r[kind]
+                keep = np.isfinite(path.attention) & (path.ts > 0)
+                ax.plot(
+                    path.ts[keep],
+                    _relative(path, r["baseline"])[keep],
+                    style,
+                    color=f"C{i}",
+                    label=f"γ={r['gamma']:g} {kind}",
+                )
+        for level in (THRESHOLD, -THRESHOLD):
+            ax.axhline(level, color="0.5", ls=":", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_ylim(-0.6, 1.0)
+        ax.set_xlabel("t = lr · step")
+        ax.set_ylabel("(A − A_0) / A_0, target attention")
+        ax.set_title(f"{name}: solid trained, dashed first-order theory", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def _times_figure(numbers: dict):
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for i, (name, rows) in enumerate(numbers.items()):
+        gammas = [r["gamma"] for r in rows.values()]
+        for key, marker, label in (("trained", "o", "trained"), ("theory", "x", "predicted")):
+            values = [np.nan if r[key] is None else r[key] for r in rows.values()]
+            ax.plot(gammas, values, marker, color=f"C{i}", label=f"{name} {label}")
+        finite = [r["trained"] for r in rows.values() if r["trained"] is not None]
+        if finite:
+            ax.axhline(
+                np.mean(finite),
+                color=f"C{i}",
+                ls="--",
+                lw=0.8,
+                label=f"{name} null: constant = mean trained",
+            )
+        ax.plot(
+            gammas,
+            [r["t_max"] for r in rows.values()],
+            ":",
+            color=f"C{i}",
+            lw=0.8,
+            label=f"{name} horizon",
+        )
+    ax.set_yscale("log")
+    ax.set_xlabel("γ (init std d^-γ)")
+    ax.set_ylabel("departure time t")
+    ax.set_title("attention departure (|A − A_0| ≥ 0.25 A_0)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
