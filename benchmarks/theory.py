@@ -80,8 +80,9 @@ from ctx_staircase.dataset import TokenDataset  # noqa: E402
 D, ACTIVATION, COEFFICIENTS, LR, SEED = 128, "poly:1,0.5", (1.0, 0.5), 0.2, 0
 STEPS, EVERY, GAMMA_RANGE = 1000, 10, (0.6, 1.4)
 RTOL, ATOL, CAP, THRESHOLD = 1e-7, 1e-12, 1.0, 0.5
-GOAL_CLOSED_FORM = 100.0
-ODE_VARIANTS = ("full/vmap", "full/map", "occurring/vmap", "occurring/map")
+GOAL_CLOSED_FORM = 100.0  # x faster than training, first call (compile included)
+GOAL_ODE = 10.0  # x faster than training, steady
+ODE_VARIANTS = ("full/vmap", "full/map", "occurring/vmap", "occurring/map", "occurring/sweep")
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,6 +201,8 @@ def ode_solver(field, ts, batching: str, rho0=None, rows=None):
 
     if batching == "vmap":
         return jax.jit(jax.vmap(one))
+    if batching == "sweep":  # the recipe of `comparison`: lanes in concurrent calls, one per core
+        return lambda ys: sweep.sweep_map(one, ys)
     return jax.jit(lambda ys: jax.lax.map(one, ys))
 
 
@@ -326,6 +329,50 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
 
         return jax.vmap(lane)(gammas)
 
+    def unit_draw():
+        """The standard-normal draw Z of seed 0 (``init_state`` at gamma = 0): a lane's initial
+        weights are ``d^-gamma Z`` (the same draw at every gamma; checked below)."""
+        _, state = train.init_state("ffn", ds, gamma=0.0, seed=SEED, **model_kwargs())
+        return np.asarray(state["W_E"][...]), np.asarray(state["W_U"][...])
+
+    def numpy_closed_form_rho0(M, gammas, Z):
+        """(C3) in NumPy, nothing to compile, from the initial weights: the SVD of M, then per
+        lane ``W_E(t)[numbers] = R^T (cosh a0 + sinh b0)`` and rho_0 (Pearson of cosines)."""
+        Z_E, Z_U = Z
+        left, singular, right_t = np.linalg.svd(np.asarray(M))
+        R = right_t[:, numbers]  # [K, A]
+        x = C_1 * ts_np[:, None] * singular  # [T, K]
+        cosh, sinh = np.cosh(x), np.sinh(x)
+        a0, b0 = right_t @ Z_E, left.T @ Z_U  # [K, d], unit scale
+        target = np.asarray(rho0_target(S_sig0))
+        target = (target - target.mean()) / target.std()
+        upper = np.triu_indices(numbers.size, k=1)
+        curves = []
+        for gamma in np.asarray(gammas):  # per lane, as a sweep over arbitrary inits would be
+            scale = float(D) ** -gamma
+            W = np.einsum("ka,tk,kd->tad", R, cosh, scale * a0, optimize=True)
+            W += np.einsum("ka,tk,kd->tad", R, sinh, scale * b0, optimize=True)
+            W /= np.linalg.norm(W, axis=-1, keepdims=True)
+            cosine = (W @ W.transpose(0, 2, 1))[:, upper[0], upper[1]]  # [T, pairs]
+            cosine = (cosine - cosine.mean(-1, keepdims=True)) / cosine.std(-1, keepdims=True)
+            curves.append(cosine @ target / target.size)
+        return np.stack(curves)
+
+    def feedback_rho0(M, gammas, Z):
+        """The closed form with the softmax feedback (`closed_form.feedback_solution`), eager
+        JAX per lane (no jit: its first call compiles only the primitives), then rho_0."""
+        Gamma = closed_form.count_second_moment(ds)
+        Z_E, Z_U = (jnp.asarray(z) for z in Z)
+        curves = []
+        for gamma in np.asarray(gammas):
+            scale = float(D) ** -gamma
+            solution = closed_form.feedback_solution(
+                M, Gamma, scale * Z_E, scale * Z_U, C_1, ds.vocab_size
+            )
+            W_E, _ = solution(ts)
+            curves.append(rho0(W_E[:, numbers]))
+        return jnp.stack(curves)
+
     sigs0, sig0_s = timed(signatures.signature_set, ds, 0)
     M, drive_s = timed(flows.drive_matrix, sigs0, ds.vocab_size)
     M = jnp.asarray(M)
@@ -351,6 +398,39 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
         )
         print(f"  {name}: compile {compile_s:.3f} s; {_fmt(pieces)}", flush=True)
 
+    # The initial weights are an input of every theory (training draws the same ones inside its
+    # compiled lanes); their draw is timed on its own and added to the "first" column.
+    Z, draw_s = timed(unit_draw)
+    scaled = np.asarray(float(D)) ** -gammas[:, None, None] * Z[0]
+    scaled_init = float(np.max(np.abs(scaled - trajectory.W_E[:, 0])))
+    print(f"  d^-gamma Z vs training snapshot 0: max |diff| = {scaled_init:.1e}", flush=True)
+    eager_rows = (
+        (
+            "closed form in NumPy, from the initial weights (nothing compiled)",
+            numpy_closed_form_rho0,
+        ),
+        ("closed form with softmax feedback, eager JAX per lane", feedback_rho0),
+    )
+    for name, fn in eager_rows:
+        # nothing is compiled ahead: the first call is the cold call, the later ones steady
+        curve, first_s = timed(fn, M, gammas, Z)
+        steady_s = min((timed(fn, M, gammas, Z)[1] for _ in range(2)), key=float)
+        theory_curves[name] = np.asarray(curve)
+        pieces = {"signatures_order0": sig0_s, "drive_matrix": drive_s, "call": steady_s}
+        rows.append(
+            {
+                "path": name,
+                "compile_s": float(first_s - steady_s + draw_s),
+                "steady_s": sum(pieces.values()),
+                "steady_cpu_s": cpu_total(pieces),
+                "first_s": sig0_s + drive_s + first_s + draw_s,
+                "pieces_steady": pieces,
+                "initial_draw_s": float(draw_s),
+                "note": "compile_s: first call minus steady call, plus the eager draw of Z",
+            }
+        )
+        print(f"  {name}: draw of Z {draw_s:.3f} s, first call {first_s:.3f} s; {_fmt(pieces)}")
+
     # --- signature-flow ODE -----------------------------------------------------------------
     y0, init_compile, init_run = compiled_and_runs(jax.jit(jax.vmap(initial)), gammas_j, runs=3)
     same_init = float(
@@ -367,7 +447,12 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
         sigs1, sig1_s = timed(signatures.signature_set, ds, 1, **subsets)
         field = comparison._frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
         solver = ode_solver(field, ts, batching, rho0=rho0, rows=numbers)
-        (curve, ok, num_steps), compile_s, run_s = compiled_and_runs(solver, y0)
+        if batching == "sweep":
+            (curve, ok, num_steps), first_s = timed(solver, y0)
+            (curve, ok, num_steps), run_s = timed(solver, y0)
+            compile_s = float(first_s - run_s)
+        else:
+            (curve, ok, num_steps), compile_s, run_s = compiled_and_runs(solver, y0)
         pieces = {"signatures_order1": sig1_s, "initial_weights": init_run, "jit_call": run_s}
         stats = lane_stats(ok, num_steps)
         axes = "all V tokens" if tokens == "full" else "occurring tokens"
@@ -435,6 +520,7 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
         },
         "rows": rows,
         "same_init_max_abs": same_init,
+        "scaled_unit_draw_vs_init_max_abs": scaled_init,
         "rho0_jit_vs_alignment_max_abs": rho0_check,
         "escape_time_range": [float(np.nanmin(escape)), float(np.nanmax(escape))],
         "lanes_escaped": int(np.isfinite(escape).sum()),
@@ -574,7 +660,7 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=64, help="gammas in part 1")
     parser.add_argument(
         "--ode",
-        default="full/vmap,occurring/map",
+        default="full/vmap,occurring/map,occurring/sweep",
         help=f"ODE rows of part 1, comma-separated, of {','.join(ODE_VARIANTS)}",
     )
     parser.add_argument("--part2-steps", type=int, default=50)
@@ -600,13 +686,18 @@ def main() -> None:
     )
     load_end, busy_end = os.getloadavg(), other_busy_processes()
     print_table(one, two)
-    closed = one["rows"][1]
-    met = closed["ratio_steady"] >= GOAL_CLOSED_FORM
-    print(
-        f"\ngoal: closed form >= {GOAL_CLOSED_FORM:.0f}x faster than training (steady): "
-        f"{'met' if met else 'NOT met'} ({closed['ratio_steady']:.0f}x; first calls "
-        f"{closed['ratio_first']:.0f}x)"
-    )
+    goals = {}
+    for row in one["rows"][1:]:
+        ode_row = row["path"].startswith("signature-flow ODE")
+        goal, ratio = (GOAL_ODE, row["ratio_steady"]) if ode_row else (GOAL_CLOSED_FORM, None)
+        if not ode_row:
+            ratio = row["ratio_first"]  # the closed-form goal counts compile
+        goals[row["path"]] = {"goal": goal, "ratio": ratio, "met": bool(ratio >= goal)}
+        print(
+            f"goal {goal:.0f}x ({'steady' if ode_row else 'first call, compile included'}): "
+            f"{'met' if ratio >= goal else 'NOT met'} at {ratio:.1f}x  {row['path']}"
+        )
+    met = any(g["met"] for path, g in goals.items() if path.startswith("closed form"))
     print(f"load average at end {load_end}; total {time.perf_counter() - start:.0f} s")
     if busy_end:
         print(f"note: other busy processes at end: {busy_end}")
@@ -614,6 +705,7 @@ def main() -> None:
         "part1": one,
         "part2": two,
         "goal_closed_form_met": met,
+        "goals": goals,
         "load_average": {"start": load_start, "end": load_end},
         "other_busy_processes": {"start": busy_start, "end": busy_end},
         "total_s": time.perf_counter() - start,

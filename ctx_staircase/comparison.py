@@ -8,15 +8,20 @@ the same time grid ``t = lr * step``; `compare` returns the numbers of theory/cl
   next to the same error of the null predictor "nothing moves", ``W_E(t) = W_E(0)``: a theory
   is informative only where it beats that null;
 - the distance (max and mean absolute difference) between the ``rho_m(t)`` curves, m = 0, 1;
-- predicted and measured escape times, both by `closed_form.logit_scale` crossing ``threshold``;
+- predicted and measured escape times: the first time the largest centred logit (C7) crosses
+  ``threshold``, the theory's by its own readout (`closed_form.logit_scale` for the FFN, the
+  uniform-attention readout for attention) and training's by the model's own logits
+  (`train.Trajectory.logit_scale`); a ratio is NaN where training starts past the threshold;
 - predicted and measured onset times of order-m alignment: the first time ``rho_m(t)`` reaches
   half of its maximum over the run (theory/closed_form.md eq. C9).
 """
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -25,11 +30,17 @@ from ctx_staircase.dataset import TokenDataset
 
 
 class Trajectory(NamedTuple):
-    """Weights over time: ``ts [T]``, ``W_E [T, V, d]``, ``W_U [T, V, d]``."""
+    """Weights over time: ``ts [T]``, ``W_E [T, V, d]``, ``W_U [T, V, d]``.
+
+    ``logit_scale [T]``: the escape statistic (C7) of the model the weights belong to, when it
+    is not the FFN's `closed_form.logit_scale` of ``(W_E, W_U)`` (attention: the attention
+    logits, measured by the model itself or by the theory's uniform-attention readout).
+    """
 
     ts: np.ndarray
     W_E: np.ndarray
     W_U: np.ndarray
+    logit_scale: np.ndarray | None = None
 
 
 def alignment_orders(ds: TokenDataset, W_E, *, group: str | None = None) -> np.ndarray:
@@ -76,11 +87,14 @@ def compare(
     ts = np.asarray(simulation.ts, dtype=np.float64)
     escape, scales = {}, {}
     for name, traj in (("theory", theory), ("simulation", simulation)):
-        scales[name] = np.asarray(
-            closed_form.logit_scale(
-                jnp.asarray(traj.W_E), jnp.asarray(traj.W_U), ds.tokens, tuple(coefficients)
+        if traj.logit_scale is not None:
+            scales[name] = np.asarray(traj.logit_scale, dtype=np.float64)
+        else:
+            scales[name] = np.asarray(
+                closed_form.logit_scale(
+                    jnp.asarray(traj.W_E), jnp.asarray(traj.W_U), ds.tokens, tuple(coefficients)
+                )
             )
-        )
         escape[name] = closed_form.crossing_time(ts, scales[name], threshold)
     end = window * (escape["simulation"] if np.isfinite(escape["simulation"]) else ts[-1])
     before = ts <= end
@@ -103,7 +117,7 @@ def compare(
         "null_weight_rel_error_max": float(frozen_error.max()),
         "gram_rel_error_max": float(gram_error.max()),
         "escape_time": escape,
-        "escape_ratio": escape["theory"] / escape["simulation"],
+        "escape_ratio": escape_ratio(escape["theory"], escape["simulation"]),
         "rho_distance_max": [float(np.nanmax(g)) for g in gap],
         "rho_distance_mean": [float(np.nanmean(g)) for g in gap],
         "onset_time": {
@@ -115,141 +129,476 @@ def compare(
     }
 
 
+def escape_ratio(theory: float, simulation: float) -> float:
+    """``theory / simulation``; NaN where training escaped at the start (or never).
+
+    A measured escape time of 0 means the initial logits already exceed the threshold: there
+    is no plateau to predict, and the ratio is undefined rather than infinite.
+    """
+    if not (np.isfinite(simulation) and simulation > 0):
+        return float("nan")
+    return float(theory / simulation)
+
+
 def _relative(a: np.ndarray, b: np.ndarray, axes) -> np.ndarray:
     return np.linalg.norm(a - b, axis=axes) / np.linalg.norm(b, axis=axes)
+
+
+#: The gamma each model's theory is documented for: below it the initial logits are near the
+#: escape threshold (no plateau to predict); above it the attention plateau, ~d^(2 gamma),
+#: outgrows any CPU horizon (d = 128: t* ~ 3900 at gamma = 1).
+GAMMA_RANGE = {"ffn": (0.5, 2.0), "attention": (0.55, 1.0)}
+DEFAULT_GAMMAS = {"ffn": (0.6, 0.8, 1.0, 1.2, 1.4), "attention": (0.6, 0.65, 0.7, 0.75, 0.8)}
+#: The automatic horizon covers the latest predicted escape with this margin ...
+HORIZON_MARGIN = 1.25
+#: ... and may not exceed this many GD steps.
+MAX_STEPS = 50_000
+#: Snapshots beyond this many are placed geometrically (dense early, where escapes differ most).
+MAX_SNAPSHOTS = 400
+#: Share of the available memory the trajectories and signatures may take.
+MEMORY_SHARE = 0.5
+
+
+class TheoryInputs(NamedTuple):
+    """The checked settings of `theory_vs_training` (see `check_theory_inputs`)."""
+
+    model: str
+    gammas: np.ndarray
+    max_orders: tuple[int, ...]
+    prediction: str
+    coefficients: tuple[float, ...]
+    estimated_bytes: int
+
+
+def check_theory_inputs(
+    ds: TokenDataset,
+    *,
+    model: str,
+    gammas,
+    max_orders,
+    d: int,
+    activation: str,
+    lr: float,
+    steps: int | None,
+    snapshot_every: int | None,
+    threshold: float,
+    prediction: str,
+) -> TheoryInputs:
+    """Validate every setting before any work; ValueError naming the parameter otherwise.
+
+    Checks: the model; every gamma finite and inside `GAMMA_RANGE` of the model; orders in
+    ``[0, L-1]``; d, steps, snapshot_every positive integers; lr and threshold finite and
+    positive; the prediction term; and the memory the run needs (trajectories of every lane and
+    theory, the signatures up to the order the flows use) against `MEMORY_SHARE` of the
+    available memory.
+    """
+    from ctx_staircase import activations, flows
+
+    if model not in GAMMA_RANGE:
+        raise ValueError(f"model must be one of {tuple(GAMMA_RANGE)}; got {model!r}")
+    gammas = np.asarray(DEFAULT_GAMMAS[model] if gammas is None else gammas, dtype=np.float64)
+    low, high = GAMMA_RANGE[model]
+    if gammas.ndim != 1 or gammas.size == 0 or not np.all(np.isfinite(gammas)):
+        raise ValueError(f"gamma must be one or more finite numbers; got {gammas.tolist()}")
+    if np.any((gammas < low) | (gammas > high)):
+        raise ValueError(
+            f"gamma must lie in [{low}, {high}] for model {model!r} (the documented range of its "
+            f"theory); got {gammas.tolist()}"
+        )
+    for name, value in (("d", d), ("steps", steps), ("snapshot_every", snapshot_every)):
+        if value is None and name != "d":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    for name, value in (("lr", lr), ("threshold", threshold)):
+        if isinstance(value, bool) or not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be finite and > 0; got {value!r}")
+    if prediction not in flows.PREDICTION_TERMS:
+        raise ValueError(f"prediction must be one of {flows.PREDICTION_TERMS}; got {prediction!r}")
+    max_orders = tuple(int(m) for m in max_orders)
+    if not max_orders or any(not 0 <= m <= ds.L - 1 for m in max_orders):
+        raise ValueError(f"max_orders must lie in [0, L-1] = [0, {ds.L - 1}]; got {max_orders}")
+    if model == "attention":
+        max_orders = (0,)
+    coefficients = tuple(activations.effective_coefficients(activations.get(activation)))
+    needed = _estimated_bytes(ds, model, gammas.size, max_orders, d, prediction)
+    available = _available_bytes()
+    if needed > MEMORY_SHARE * available:
+        raise ValueError(
+            f"the task is too large for memory: the theory run needs about {needed / 2**30:.1f} "
+            f"GiB (trajectories of {gammas.size} gamma x {len(max_orders)} orders, signatures up "
+            f"to order {_signature_order(ds, model, max_orders, prediction)}) and "
+            f"{available / 2**30:.1f} GiB is available; lower N, d or the number of gamma"
+        )
+    return TheoryInputs(model, gammas, max_orders, prediction, coefficients, needed)
 
 
 def theory_vs_training(
     ds: TokenDataset,
     *,
     model: str = "ffn",
-    gammas=(0.6, 0.8, 1.0, 1.2, 1.4),
+    gammas=None,
     max_orders=(0, 1),
     seed: int = 0,
     d: int = 128,
     activation: str = "poly:1,0.5",
     lr: float = 0.2,
-    steps: int = 1000,
-    snapshot_every: int = 10,
+    steps: int | None = None,
+    snapshot_every: int | None = None,
     threshold: float = 0.5,
-    prediction: str = "uniform",
+    prediction: str = "linear",
 ) -> dict:
     """Integrate the theory and train the same models, then `compare` them lane by lane.
 
-    For every gamma (same seed, so the same standard-normal draw scaled by ``d^{-gamma}``):
-    full-batch GD training (`sweep.train_sweep`), the closed form (FFN: eq. C3) and the
-    signature-flow ODE for every ``max_order`` (FFN: `flows.ffn_signature_flow`; attention-only:
-    the uniform-attention flow, which has no context order), all on ``t = lr * step``. The ODE
-    solves run as one vmapped call over gamma x max_order.
+    Every gamma uses the same seed, so the same standard-normal draw ``Z`` scaled by
+    ``d^{-gamma}``. Training is full-batch GD at ``lr`` on ``t = lr * step``, in float64. Theories:
+
+    - FFN: the closed form (eq. C3), the closed form with the softmax feedback
+      (theory/escape_feedback.md) and the signature-flow ODE for every ``max_order``
+      (`flows.ffn_signature_flow` with ``prediction``; ``"linear"``, the default, keeps the
+      softmax's linear feedback, Remark 1).
+    - attention-only: the uniform-attention flow (eq. A3) per lane, and the plateau law (A5b),
+      ``t* = T_Z d^{2 gamma} - c`` from one unit-scale solve (`plateau.unit_scale_escape`).
+      Escape is measured with the attention logits on both sides.
+
+    ``gammas=None`` takes `DEFAULT_GAMMAS` of the model; ``steps=None`` a horizon covering every
+    predicted escape (`HORIZON_MARGIN`), ``snapshot_every=None`` every 10 steps up to
+    `MAX_SNAPSHOTS` snapshots, geometric beyond. A given horizon that misses some predicted
+    escapes is noted in ``notes``; one that misses all of them is an error. Everything runs in
+    float64 under a scoped ``jax.enable_x64``, whatever the caller's global flag. The ODE lanes
+    (gamma x max_order) run through `sweep.sweep_map`.
 
     Returns:
-        A dict with ``ts``, the per-lane trajectories and one `compare` dict per (gamma, theory),
-        plus the escape-time law: measured and predicted escape times against gamma and their
-        slopes, next to the analytic slope ``ln d / (C_1 s_1)`` (eq. C8).
+        A dict with ``ts``, ``runs`` (per gamma: the trajectories and one `compare` dict per
+        theory, with each ODE lane's solver result), ``escape`` (measured and predicted escape
+        times against gamma), ``escape_slope`` (FFN: ``dt/dgamma`` with the analytic
+        ``ln d / (C_1 s_1)``; attention: ``d ln t / dgamma`` with the analytic ``2 ln d``),
+        ``law`` (attention: ``T_Z``, ``A``, ``c``), ``horizon`` and ``notes``.
     """
     import jax
 
-    from ctx_staircase import activations, flows, ode, sweep, train
+    inputs = check_theory_inputs(
+        ds,
+        model=model,
+        gammas=gammas,
+        max_orders=max_orders,
+        d=d,
+        activation=activation,
+        lr=lr,
+        steps=steps,
+        snapshot_every=snapshot_every,
+        threshold=threshold,
+        prediction=prediction,
+    )
+    with jax.enable_x64(True):
+        return _theory_vs_training(
+            ds, inputs, seed=seed, d=d, activation=activation, lr=lr, steps=steps,
+            snapshot_every=snapshot_every, threshold=threshold,
+        )  # fmt: skip
 
-    if model not in ("ffn", "attention"):
-        raise ValueError(f"model must be 'ffn' or 'attention'; got {model!r}")
-    act = activations.get(activation)
-    coefficients = activations.effective_coefficients(act)
-    gammas = np.asarray(gammas, dtype=np.float64)
-    max_orders = tuple(int(m) for m in max_orders)
-    if any(not 0 <= m <= ds.L - 1 for m in max_orders):
-        raise ValueError(f"max_orders must lie in [0, L-1] = [0, {ds.L - 1}]; got {max_orders}")
-    snapshots = tuple(range(0, steps + 1, snapshot_every))
-    ts = lr * np.asarray(snapshots, dtype=np.float64)
+
+def _theory_vs_training(
+    ds, inputs: TheoryInputs, *, seed, d, activation, lr, steps, snapshot_every, threshold
+) -> dict:
+    from ctx_staircase import sweep, train
+
+    model, gammas, coefficients = inputs.model, inputs.gammas, inputs.coefficients
     model_kwargs = dict(d=d, dtype="float64")
     if model == "ffn":
         model_kwargs["activation"] = activation
     else:
         model_kwargs["positional"] = False  # the theory has no positional embeddings
-    config = train.TrainConfig(optimizer="gd", lr=lr, steps=steps, snapshots=snapshots)
-    trained = sweep.train_sweep(model, ds, config, gammas=gammas, seeds=[seed], **model_kwargs)
-
-    initial = [
-        train.init_state(model, ds, gamma=float(g), seed=seed, **model_kwargs)[1] for g in gammas
-    ]
-    keys = ("W_E", "W_U") if model == "ffn" else ("W_E", "W_U", "W_O", "W_V")
-    y0 = {k: jnp.stack([state[k][...] for state in initial]) for k in keys}
-    # Only occurring tokens carry signature mass: restricting the axes to them keeps the flow's
-    # contractions small (4-6x faster on add; benchmarks/README.md) and changes no number.
-    occurring = np.unique(ds.tokens)
-    sigs = signatures.signature_set(
-        ds,
-        max(max_orders) if model == "ffn" else 0,
-        alphas=occurring,
-        labels=np.unique(ds.labels[ds.weights > 0]),
-        context=occurring,
-    )
-    M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+    unit = _initial_weights(model, ds, 0.0, seed, model_kwargs)  # Z: the draw at scale 1
+    y0 = {k: np.stack([v * d ** -float(g) for g in gammas]) for k, v in unit.items()}
+    M = flows_drive(ds)
+    top = float(np.linalg.svd(M, compute_uv=False)[0])
     if model == "ffn":
-        field = flows.ffn_signature_flow(sigs, coefficients, prediction=prediction)
+        predicted, law = _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top), {}
     else:
-        field = flows.attention_uniform_flow(sigs, ds.vocab_size)
-        max_orders = (0,)
-    field = _frozen_past(field, cap=1.0)
-    lanes_y0 = jax.tree.map(lambda x: jnp.repeat(x, len(max_orders), axis=0), y0)
-    lanes_order = jnp.tile(jnp.asarray(max_orders), len(gammas))
+        law = _attention_law(ds, unit, gammas, d, threshold, top)
+        predicted = np.asarray(law["escape"])
+    horizon_steps, notes = _horizon(predicted, gammas, lr, steps)
+    snapshots = _snapshot_steps(horizon_steps, snapshot_every)
+    ts = lr * np.asarray(snapshots, dtype=np.float64)
 
-    def solve(y, order):
-        return ode.integrate(
-            field, y, jnp.asarray(ts), order, rtol=1e-7, atol=1e-12, max_steps=20_000
-        )
-
-    solutions = jax.jit(jax.vmap(solve))(lanes_y0, lanes_order)
+    config = train.TrainConfig(optimizer="gd", lr=lr, steps=horizon_steps, snapshots=snapshots)
+    trained = sweep.train_sweep(model, ds, config, gammas=gammas, seeds=[seed], **model_kwargs)
+    theories = _ode_theories(ds, inputs, y0, ts)
+    if model == "ffn":
+        theories.update(_closed_form_theories(ds, M, y0, ts, coefficients))
     runs = []
     for i, gamma in enumerate(gammas):
-        sim = Trajectory(ts, trained.trajectory.W_E[i], trained.trajectory.W_U[i])
-        theories = {}
-        if model == "ffn":
-            solution = closed_form.linear_solution(M, y0["W_E"][i], y0["W_U"][i], coefficients[0])
-            W_E, W_U = solution(ts)
-            theories["closed_form"] = Trajectory(ts, np.asarray(W_E), np.asarray(W_U))
-        for j, m in enumerate(max_orders):
-            lane = i * len(max_orders) + j
-            name = f"signature_flow_m{m}" if model == "ffn" else "uniform_attention_flow"
-            theories[name] = Trajectory(
-                ts, np.asarray(solutions.ys["W_E"][lane]), np.asarray(solutions.ys["W_U"][lane])
-            )
-            theories[name + "_ok"] = bool(solutions.ok[lane])
+        # escape in training is read off the model's own logits (ReLU, attention: not a formula)
+        sim = Trajectory(
+            ts,
+            trained.trajectory.W_E[i],
+            trained.trajectory.W_U[i],
+            trained.trajectory.logit_scale[i],
+        )
+        lane = {name: theory["trajectories"][i] for name, theory in theories.items()}
+        solver = {
+            name: theory["solver"][i] for name, theory in theories.items() if theory["solver"]
+        }
         comparisons = {
             name: compare(theory, sim, ds, coefficients=coefficients, threshold=threshold)
-            for name, theory in theories.items()
-            if isinstance(theory, Trajectory)
+            for name, theory in lane.items()
         }
         runs.append(
             {
                 "gamma": float(gamma),
                 "status": trained.status[i],
                 "simulation": sim,
-                "theories": theories,
+                "theories": lane,
+                "solver": solver,
                 "comparisons": comparisons,
             }
         )
-    top = float(np.linalg.svd(M, compute_uv=False)[0])
-    escape = {
-        "gamma": gammas.tolist(),
-        "simulation": [
-            r["comparisons"][next(iter(r["comparisons"]))]["escape_time"]["simulation"]
-            for r in runs
-        ],
-    }
-    for name in runs[0]["comparisons"]:
-        escape[name] = [r["comparisons"][name]["escape_time"]["theory"] for r in runs]
-    slopes = {name: _slope(gammas, values) for name, values in escape.items() if name != "gamma"}
-    slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
+    escape = {"gamma": gammas.tolist(), "simulation": [], **{name: [] for name in theories}}
+    for run in runs:
+        first = next(iter(run["comparisons"].values()))
+        escape["simulation"].append(first["escape_time"]["simulation"])
+        for name, compared in run["comparisons"].items():
+            escape[name].append(compared["escape_time"]["theory"])
+    if model == "ffn":
+        slopes = {
+            name: _slope(gammas, values) for name, values in escape.items() if name != "gamma"
+        }
+        slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
+    else:
+        escape["plateau_law"] = list(law["plateau_law"])
+        slopes = {
+            name: _slope(gammas, np.log(np.asarray(values, dtype=np.float64)))
+            for name, values in escape.items()
+            if name != "gamma"
+        }
+        slopes["analytic"] = float(2 * np.log(d))
     return {
+        "model": model,
         "ts": ts,
         "threshold": threshold,
         "coefficients": coefficients,
         "top_singular_value": top,
+        "prediction": inputs.prediction,
+        "horizon": {"steps": horizon_steps, "t": float(ts[-1]), "predicted": predicted.tolist()},
+        "notes": notes,
+        "law": {k: v for k, v in law.items() if k != "escape"},
         "runs": runs,
         "escape": escape,
         "escape_slope": slopes,
     }
+
+
+def flows_drive(ds: TokenDataset) -> np.ndarray:
+    """`flows.drive_matrix` of ``ds`` (eq. C1), float64 ``[V, V]``."""
+    from ctx_staircase import flows
+
+    return flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+
+
+def _initial_weights(model, ds, gamma, seed, model_kwargs) -> dict[str, np.ndarray]:
+    from ctx_staircase import train
+
+    state = train.init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)[1]
+    keys = ("W_E", "W_U") if model == "ffn" else ("W_E", "W_U", "W_O", "W_V")
+    return {k: np.asarray(state[k][...], dtype=np.float64) for k in keys}
+
+
+def _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top) -> np.ndarray:
+    """The closed form's (C3) escape time per lane: the horizon the run must cover."""
+    times = []
+    for W_E0, W_U0 in zip(y0["W_E"], y0["W_U"], strict=True):
+        solution = closed_form.linear_solution(M, W_E0, W_U0, coefficients[0])
+        scale0 = float(closed_form.logit_scale(W_E0, W_U0, ds.tokens, coefficients))
+        # the top mode multiplies the logits by about e^{2 C_1 s_1 t}; transients add a few
+        # multiples of 1 / (C_1 s_1), so start at 3x the pure-exponential time and extend
+        rate = 2 * coefficients[0] * top
+        end = 3 * (max(np.log(threshold / max(scale0, 1e-300)), 0.0) + 2.0) / rate
+        escape = float("nan")
+        for _ in range(4):
+            grid = np.linspace(0.0, end, 2000)
+            scale = np.asarray(closed_form.logit_scale(*solution(grid), ds.tokens, coefficients))
+            escape = closed_form.crossing_time(grid, scale, threshold)
+            if np.isfinite(escape):
+                break
+            end *= 4
+        times.append(escape)
+    return np.asarray(times)
+
+
+def _attention_law(ds, unit, gammas, d, threshold, top) -> dict:
+    """The plateau law (theory/attention.md A5b) from one unit-scale uniform-attention solve."""
+    from ctx_staircase import flows, plateau
+
+    field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
+    tokens = jnp.asarray(ds.tokens)
+    unit = {k: jnp.asarray(v) for k, v in unit.items()}
+    solved = plateau.unit_scale_escape(
+        field, unit, lambda ys: uniform_attention_logit_scale(ys, tokens), degree=3, logit_degree=4
+    )
+    eps = d ** -np.asarray(gammas, dtype=np.float64)
+    escape = solved.escape_time(eps, threshold)
+    return {
+        "escape": escape,
+        "unit_scale_escape": escape.tolist(),
+        "blowup_time_T_Z": solved.blowup_time,
+        "amplitude_A": solved.amplitude,
+        "offset_c": float(np.sqrt(solved.amplitude / threshold)),
+        "plateau_law": solved.law(eps, threshold).tolist(),
+        # A5 for one balanced mode, rate s_1 / L, u0 = (eps sqrt d)^4: the order of magnitude
+        "single_mode_a5": [
+            closed_form.attention_plateau_time(top / ds.L, (e * np.sqrt(d)) ** 4) for e in eps
+        ],
+        "solver_ok": solved.ok,
+        "solver_result": solved.result,
+    }
+
+
+@jax.jit
+def uniform_attention_logit_scale(weights: dict, tokens: jax.Array) -> jax.Array:
+    """The escape statistic (C7) of the uniform-attention model (eq. A3), ``[...]``.
+
+    ``f(X) = W_U W_O W_V (1/L) sum_s w_{x_s}``; ``weights`` holds ``W_E [..., V, d]``, ``W_U``,
+    ``W_O [..., d, d_k]`` and ``W_V [..., d_k, d]`` with the same leading axes.
+    """
+    h = jnp.mean(jnp.take(weights["W_E"], tokens, axis=-2), axis=-2)  # [..., n, d]
+    readout = weights["W_U"] @ weights["W_O"] @ weights["W_V"]  # [..., V, d]
+    logits = jnp.einsum("...nd,...vd->...nv", h, readout)
+    centred = logits - jnp.mean(logits, axis=-1, keepdims=True)
+    return jnp.max(jnp.abs(centred), axis=(-2, -1))
+
+
+def _horizon(predicted: np.ndarray, gammas, lr: float, steps: int | None):
+    """GD steps of the run and the notes on escapes it cannot reach."""
+    finite = np.isfinite(predicted)
+    if steps is None:
+        if not finite.any():
+            raise ValueError("no predicted escape is finite; give steps explicitly")
+        steps = int(np.ceil(HORIZON_MARGIN * np.max(predicted[finite]) / lr / 10.0)) * 10
+        if steps > MAX_STEPS:
+            raise ValueError(
+                f"gamma={float(np.asarray(gammas)[np.nanargmax(predicted)]):g}: the predicted "
+                f"escape t={np.nanmax(predicted):.4g} needs {steps} GD steps at lr={lr:g}, more "
+                f"than {MAX_STEPS}; lower gamma or raise lr"
+            )
+        steps = max(steps, 10)
+    missed = [float(g) for g, t in zip(gammas, predicted, strict=True) if not t <= lr * steps]
+    notes = []
+    if missed and len(missed) == len(predicted):
+        raise ValueError(
+            f"steps={steps}: the horizon t={lr * steps:g} ends before every predicted escape "
+            f"(earliest t={np.nanmin(predicted):.4g}); too short to compare anything"
+        )
+    if missed:
+        notes.append(
+            f"horizon t={lr * steps:g} ends before the predicted escape of gamma "
+            f"{', '.join(f'{g:g}' for g in missed)}: those lanes cannot escape in training"
+        )
+    return steps, notes
+
+
+def _snapshot_steps(steps: int, every: int | None) -> tuple[int, ...]:
+    """Every ``every`` steps (and the last); None: every 10, or geometric past `MAX_SNAPSHOTS`."""
+    if every is not None or steps // 10 <= MAX_SNAPSHOTS:
+        return tuple(sorted({*range(0, steps + 1, every or 10), steps}))
+    geometric = np.geomspace(10, steps, MAX_SNAPSHOTS - 10)
+    early = np.arange(0, 10)
+    return tuple(sorted({*early.tolist(), *np.round(geometric).astype(int).tolist(), steps}))
+
+
+def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
+    """The ODE theories of every lane (gamma x max_order), solved through `sweep.sweep_map`."""
+    from ctx_staircase import flows, ode, sweep
+
+    occurring = np.unique(ds.tokens)
+    if inputs.model == "ffn":
+        # Only occurring tokens carry signature mass: restricting the axes to them keeps the
+        # flow's contractions small (4-6x faster on add; benchmarks/README.md), same numbers.
+        sigs = signatures.signature_set(
+            ds,
+            _signature_order(ds, "ffn", inputs.max_orders, inputs.prediction),
+            alphas=occurring,
+            labels=np.unique(ds.labels[ds.weights > 0]),
+            context=occurring,
+        )
+        field = flows.ffn_signature_flow(sigs, inputs.coefficients, prediction=inputs.prediction)
+        names = [f"signature_flow_m{m}" for m in inputs.max_orders]
+    else:
+        field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
+        names = ["uniform_attention_flow"]
+    field = _frozen_past(field, cap=1.0)
+    orders = len(inputs.max_orders)
+    lanes_y0 = {k: jnp.repeat(jnp.asarray(v), orders, axis=0) for k, v in y0.items()}
+    lanes_order = jnp.tile(jnp.asarray(inputs.max_orders), len(inputs.gammas))
+    grid = jnp.asarray(ts)
+
+    def solve(y, order):
+        solution = ode.integrate(field, y, grid, order, rtol=1e-7, atol=1e-12, max_steps=20_000)
+        return solution.ys, solution.ok, solution.result
+
+    ys, ok, result = jax.device_get(sweep.sweep_map(solve, lanes_y0, lanes_order))
+    theories = {}
+    for j, name in enumerate(names):
+        lanes = range(j, len(inputs.gammas) * orders, orders)
+        trajectories = []
+        for lane in lanes:
+            scale = None
+            if inputs.model == "attention":
+                weights = {k: jnp.asarray(v[lane]) for k, v in ys.items()}
+                scale = np.asarray(uniform_attention_logit_scale(weights, jnp.asarray(ds.tokens)))
+            trajectories.append(Trajectory(ts, ys["W_E"][lane], ys["W_U"][lane], scale))
+        solver = [
+            {"ok": bool(ok[lane]), "result": ode.result_message(result[lane])} for lane in lanes
+        ]
+        theories[name] = {"trajectories": trajectories, "solver": solver}
+    return theories
+
+
+def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict:
+    """The closed form (C3) and the closed form with the softmax feedback, per lane."""
+    Gamma = closed_form.count_second_moment(ds)
+    out = {"closed_form": [], "closed_form_feedback": []}
+    for W_E0, W_U0 in zip(y0["W_E"], y0["W_U"], strict=True):
+        linear = closed_form.linear_solution(M, W_E0, W_U0, coefficients[0])
+        damped = closed_form.feedback_solution(M, Gamma, W_E0, W_U0, coefficients[0], ds.vocab_size)
+        for name, solution in (("closed_form", linear), ("closed_form_feedback", damped)):
+            W_E, W_U = solution(ts)
+            out[name].append(Trajectory(ts, np.asarray(W_E), np.asarray(W_U)))
+    return {name: {"trajectories": lanes, "solver": []} for name, lanes in out.items()}
+
+
+def _signature_order(ds, model: str, max_orders, prediction: str) -> int:
+    if model != "ffn":
+        return 0
+    return ds.L - 1 if prediction == "linear" else max(max_orders)
+
+
+def _estimated_bytes(ds, model, lanes: int, max_orders, d: int, prediction: str) -> int:
+    """Memory of a theory run: trajectories (training and every theory) plus signatures."""
+    V, L = ds.vocab_size, ds.L
+    occurring = np.unique(ds.tokens).size
+    labels = np.unique(ds.labels).size
+    matrices = 2 if model == "ffn" else 4
+    theories = (2 + len(max_orders)) if model == "ffn" else 1
+    snapshots = MAX_SNAPSHOTS + 10
+    trajectories = lanes * snapshots * V * d * 8 * (2 + matrices * theories)
+    order = _signature_order(ds, model, max_orders, prediction)
+    tables = sum(occurring * (labels + 1) * occurring**m * 8 for m in range(order + 1))
+    # the linear-softmax correction holds [A, P^(L-1), d] hidden states per lane, a few times
+    hidden = occurring**L * d * 8 * 4 * lanes if prediction == "linear" and model == "ffn" else 0
+    data = ds.n * (L + 2) * 8
+    return int(trajectories + tables + hidden + data)
+
+
+def _available_bytes() -> int:
+    """Available memory (MemAvailable on Linux; physical memory elsewhere)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def experiment_summary(experiment: dict) -> dict:
@@ -258,7 +607,7 @@ def experiment_summary(experiment: dict) -> dict:
         {
             "gamma": run["gamma"],
             "status": run["status"],
-            "solver_ok": {k[:-3]: v for k, v in run["theories"].items() if k.endswith("_ok")},
+            "solver": run["solver"],
             "comparisons": {
                 name: {k: v for k, v in c.items() if k not in ("rho", "logit_scale")}
                 for name, c in run["comparisons"].items()
@@ -266,8 +615,33 @@ def experiment_summary(experiment: dict) -> dict:
         }
         for run in experiment["runs"]
     ]
-    keys = ("threshold", "coefficients", "top_singular_value", "escape", "escape_slope")
+    keys = (
+        "model",
+        "threshold",
+        "coefficients",
+        "top_singular_value",
+        "prediction",
+        "horizon",
+        "notes",
+        "law",
+        "escape",
+        "escape_slope",
+    )
     return {**{k: experiment[k] for k in keys}, "runs": runs}
+
+
+def solver_failures(experiment: dict) -> list[str]:
+    """One line per ODE lane that did not succeed (empty when every solve is ok)."""
+    lines = [
+        f"gamma={run['gamma']:g} {name}: {status['result']}"
+        for run in experiment["runs"]
+        for name, status in run["solver"].items()
+        if not status["ok"]
+    ]
+    law = experiment.get("law") or {}
+    if law and not law.get("solver_ok", True):
+        lines.append(f"unit-scale solve of the plateau law: code {law['solver_result']}")
+    return lines
 
 
 def _frozen_past(field, cap: float):

@@ -33,9 +33,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["SOLVERS", "Solution", "integrate", "rk4"]
+__all__ = ["RESULT_MESSAGES", "SOLVERS", "Solution", "integrate", "result_message", "rk4"]
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
+
+#: ``Solution.result`` codes, by index.
+RESULT_MESSAGES = (
+    "ok",
+    "max_steps reached",
+    "solver failure (step size underflow or a singular step)",
+    "non-finite value",
+)
 
 VectorField = Callable[[jax.Array, Any, Any], Any]
 
@@ -50,12 +58,28 @@ class Solution(NamedTuple):
         ok: bool ``[]``, True when the solve succeeded and every saved value is finite.
         num_steps: int32 ``[]``, the number of steps taken (accepted and rejected for
             ``integrate``; ``substeps * (T - 1)`` for ``rk4``).
+        result: int32 ``[]``, why the solve ended: an index into `RESULT_MESSAGES` (0 = ok;
+            diffrax's own result code is mapped onto 1-2).
     """
 
     ts: jax.Array
     ys: Any
     ok: jax.Array
     num_steps: jax.Array
+    result: jax.Array
+
+
+def result_message(code) -> str:
+    """The text of one ``Solution.result`` code."""
+    code = int(code)
+    if not 0 <= code < len(RESULT_MESSAGES):
+        raise ValueError(f"code must be in [0, {len(RESULT_MESSAGES)}); got {code}")
+    return RESULT_MESSAGES[code]
+
+
+def _result_code(solver_ok: jax.Array, max_steps: jax.Array, finite: jax.Array) -> jax.Array:
+    failure = jnp.where(max_steps, 1, 2)
+    return jnp.where(solver_ok, jnp.where(finite, 0, 3), failure).astype(jnp.int32)
 
 
 def _concrete(x: Any) -> np.ndarray | None:
@@ -125,8 +149,11 @@ def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_step
         max_steps=max_steps,
         throw=False,
     )
-    ok = (sol.result == diffrax.RESULTS.successful) & _all_finite(sol.ys)
-    return Solution(ts, sol.ys, ok, jnp.asarray(sol.stats["num_steps"], dtype=jnp.int32))
+    solver_ok = sol.result == diffrax.RESULTS.successful
+    finite = _all_finite(sol.ys)
+    code = _result_code(solver_ok, sol.result == diffrax.RESULTS.max_steps_reached, finite)
+    num_steps = jnp.asarray(sol.stats["num_steps"], dtype=jnp.int32)
+    return Solution(ts, sol.ys, solver_ok & finite, num_steps, code)
 
 
 def integrate(
@@ -155,7 +182,7 @@ def integrate(
         dt0: initial step size; None lets the controller choose.
 
     Returns:
-        ``Solution(ts [T], ys (leaves [T, ...]), ok bool [], num_steps int32 [])``.
+        ``Solution(ts [T], ys (leaves [T, ...]), ok bool [], num_steps int32 [], result int32 [])``.
     """
     if not isinstance(solver, str) or solver not in SOLVERS:
         raise ValueError(f"solver={solver!r} is not one of {tuple(SOLVERS)}")
@@ -192,7 +219,8 @@ def _solve_rk4(vector_field, y0, ts, args, substeps):
     _, ys = lax.scan(interval, y0, (ts[:-1], ts[1:]))
     ys = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), y0, ys)
     num_steps = jnp.asarray(substeps * (ts.shape[0] - 1), dtype=jnp.int32)
-    return Solution(ts, ys, _all_finite(ys), num_steps)
+    finite = _all_finite(ys)
+    return Solution(ts, ys, finite, num_steps, _result_code(True, False, finite))
 
 
 def rk4(
@@ -205,7 +233,7 @@ def rk4(
 
     Returns:
         ``Solution(ts [T], ys (leaves [T, ...]), ok bool [] (all saved values finite),
-        num_steps int32 [] = substeps * (T - 1))``.
+        num_steps int32 [] = substeps * (T - 1), result int32 [])``.
     """
     ts = _check_ts(ts)
     substeps = _check_count("substeps", substeps)

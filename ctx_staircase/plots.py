@@ -183,31 +183,49 @@ def theory_overlay_figure(experiment: dict, title: str):
 
 
 def escape_time_figure(experiment: dict, title: str):
-    """Escape time against gamma: theory lines, measured points (SPEC §8 item 14)."""
+    """Escape time against gamma: theory lines, measured points (SPEC §8 item 14).
+
+    FFN: linear axes with the analytic slope ``ln d / (C_1 s_1)`` (eq. C8). Attention-only:
+    log time, with the plateau law ``T_Z d^{2 gamma} - c`` and its power ``T_Z d^{2 gamma}``,
+    whose slope in ``ln t`` is ``2 ln d`` (theory/attention.md A5b).
+    """
     escape = experiment["escape"]
+    slopes = experiment["escape_slope"]
     gammas = np.asarray(escape["gamma"])
+    attention = experiment.get("model") == "attention"
     fig, ax = plt.subplots(figsize=(5.2, 4), layout="constrained")
     ax.plot(gammas, escape["simulation"], "o", color="k", label="training (measured)")
     for name, values in escape.items():
         if name in ("gamma", "simulation"):
             continue
+        unit = "d ln t/dγ" if attention else "slope"
+        ax.plot(gammas, values, "--", label=f"{name} ({unit} {slopes[name]:.2f})")
+    fine = np.linspace(gammas.min(), gammas.max(), 100)
+    if attention:
+        law = experiment["law"]
+        d = float(np.exp(slopes["analytic"] / 2))
         ax.plot(
-            gammas, values, "--", label=f"{name} (slope {experiment['escape_slope'][name]:.1f})"
+            fine,
+            law["blowup_time_T_Z"] * d ** (2 * fine),
+            ":",
+            color="0.4",
+            label=f"T_Z d^(2γ), slope 2 ln d = {slopes['analytic']:.2f}",
         )
-    analytic = experiment["escape_slope"]["analytic"]
-    anchor = np.nanmean(np.asarray(escape["simulation"]) - analytic * gammas)
-    ax.plot(
-        gammas,
-        anchor + analytic * gammas,
-        ":",
-        color="0.4",
-        label=f"ln d / (C_1 s_1) slope {analytic:.1f} (offset fitted)",
-    )
+        ax.set_yscale("log")
+    else:
+        analytic = slopes["analytic"]
+        anchor = np.nanmean(np.asarray(escape["simulation"]) - analytic * gammas)
+        ax.plot(
+            fine,
+            anchor + analytic * fine,
+            ":",
+            color="0.4",
+            label=f"ln d / (C_1 s_1) slope {analytic:.1f} (offset fitted)",
+        )
     ax.set_xlabel("γ (initial std d^{-γ})")
-    ax.set_ylabel("escape time t = lr · step")
-    ax.set_title(
-        f"{title}\nmeasured slope {experiment['escape_slope']['simulation']:.1f}", fontsize=9
-    )
+    ax.set_ylabel("escape time t = lr · step" + (" (log)" if attention else ""))
+    measured = f"{'d ln t/dγ' if attention else 'slope'} {slopes['simulation']:.2f}"
+    ax.set_title(f"{title}\nmeasured {measured}", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig

@@ -102,6 +102,9 @@ class Trajectory(NamedTuple):
         sample_loss, sample_accuracy: ``{sample group: [S]}`` mean loss and accuracy over each of
             ``ds.sample_groups`` (uniform within the group; held-out samples of weight 0 count).
         diverged_step: int, the step whose update went non-finite, or -1.
+        logit_scale: ``[S]`` the escape statistic of theory/closed_form.md (C7), the largest
+            centred logit ``max_n max_nu |f_nu(X_n) - mean_nu f(X_n)|`` of the model's own
+            forward pass over every sample (None in lanes saved before it was recorded).
     """
 
     steps: jax.Array
@@ -115,6 +118,7 @@ class Trajectory(NamedTuple):
     sample_loss: dict[str, jax.Array]
     sample_accuracy: dict[str, jax.Array]
     diverged_step: jax.Array
+    logit_scale: jax.Array | None = None
 
 
 def default_snapshots(steps: int, n_log: int = 24, n_linear: int = 16) -> tuple[int, ...]:
@@ -244,6 +248,7 @@ def _make_run(graphdef, dataset_key, config):
             attention_group=attention_group,
             sample_loss=sample_loss,
             sample_accuracy=sample_accuracy,
+            logit_scale=jnp.max(jnp.abs(logits - jnp.mean(logits, axis=-1, keepdims=True))),
         )
 
     def run(state, lr, key):
@@ -361,6 +366,8 @@ def trajectory_arrays(trajectory: Trajectory) -> dict[str, np.ndarray]:
     """Flatten a trajectory into named arrays (``group_norms/<group>`` for the dicts)."""
     arrays = {}
     for field, value in trajectory._asdict().items():
+        if value is None:
+            continue
         if isinstance(value, dict):
             arrays.update({f"{field}/{g}": np.asarray(v) for g, v in value.items()})
         else:

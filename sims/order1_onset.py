@@ -260,6 +260,7 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
         activation=activation,
         seed=cfg["seed"],
         d=cfg["d"],
+        prediction="uniform",  # P1 is the uniform-softmax truncation
     )
     ts = experiment["ts"]
     s1 = experiment["top_singular_value"]

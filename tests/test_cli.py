@@ -136,7 +136,12 @@ def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
     summary = json.loads((out / "metrics.json").read_text())
     assert [run["gamma"] for run in summary["runs"]] == [0.8, 1.2]
     names = set(summary["runs"][0]["comparisons"])
-    assert names == {"closed_form", "signature_flow_m0", "signature_flow_m1"}
+    assert names == {
+        "closed_form",
+        "closed_form_feedback",
+        "signature_flow_m0",
+        "signature_flow_m1",
+    }
     for run in summary["runs"]:
         for c in run["comparisons"].values():
             assert {
@@ -157,8 +162,9 @@ def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
         (["--model", "gpt"], "model"),
         (["--max-order", "2"], "max_orders"),
         (["--gamma", "nan"], "gamma"),
-        (["--threshold", "-1"], "--threshold"),
-        (["--steps", "0"], "--steps"),
+        (["--threshold", "-1"], "threshold"),
+        (["--steps", "0"], "steps"),
+        (["--prediction", "full"], "prediction"),
     ],
 )
 def test_theory_bad_input(tmp_path, capsys, extra, needle):

@@ -124,6 +124,9 @@ def test_vmap_over_rate_jit_and_per_lane_ok():
     assert batched.ys.shape == (3, 5) and batched.ok.shape == batched.num_steps.shape == (3,)
     np.testing.assert_array_equal(batched.ok, [True, False, True])
     assert int(batched.num_steps[1]) == 2048
+    # the per-lane code says why: the blow-up lane ran out of steps, the others finished
+    np.testing.assert_array_equal(batched.result, [0, 1, 0])
+    assert ode.result_message(batched.result[1]) == "max_steps reached"
     assert not bool(jnp.all(jnp.isfinite(batched.ys[1])))
     for i in (0, 2):  # the healthy lanes equal their own solves, untouched by the failing lane
         single = ode.integrate(rate_square_field, 1.0, ts, rates[i], max_steps=2048)

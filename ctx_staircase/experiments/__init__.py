@@ -35,6 +35,9 @@ EXPERIMENTS = (
     "minmax",
     "rb_anchor_tasks",
     "theory_vs_training",
+    "escape_feedback",
+    "attention_theory",
+    "attention_departure",
     "lm_builtin",
     "regime_study",
 )

@@ -1,0 +1,6 @@
+"""When attention leaves uniform: the key/query flow against GD training."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("attention_departure")

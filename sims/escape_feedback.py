@@ -1,0 +1,6 @@
+"""The escape law with the softmax feedback on five tasks, and the ReLU gate alignment."""
+
+from ctx_staircase.experiments.cli import main
+
+if __name__ == "__main__":
+    main("escape_feedback")
