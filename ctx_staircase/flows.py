@@ -34,6 +34,21 @@ from ctx_staircase.signatures import SignatureSet
 PREDICTION_TERMS = ("none", "uniform", "linear")
 
 
+class SparseLabel(NamedTuple):
+    """The non-zero entries of one label signature ``phi^{y;m}`` ``[A, Vnu, P^m]`` (COO).
+
+    Attributes:
+        alpha, label: ``[nnz]`` int positions on the alpha and label axes.
+        context: ``[nnz, m]`` int positions on the m context axes.
+        value: ``[nnz]`` the entries.
+    """
+
+    alpha: jax.Array
+    label: jax.Array
+    context: jax.Array
+    value: jax.Array
+
+
 class FlowSignatures(NamedTuple):
     """The arrays of a `SignatureSet` the flows need, as JAX arrays (a pytree).
 
@@ -42,6 +57,9 @@ class FlowSignatures(NamedTuple):
         label: per order m, ``[A, Vnu, P^m]`` label signatures phi^{y;m}.
         cooccurrence: per order m, ``[A, P^m]`` co-occurrence signatures phi^m.
         alphas, labels, context: int token ids of each axis.
+        sparse: per order m, the `SparseLabel` of ``label[m]`` where it is sparse enough to
+            contract faster (`SPARSE_FILL`), else None; the field uses it in place of the dense
+            contraction (the same numbers). Empty: dense everywhere.
     """
 
     r: jax.Array
@@ -50,10 +68,21 @@ class FlowSignatures(NamedTuple):
     alphas: jax.Array
     labels: jax.Array
     context: jax.Array
+    sparse: tuple[SparseLabel | None, ...] = ()
 
 
-def flow_signatures(sigs: SignatureSet, dtype=None) -> FlowSignatures:
-    """Convert a `SignatureSet` (NumPy float64) to JAX arrays of ``dtype`` (default: x64 or f32)."""
+#: A label signature of order m >= 1 is contracted in COO form when at most this share of its
+#: entries is non-zero (a deterministic task has one label per context: a share of 1 / Vnu).
+SPARSE_FILL = 0.25
+
+
+def flow_signatures(sigs: SignatureSet, dtype=None, *, sparse: bool = True) -> FlowSignatures:
+    """Convert a `SignatureSet` (NumPy float64) to JAX arrays of ``dtype`` (default: x64 or f32).
+
+    With ``sparse``, label signatures of order >= 1 that are mostly zero (`SPARSE_FILL`) also
+    get their COO form, which the field contracts in ``nnz * d`` instead of
+    ``A * Vnu * P^m * d`` operations.
+    """
     dtype = dtype or jnp.zeros(()).dtype
     as_array = functools.partial(jnp.asarray, dtype=dtype)
     return FlowSignatures(
@@ -63,6 +92,23 @@ def flow_signatures(sigs: SignatureSet, dtype=None) -> FlowSignatures:
         alphas=jnp.asarray(sigs.alphas),
         labels=jnp.asarray(sigs.labels),
         context=jnp.asarray(sigs.context),
+        sparse=tuple(
+            _sparse_label(p, m, dtype) if sparse else None for m, p in enumerate(sigs.label)
+        ),
+    )
+
+
+def _sparse_label(phi: np.ndarray, order: int, dtype) -> SparseLabel | None:
+    """The COO form of ``phi`` ``[A, Vnu, P^m]`` if m >= 1 and it is sparse enough, else None."""
+    phi = np.asarray(phi)
+    nonzero = np.nonzero(phi)
+    if order == 0 or nonzero[0].size > SPARSE_FILL * phi.size:
+        return None
+    return SparseLabel(
+        alpha=jnp.asarray(nonzero[0]),
+        label=jnp.asarray(nonzero[1]),
+        context=jnp.asarray(np.stack(nonzero[2:], axis=-1)),
+        value=jnp.asarray(phi[nonzero], dtype=dtype),
     )
 
 
@@ -94,6 +140,15 @@ def _contract_context(phi: jax.Array, powers: Sequence[int], context_embeddings:
     out = phi[..., None]  # [..., P^m, 1]
     for n in reversed(powers):  # contract the last context axis first
         out = jnp.einsum("...pd,pd->...d", out, context_embeddings**n)
+    return out
+
+
+def _sparse_context(sparse: SparseLabel, powers: Sequence[int], context_embeddings: jax.Array):
+    """Each entry's ``value * prod_r w_{beta_r}^{n_r}``, ``[nnz, d]``: `_contract_context` before
+    its sum, on the non-zero entries only."""
+    out = sparse.value[:, None]
+    for r, n in enumerate(powers):
+        out = out * context_embeddings[sparse.context[:, r]] ** n
     return out
 
 
@@ -148,9 +203,14 @@ def ffn_signature_field(
             label, cooc = sigs.label[m], sigs.cooccurrence[m]
             # W_E, eq. (F4)-(F6): k C_k binom(L-1, m) sum_comp w_alpha^l * (label - prediction)
             scale = k * C_k * math.comb(L - 1, m) * gate[m]
+            sparse = sigs.sparse[m] if m < len(sigs.sparse) else None
             for (power, *powers), weight in _compositions(k - 1, m, 0):
-                per_label = _contract_context(label, powers, E_context)  # [A, Vnu, d|1]
-                term = jnp.sum(per_label * U_label, axis=1)
+                if sparse is None:
+                    per_label = _contract_context(label, powers, E_context)  # [A, Vnu, d|1]
+                    term = jnp.sum(per_label * U_label, axis=1)
+                else:
+                    entries = _sparse_context(sparse, powers, E_context) * U_label[sparse.label]
+                    term = jax.ops.segment_sum(entries, sparse.alpha, E_alpha.shape[0])
                 if prediction != "none":
                     term = term - b_0 * _contract_context(cooc, powers, E_context)
                 dE = dE + scale * weight * E_alpha**power * term
@@ -158,8 +218,13 @@ def ffn_signature_field(
             scale = C_k * math.comb(L, m + 1) * gate[m]
             for (power, *powers), weight in _compositions(k, m, 1):
                 left = sigs.r[:, None] * E_alpha**power  # [A, d]
-                per_label = _contract_context(label, powers, E_context)
-                dU_label = dU_label + scale * weight * jnp.sum(per_label * left[:, None], axis=0)
+                if sparse is None:
+                    per_label = _contract_context(label, powers, E_context)
+                    drive = jnp.sum(per_label * left[:, None], axis=0)
+                else:
+                    entries = _sparse_context(sparse, powers, E_context) * left[sparse.alpha]
+                    drive = jax.ops.segment_sum(entries, sparse.label, U_label.shape[0])
+                dU_label = dU_label + scale * weight * drive
                 if prediction != "none":
                     mass = jnp.sum(left * _contract_context(cooc, powers, E_context), axis=0)
                     dU_uniform = dU_uniform - scale * weight * mass / V
@@ -177,13 +242,15 @@ def ffn_signature_flow(
     *,
     prediction: str = "uniform",
     dtype=None,
+    sparse: bool = True,
 ) -> Callable:
     """The vector field ``(t, y, args) -> dy`` of `ffn_signature_field` for `ode.integrate`.
 
     ``y`` is ``{"W_E": [V, d], "W_U": [V, d]}``; ``args`` is ``max_order`` (or None for all
-    orders), so a vmap over args sweeps the context order in one compiled call.
+    orders), so a vmap over args sweeps the context order in one compiled call. ``sparse``: see
+    `flow_signatures`.
     """
-    flow_sigs = flow_signatures(sigs, dtype)
+    flow_sigs = flow_signatures(sigs, dtype, sparse=sparse)
     coefficients = tuple(float(c) for c in coefficients)
 
     def vector_field(t, y, args):
@@ -224,7 +291,9 @@ def _order_contributions(W_E, W_U, sigs, coeffs, L):
     contributions = []
     for m in range(M + 1):
         mask = jnp.zeros(M + 1, W_E.dtype).at[m].set(1)
-        only_m = sigs._replace(label=tuple(p * mask[i] for i, p in enumerate(sigs.label)))
+        only_m = sigs._replace(
+            label=tuple(p * mask[i] for i, p in enumerate(sigs.label)), sparse=()
+        )
         dW_E, _ = ffn_signature_field(W_E, W_U, only_m, tuple(coeffs), L=L, prediction="none")
         contributions.append(dW_E)
     return jnp.stack(contributions)

@@ -206,3 +206,22 @@ def test_attention_paths_sum_to_the_gradient_and_value_path_is_theorem3():
     r = signatures.occurrence(ds)
     value = flows.attention_value_path(weights, phi0, psi, r, ds.L)
     assert relative(value, paths["value"]) <= 1e-12
+
+
+@pytest.mark.parametrize(("task", "params"), [("add", dict(N=7)), ("modsum", dict(N=4, L=3))])
+@pytest.mark.parametrize("prediction", ["uniform", "linear"])
+def test_sparse_label_contraction_equals_the_dense_one(task, params, prediction):
+    """A deterministic task's label signature of order L-1 has one label per context: its COO
+    contraction (nnz * d) gives the dense field's numbers."""
+    ds = tasks.make(task, **params)
+    sigs = signatures.signature_set(ds, ds.L - 1)
+    sparse, dense = flows.flow_signatures(sigs), flows.flow_signatures(sigs, sparse=False)
+    assert sparse.sparse[ds.L - 1] is not None and sparse.sparse[0] is None
+    assert all(s is None for s in dense.sparse)
+    rng = np.random.default_rng(3)
+    W_E, W_U = (jnp.asarray(rng.normal(size=(ds.vocab_size, 6))) for _ in range(2))
+    coefficients = (1.0, 0.5, 0.25)
+    got = flows.ffn_signature_field(W_E, W_U, sparse, coefficients, L=ds.L, prediction=prediction)
+    want = flows.ffn_signature_field(W_E, W_U, dense, coefficients, L=ds.L, prediction=prediction)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12 * float(jnp.max(jnp.abs(w))))
