@@ -205,3 +205,35 @@ def test_attention_theory_against_training_add():
     assert np.all(np.abs(law - 1) <= 0.10), law
     slopes = out["escape_slope"]
     assert slopes["analytic"] == pytest.approx(slopes["simulation"], rel=0.05)
+
+
+def test_a5_mode_rate_is_s1_over_L_on_the_uniform_attention_flow():
+    """A balanced rank-1 init on M's top mode stays balanced under (A3), and its end-to-end
+    amplitude u = a^4 follows du/dt = 4 (s_1 / L) u^(3/2): u(t) = (u0^-1/2 - 2 s_1 t / L)^-2.
+
+    With the rate s_1 (the old A5) the blow-up would come L = 2 times sooner."""
+    from ctx_staircase import flows, ode, signatures
+
+    ds = tasks.make("add", N=6)
+    M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+    left, singular, right_t = np.linalg.svd(M)
+    s1, d, a = singular[0], 4, 0.3
+    e = np.eye(d)[0]
+    y0 = {
+        "W_E": a * np.outer(right_t[0], e),
+        "W_U": a * np.outer(left[:, 0], e),
+        "W_O": a * np.outer(e, e),
+        "W_V": a * np.outer(e, e),
+    }
+    u0 = a**4
+    t_star = closed_form.attention_plateau_time(s1 / ds.L, u0)
+    assert t_star == pytest.approx(ds.L / (2 * s1 * np.sqrt(u0)))
+    ts = jnp.asarray([0.0, 0.5 * t_star, 0.9 * t_star])
+    field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
+    solution = ode.integrate(field, y0, ts, rtol=1e-10, atol=1e-14)
+    assert bool(solution.ok)
+    W = solution.ys
+    u = np.einsum("v,tvd,tde,tef,twf,w->t", left[:, 0], W["W_U"], W["W_O"], W["W_V"], W["W_E"],
+                  right_t[0])  # fmt: skip
+    expected = (u0**-0.5 - 2 * s1 * np.asarray(ts) / ds.L) ** -2.0
+    np.testing.assert_allclose(u, expected, rtol=1e-6)
