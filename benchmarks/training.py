@@ -7,12 +7,13 @@ full-batch GD (lr 0.5), 2000 steps, float32, 64 lanes = 16 gammas in [0.5, 1.5] 
 Measured in one run:
 
 (a) `sweep.train_sweep` over all 64 lanes (its first call, so it includes tracing and
-    compilation; see (d)), with its default lane layout on this platform (on CPU: one lane at a
-    time per call, one concurrent call per core; ``--lanes-per-batch`` and ``--concurrent-calls``
-    override it; the layout used is recorded), against the same runs one after another with
-    ``jax.jit(train.make_run(...))`` compiled once (its compile, the first call, is reported
-    separately and excluded from the loop time). The loop times ``--loop-lanes`` lanes (default
-    8, spread over the grid) and extrapolates linearly to 64; the output says so.
+    compilation; see (d)), with its default lane layout on this platform (on CPU: lane by lane,
+    one call of a one-lane program per lane, one concurrent call per core; ``--lanes-per-batch``
+    and ``--concurrent-calls`` override it; the layout used is recorded), against the same runs
+    one after another with ``jax.jit(train.make_run(...))`` compiled once (its compile, the
+    first call, is reported separately and excluded from the loop time). The loop times
+    ``--loop-lanes`` lanes (default 8, spread over the grid) and extrapolates linearly to 64;
+    the output says so.
 (b) The sweep against plain PyTorch (CPU, threads = core count): the same model
     f = W_U relu(sum_i W_E[x_i]), the same weighted cross-entropy, the same initial weights
     (copied from the JAX lanes), manual GD ``p -= lr * p.grad``, one lane after another, timed on
@@ -344,21 +345,32 @@ def main() -> None:
     )
     platform, n_devices = jax.devices()[0].platform, len(jax.devices())
     concurrent_calls = args.concurrent_calls
-    if concurrent_calls is None:
-        concurrent_calls = sweep.default_concurrent_calls(platform, n_devices)
-    per_device = math.ceil(total_lanes / n_devices)
-    per_call = math.ceil(per_device / min(concurrent_calls, per_device))
-    lanes_per_batch = args.lanes_per_batch
-    if lanes_per_batch is None:
-        lanes_per_batch = sweep.default_lanes_per_batch(platform, per_call)
     chosen = args.lanes_per_batch is not None or args.concurrent_calls is not None
-    print(
-        f"sweep layout: {math.ceil(per_device / per_call)} concurrent call(s) of {per_call} "
-        f"lanes per device, "
-        f"vmapped {min(lanes_per_batch, per_call)} at a time "
-        f"({'set on the command line' if chosen else 'sweep defaults'})",
-        flush=True,
-    )
+    chosen = "set on the command line" if chosen else "sweep defaults"
+    if sweep.lane_by_lane(platform, args.lanes_per_batch):  # CPU: one lane per call
+        if concurrent_calls is None:
+            concurrent_calls = sweep.default_concurrent_calls(platform)
+        per_call, lanes_per_batch = 1, 1
+        concurrent_calls = min(concurrent_calls, total_lanes)
+        print(
+            f"sweep layout: lane by lane, {concurrent_calls} concurrent call(s) of one lane "
+            f"on one device ({chosen})",
+            flush=True,
+        )
+    else:
+        if concurrent_calls is None:
+            concurrent_calls = sweep.default_concurrent_calls(platform, n_devices)
+        per_device = math.ceil(total_lanes / n_devices)
+        per_call = math.ceil(per_device / min(concurrent_calls, per_device))
+        lanes_per_batch = args.lanes_per_batch
+        if lanes_per_batch is None:
+            lanes_per_batch = sweep.default_lanes_per_batch(platform, per_call)
+        concurrent_calls = math.ceil(per_device / per_call)
+        print(
+            f"sweep layout: {concurrent_calls} concurrent call(s) of {per_call} "
+            f"lanes per device, vmapped {min(lanes_per_batch, per_call)} at a time ({chosen})",
+            flush=True,
+        )
     others = other_busy_processes()
     load_start = os.getloadavg()
     counters_start = cpu_counters()
@@ -694,7 +706,7 @@ def main() -> None:
             "seeds": list(SEEDS),
             "lanes": total_lanes,
             "lanes_per_batch": min(lanes_per_batch, per_call),
-            "concurrent_calls": math.ceil(per_device / per_call),
+            "concurrent_calls": concurrent_calls,
             "devices": [str(device) for device in jax.devices()],
             "snapshots": list(cfg.snapshots),
             "loop_lanes": subset.tolist(),

@@ -7,66 +7,71 @@ geometry of a token group); the simulation side `activations`, `models` (Flax NN
 trajectory); the theory side `flows` (signature flows), `closed_form` (the linear phase) and
 `ode` (solvers); `comparison` (theory against training); the language-model arm `text` (corpora),
 `lm` (a GPT on text and its signature alignment) and `semantics` (known structure in vectors);
-then `plots`, `results` and `cli`.
+then `plots`, `results`, the run-keeping helpers `units` (resumable work), `paths`, `budget`
+(memory estimates) and `progress`, and `cli`.
+
+Submodules and the names below load on first use (PEP 562), so ``ctx-staircase --version`` and
+``--help`` answer without importing JAX.
 """
 
-from ctx_staircase import (
-    activations,
-    analysis,
-    closed_form,
-    comparison,
-    flows,
-    geometry,
-    lm,
-    metrics,
-    models,
-    ode,
-    results,
-    semantics,
-    signatures,
-    sweep,
-    tasks,
-    text,
-    train,
-)
-from ctx_staircase.dataset import TokenDataset
-from ctx_staircase.geometry import SignatureGeometry, signature_geometry
-from ctx_staircase.metrics import Alignment, ProbeResult, alignment, cosine_matrix, probe_fit
-from ctx_staircase.signatures import SignatureSet, signature_set
-from ctx_staircase.sweep import SweepResult, train_sweep
-from ctx_staircase.train import TrainConfig, Trajectory
+from __future__ import annotations
 
-__all__ = [
-    "Alignment",
-    "ProbeResult",
-    "SignatureGeometry",
-    "SignatureSet",
-    "SweepResult",
-    "TokenDataset",
-    "TrainConfig",
-    "Trajectory",
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+#: Public names defined in a submodule, by the submodule that defines them.
+_NAMES = {
+    "TokenDataset": "dataset",
+    "SignatureGeometry": "geometry",
+    "signature_geometry": "geometry",
+    "Alignment": "metrics",
+    "ProbeResult": "metrics",
+    "alignment": "metrics",
+    "cosine_matrix": "metrics",
+    "probe_fit": "metrics",
+    "SignatureSet": "signatures",
+    "signature_set": "signatures",
+    "SweepResult": "sweep",
+    "train_sweep": "sweep",
+    "TrainConfig": "train",
+    "Trajectory": "train",
+}
+_SUBMODULES = (
     "activations",
-    "alignment",
     "analysis",
+    "budget",
     "closed_form",
     "comparison",
-    "cosine_matrix",
     "flows",
     "geometry",
     "lm",
     "metrics",
     "models",
     "ode",
-    "probe_fit",
+    "paths",
+    "progress",
     "results",
     "semantics",
-    "signature_geometry",
-    "signature_set",
     "signatures",
     "sweep",
     "tasks",
     "text",
     "train",
-    "train_sweep",
-]
-__version__ = "0.1.0"
+    "units",
+)
+
+__all__ = sorted([*_NAMES, *_SUBMODULES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"ctx_staircase.{name}")
+    if name in _NAMES:
+        return getattr(importlib.import_module(f"ctx_staircase.{_NAMES[name]}"), name)
+    raise AttributeError(f"module 'ctx_staircase' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -16,7 +16,8 @@ Accepted specs (``get``):
 - ``"relu"``; ``"gelu"`` (the exact, erf-based GELU, as in PyTorch's default);
 - ``"identity"``, the polynomial with C = (1,);
 - ``"poly:c1,c2,..."`` or ``("poly", (c1, c2, ...))``: σ(z) = c1 z + c2 z² + ...;
-- ``"z^K"``, ``"monomial:K"`` or ``("monomial", K)``: σ(z) = z^K, K an int ≥ 1;
+- ``"z^K"``, ``"monomial:K"`` or ``("monomial", K)``: σ(z) = z^K, K an int in [1, 64]
+  (`MAX_DEGREE`, also the most coefficients a polynomial may have);
 - an ``Activation``, returned after validation.
 """
 
@@ -29,6 +30,10 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["Activation", "apply", "derivative", "effective_coefficients", "get", "names"]
+
+#: Highest polynomial degree K accepted (Fig. 5 uses K <= 6; the signature expansion and the
+#: traced Horner loop grow with K, and ``"z^1000000000"`` would build a 10^9-entry tuple).
+MAX_DEGREE = 64
 
 _ALLOWED = (
     "'relu', 'gelu', 'identity', 'poly:c1,c2,...', 'z^K', 'monomial:K', "
@@ -66,6 +71,8 @@ def _polynomial(spec, coefficients) -> Activation:
         raise _error(spec, "coefficients must be real numbers") from error
     if not values:
         raise _error(spec, "a polynomial needs at least one coefficient C_1")
+    if len(values) > MAX_DEGREE:
+        raise _error(spec, f"at most {MAX_DEGREE} coefficients (degree K <= {MAX_DEGREE})")
     if not all(math.isfinite(c) for c in values):
         raise _error(spec, "coefficients must be finite")
     return Activation("poly", values)
@@ -77,9 +84,9 @@ def _monomial(spec, degree) -> Activation:
         try:
             degree = int(degree.strip())
         except ValueError as error:
-            raise _error(spec, "K must be an integer >= 1") from error
-    if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
-        raise _error(spec, "K must be an integer >= 1")
+            raise _error(spec, f"K must be an integer in [1, {MAX_DEGREE}]") from error
+    if isinstance(degree, bool) or not isinstance(degree, int) or not 1 <= degree <= MAX_DEGREE:
+        raise _error(spec, f"K must be an integer in [1, {MAX_DEGREE}]")
     return Activation("monomial", (0.0,) * (degree - 1) + (1.0,))
 
 

@@ -63,6 +63,10 @@ def alignment_curves(
         probe_snapshots: how many snapshots, evenly spread, get the probe (0 skips it).
         seed: the probe's fold split and initialization.
     """
+    if isinstance(probe_snapshots, bool) or not isinstance(probe_snapshots, int | np.integer):
+        raise TypeError(f"probe_snapshots must be an int >= 0; got {probe_snapshots!r}")
+    if probe_snapshots < 0:
+        raise ValueError(f"probe_snapshots must be an int >= 0; got {probe_snapshots}")
     W_E = np.asarray(W_E)
     if W_E.ndim != 4 or W_E.shape[2] < 1 or W_E.shape[3] < 1:
         raise ValueError(

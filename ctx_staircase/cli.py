@@ -1,147 +1,324 @@
-"""Command line: ``ctx-staircase {run,list,signatures,train,theory,lm}``.
+"""Command line: ``ctx-staircase {run,list,signatures,train,theory,lm}`` (or ``python -m
+ctx_staircase``).
 
-Thin by design: parse, validate, call the library, print, save. A bad input becomes one line on
-stderr and exit code 2, with no traceback and no output files.
+Thin by design: parse, validate, estimate the memory, call the library, print, save.
+
+- Result tables go to stdout; progress bars (with ETA) and notes go to stderr.
+- A bad input (an unknown name, a value out of range, an unusable ``--out``, a request over the
+  memory limit) is one line on stderr and exit code 2, before any work, with nothing written.
+- Ctrl-C prints one line and exits 130. Rerunning the same command resumes: finished lanes,
+  gammas and experiments are kept (`units`), and the summary file is written last.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
-import json
+import contextlib
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
-DEFAULT_RUN_OUT = Path("runs/staircase")
+from ctx_staircase import __version__
+from ctx_staircase.__main__ import INTERRUPTED, interrupted
+
+DEFAULT_RUN_ROOT = Path("runs")
+INT32_MAX = 2**31 - 1  # step counters and snapshot steps are int32 inside the compiled scans
+SEED_MAX = 2**32 - 1  # seeds become uint32 PRNG keys
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line in this thread; returns the exit code (0, 1, 2 or 130)."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error already printed
+        return int(done.code or 0)
     try:
         return args.handler(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        print(f"ctx-staircase {args.command}: error: {err}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"ctx-staircase {args.command}: {INTERRUPTED}", file=sys.stderr, flush=True)
+        return 130
+    except (ValueError, TypeError, FileNotFoundError, OverflowError) as err:
+        message = " ".join(str(err).split())
+        print(f"ctx-staircase {args.command}: error: {message}", file=sys.stderr, flush=True)
         return 2
 
 
+def entry() -> None:
+    """The ``ctx-staircase`` script: `main` in a worker thread, so that Ctrl-C is seen at once.
+
+    A compiled computation does not return to Python until it finishes, so a main thread
+    running one would notice Ctrl-C only then. Here the main thread only waits, and the SIGINT
+    handler prints one line and ends the process (exit 130). Every result file is written
+    atomically and every finished unit is already saved, so nothing is lost or half-written.
+    """
+    signal.signal(signal.SIGINT, interrupted)
+    outcome: dict[str, int] = {}
+    worker = threading.Thread(target=lambda: outcome.update(code=main()), daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit, not sys.exit: interpreter shutdown resets the SIGINT handler, so a Ctrl-C in
+    # that window would kill the process without its line (every file is written by now)
+    os._exit(outcome.get("code", 1))  # no code: the worker died of an unexpected error
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``PROG: error: MESSAGE`` and exit 2 (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Appends ``(default: X)`` to every option whose help does not already say its default
+    (switches, off by default, excepted); keeps descriptions as written."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or "default" in text
+            or action.default is False
+            or action.default == argparse.SUPPRESS
+        ):
+            return text
+        shown = action.default
+        if isinstance(shown, list):
+            shown = " ".join(str(v) for v in shown) or "none"
+        return f"{text} (default: {str(shown).replace('%', '%%')})"
+
+
+def _integer(low: int, high: int):
+    """argparse type: an integer in ``[low, high]`` (refusing floats such as ``1e12``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"must be an integer in [{low}, {high}]; got {text!r}"
+            ) from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}]; got {text!r}")
+        return value
+
+    return parse
+
+
+def _folder(text: str) -> Path:
+    """argparse type: a non-empty folder path (``Path("")`` would silently mean ``.``)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a folder path; got {text!r}")
+    return Path(text)
+
+
+def _real(low: float | None = None, *, strict: bool = False):
+    """argparse type: a finite float, ``> low`` (``strict``) or ``>= low`` when given."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
+        if not np.isfinite(value) or (
+            low is not None and (value <= low if strict else value < low)
+        ):
+            raise argparse.ArgumentTypeError(f"must be a finite number{bound}; got {text!r}")
+        return value
+
+    return parse
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ctx-staircase",
         description="Which statistics of the data does a token embedding learn, and when?",
+        formatter_class=_Help,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"ctx-staircase {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    memory = _Parser(add_help=False)
+    memory.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="SIZE",
+        help="memory limit for the up-front estimate, e.g. 8GiB or 500MB (default: 80%% of the "
+        "available memory, or $CTX_STAIRCASE_MAX_MEMORY)",
+    )
 
-    run = commands.add_parser(
-        "run", help="the main job: the staircase on add and mod with the theory; or a sims/ run"
+    def command(name: str, help: str, computes: bool = True, **kwargs) -> argparse.ArgumentParser:
+        parents = [memory] if computes else []
+        return commands.add_parser(
+            name, help=help, parents=parents, formatter_class=_Help, **kwargs
+        )
+
+    run = command(
+        "run",
+        "the main job (the staircase on add and mod with the theory), or one experiment",
+        description="Run the flagship staircase experiment, or one named reproduction "
+        "experiment, and print its claims. An interrupted run resumes when rerun.",
     )
     run.add_argument(
         "name",
         nargs="?",
         default=None,
-        help="a sims/ experiment (see --list); default: the flagship staircase run",
+        help="an experiment (see --list); default: the flagship staircase run",
     )
     run.add_argument("--list", action="store_true", help="list the experiments and exit")
     run.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
-    run.add_argument("--tiny", action="store_true", help="a seconds-long smoke run (flagship)")
     run.add_argument(
-        "--out", type=Path, default=None, help="output folder (default runs/staircase or runs/NAME)"
+        "--tiny", action="store_true", help="a seconds-long smoke run (experiments that have one)"
     )
+    run.add_argument(
+        "--text", type=Path, default=None, help="the UTF-8 text file lm_text needs (no default)"
+    )
+    run.add_argument("--strict", action="store_true", help="exit 1 when a claim fails")
+    run.add_argument("--out", type=_folder, default=None, help="output folder (default: runs/NAME)")
     run.set_defaults(handler=_run)
 
-    listing = commands.add_parser("list", help="list every task with its parameters")
+    listing = command("list", "list every task with its parameters", computes=False)
     listing.set_defaults(handler=_list)
 
-    sig = commands.add_parser("signatures", help="signature geometry of a task")
+    sig = command("signatures", "signature geometry of a task")
     sig.add_argument("task", help="task name (see `ctx-staircase list`)")
+    _task_params(sig)
     sig.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="task parameter, repeatable (e.g. --param N=40)",
+        "--order", type=_integer(0, 64), default=1, help="highest signature order m (<= L-1)"
     )
-    sig.add_argument("--order", type=int, default=1, help="highest signature order (default 1)")
     sig.add_argument("--group", default=None, help="token group for alpha (default: numbers)")
-    sig.add_argument("--out", type=Path, default=None, help="output folder")
+    sig.add_argument(
+        "--out", type=_folder, default=None, help="output folder (default: runs/signatures_TASK)"
+    )
     sig.set_defaults(handler=_signatures)
 
-    tr = commands.add_parser(
-        "train", help="train a (gamma x seed x lr) sweep and measure alignment"
-    )
+    from ctx_staircase import flows, train
+
+    tr = command("train", "train a (gamma x seed x lr) sweep and measure alignment")
     tr.add_argument("task", help="task name (see `ctx-staircase list`)")
+    _task_params(tr)
     tr.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="task parameter, repeatable",
+        "--model", default="ffn", choices=("ffn", "attention", "transformer"), help="model"
     )
-    tr.add_argument("--model", default="ffn", help="ffn | attention | transformer")
-    tr.add_argument("--gamma", type=float, nargs="+", default=[0.8], help="init scales d^-gamma")
-    tr.add_argument("--seeds", type=int, nargs="+", default=[0])
-    tr.add_argument("--optimizer", default="adam", help="gd | sgd | adam | adamw")
-    tr.add_argument("--lr", type=float, nargs="+", default=[1e-3], help="learning rate(s)")
-    tr.add_argument("--steps", type=int, default=1000)
-    tr.add_argument("--batch-size", type=int, default=None, help="minibatch size (sgd)")
+    tr.add_argument("--gamma", type=_real(), nargs="+", default=[0.8], help="init scales d^-gamma")
+    tr.add_argument("--seeds", type=_integer(0, SEED_MAX), nargs="+", default=[0], help="seeds")
+    tr.add_argument("--optimizer", default="adam", choices=train.OPTIMIZERS, help="optimizer")
+    tr.add_argument(
+        "--lr", type=_real(0, strict=True), nargs="+", default=[1e-3], help="learning rate(s)"
+    )
+    tr.add_argument("--steps", type=_integer(1, INT32_MAX), default=1000, help="optimizer steps")
+    tr.add_argument(
+        "--batch-size",
+        type=_integer(1, INT32_MAX),
+        default=None,
+        help="minibatch size (sgd; default: full batch)",
+    )
     tr.add_argument(
         "--snapshot-steps",
-        type=int,
+        type=_integer(0, INT32_MAX),
         nargs="+",
         default=None,
         help="steps to record (default: log- plus linearly spaced)",
     )
-    tr.add_argument("--d", type=int, default=128, help="embedding width")
+    tr.add_argument("--d", type=_integer(1, INT32_MAX), default=128, help="embedding width")
     tr.add_argument(
-        "--vocab-size", type=int, default=None, help="model vocabulary (default: data's)"
+        "--vocab-size",
+        type=_integer(1, INT32_MAX),
+        default=None,
+        help="model vocabulary (default: the data's)",
     )
-    tr.add_argument("--activation", default=None, help="FFN activation (relu, gelu, poly:..., z^K)")
+    tr.add_argument(
+        "--activation",
+        default=None,
+        help="FFN activation: relu, gelu, poly:c1,c2,..., z^K (default: the model's, relu)",
+    )
     tr.add_argument("--float64", action="store_true", help="train in float64")
     tr.add_argument(
         "--probe-snapshots",
-        type=int,
+        type=_integer(0, 10_000),
         default=8,
         help="snapshots at which to fit the first-order probe (0: none)",
     )
-    tr.add_argument("--chunk", type=int, default=None, help="lanes per compiled call")
-    tr.add_argument("--out", type=Path, default=None, help="output folder (resumes if present)")
+    tr.add_argument(
+        "--chunk",
+        type=_integer(1, 1_000_000),
+        default=None,
+        help="lanes per compiled call, saved when it finishes (default: all)",
+    )
+    tr.add_argument(
+        "--out",
+        type=_folder,
+        default=None,
+        help="output folder; resumes if present (default: runs/train_TASK_MODEL)",
+    )
     tr.set_defaults(handler=_train)
 
-    lm = commands.add_parser(
-        "lm", help="train a small GPT on text and measure its signature alignment over time"
+    lm = command(
+        "lm",
+        "train a small GPT on text and measure its signature alignment over time",
+        description="Train a small GPT on a text and measure its signature alignment. "
+        "Unset size flags take the standard size, or the smoke-run size with --tiny; a flag "
+        "you set is always used.",
     )
     lm.add_argument(
         "--text", type=Path, default=None, help="a UTF-8 text file (default: the built-in corpus)"
     )
-    lm.add_argument("--steps", type=int, default=1000, help="AdamW steps (default 1000)")
     lm.add_argument(
-        "--gamma", type=float, nargs="+", default=[1.0, 0.5], help="init scales (one lane each)"
+        "--gamma", type=_real(), nargs="+", default=[1.0, 0.5], help="init scales (one lane each)"
     )
-    lm.add_argument("--seed", type=int, default=0)
-    lm.add_argument("--d", type=int, default=128, help="model width")
-    lm.add_argument("--layers", type=int, default=2)
-    lm.add_argument("--heads", type=int, default=4)
-    lm.add_argument("--context", type=int, default=64, help="tokens per window")
-    lm.add_argument("--batch-size", type=int, default=32, help="windows per step")
-    lm.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
-    lm.add_argument("--snapshot-every", type=int, default=20, help="steps between snapshots")
+    lm.add_argument("--seed", type=_integer(0, SEED_MAX), default=0, help="seed")
+    for flag, low, high, text in (
+        ("--steps", 1, INT32_MAX, "AdamW steps"),
+        ("--d", 1, INT32_MAX, "model width"),
+        ("--layers", 1, 4096, "transformer layers"),
+        ("--heads", 1, 4096, "attention heads"),
+        ("--context", 2, INT32_MAX, "tokens per window"),
+        ("--batch-size", 1, INT32_MAX, "windows per step"),
+        ("--snapshot-every", 1, INT32_MAX, "steps per snapshot"),
+    ):
+        key = flag[2:].replace("-", "_")
+        lm.add_argument(flag, type=_integer(low, high), default=None, help=_lm_help(text, key))
     lm.add_argument(
-        "--vocab-size", type=int, default=None, help="words kept (default: 2000, or all if fewer)"
+        "--lr", type=_real(0, strict=True), default=None, help="peak learning rate (default: 3e-3)"
     )
-    lm.add_argument("--tiny", action="store_true", help="a seconds-long smoke run")
-    lm.add_argument("--out", type=Path, default=None, help="output folder (default runs/lm)")
+    lm.add_argument(
+        "--vocab-size",
+        type=_integer(2, INT32_MAX),
+        default=None,
+        help="words kept (default: 2000, or all if fewer)",
+    )
+    lm.add_argument(
+        "--tiny",
+        action="store_true",
+        help="smoke-run sizes for the flags you leave unset "
+        f"(steps {_LM_TINY['steps']}, d {_LM_TINY['d']}, layers {_LM_TINY['layers']})",
+    )
+    lm.add_argument("--out", type=_folder, default=None, help="output folder (default: runs/lm)")
     lm.set_defaults(handler=_lm)
 
-    th = commands.add_parser(
+    th = command(
         "theory",
-        help="theory (closed forms, signature flows, attention plateau law) vs GD training",
+        "theory (closed forms, signature flows, attention plateau law) vs GD training",
         description=(
             "Integrate the theory and train the same models (full-batch GD, float64, t = lr * "
             "step), then compare them lane by lane. FFN: closed form (C3), closed form with the "
@@ -149,21 +326,20 @@ def _parser() -> argparse.ArgumentParser:
             "and the plateau law t* = T_Z d^(2 gamma) - c (A5b). Documented gamma ranges: "
             "ffn [0.5, 2], attention [0.55, 1]."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     th.add_argument("task", help="task name (see `ctx-staircase list`)")
-    th.add_argument("--param", action="append", default=[], metavar="KEY=VALUE")
-    th.add_argument("--model", default="ffn", help="ffn | attention")
+    _task_params(th)
+    th.add_argument("--model", default="ffn", choices=("ffn", "attention"), help="model")
     th.add_argument(
         "--gamma",
-        type=float,
+        type=_real(),
         nargs="+",
         default=None,
         help="init scales d^-gamma (default: ffn 0.6 0.8 1.0 1.2 1.4; attention 0.6 .. 0.8)",
     )
     th.add_argument(
         "--max-order",
-        type=int,
+        type=_integer(0, 64),
         nargs="+",
         default=[0, 1],
         help="context orders m_max of the FFN signature flow",
@@ -172,31 +348,145 @@ def _parser() -> argparse.ArgumentParser:
     th.add_argument(
         "--prediction",
         default="linear",
-        help="softmax term of the FFN signature flow: none | uniform | linear (with feedback)",
+        choices=flows.PREDICTION_TERMS,
+        help="softmax term of the FFN signature flow (linear: with the feedback)",
     )
-    th.add_argument("--d", type=int, default=128, help="width")
-    th.add_argument("--lr", type=float, default=0.2, help="GD learning rate (t = lr * step)")
+    th.add_argument("--d", type=_integer(1, INT32_MAX), default=128, help="width")
+    th.add_argument(
+        "--lr", type=_real(0, strict=True), default=0.2, help="GD learning rate (t = lr * step)"
+    )
     th.add_argument(
         "--steps",
-        type=int,
+        type=_integer(1, INT32_MAX),
         default=None,
         help="GD steps (default: 1.25x the latest predicted escape)",
     )
     th.add_argument(
         "--snapshot-every",
-        type=int,
+        type=_integer(1, INT32_MAX),
         default=None,
         help="steps between snapshots (default: 10, geometric past 400 snapshots)",
     )
     th.add_argument(
-        "--threshold", type=float, default=0.5, help="escape: largest centred logit (nats)"
+        "--threshold",
+        type=_real(0, strict=True),
+        default=0.5,
+        help="escape: largest centred logit (nats)",
     )
-    th.add_argument("--seed", type=int, default=0)
+    th.add_argument("--seed", type=_integer(0, SEED_MAX), default=0, help="seed")
     th.add_argument(
-        "--out", type=Path, default=None, help="output folder (default runs/theory_TASK_MODEL)"
+        "--out", type=_folder, default=None, help="output folder (default: runs/theory_TASK_MODEL)"
     )
     th.set_defaults(handler=_theory)
     return parser
+
+
+def _lm_help(text: str, key: str) -> str:
+    return f"{text} (default: {_LM_STANDARD[key]}; with --tiny: {_LM_TINY[key]})"
+
+
+def _task_params(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="task parameter, repeatable (e.g. --param N=40; see `ctx-staircase list`)",
+    )
+
+
+_LM_TINY = dict(steps=40, d=32, layers=1, heads=2, context=16, batch_size=8, snapshot_every=10)
+_LM_STANDARD = dict(
+    steps=1000, d=128, layers=2, heads=4, context=64, batch_size=32, snapshot_every=20
+)
+
+
+# --------------------------------------------------------------------------------------------
+# shared steps of every command
+
+
+def _limit(args: argparse.Namespace):
+    """The memory limit (`budget.Limit`: bytes and where they come from)."""
+    from ctx_staircase import budget
+
+    return budget.memory_limit(args.max_memory)
+
+
+def _out(args: argparse.Namespace, default: Path) -> Path:
+    from ctx_staircase import paths
+
+    return paths.check_output_dir(args.out if args.out is not None else default)
+
+
+def _stdout() -> Console:
+    return Console(width=160)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
+@contextlib.contextmanager
+def _bar(description: str):
+    """A progress bar on stderr fed by `progress.tick` (steps); ``expect(n)`` raises its total.
+
+    Yields ``(expect, describe)``: ``expect(n)`` announces ``n`` more steps of work,
+    ``describe(text)`` relabels the bar.
+    """
+    from ctx_staircase import progress
+
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=_stderr(),
+        transient=True,
+    )
+    task = bar.add_task(description, total=None)
+    totals = {"total": 0}
+
+    def expect(count: int) -> None:
+        totals["total"] += int(count)
+        bar.update(task, total=totals["total"])
+
+    def describe(text: str) -> None:
+        bar.update(task, description=text)
+
+    with bar, progress.reporting(lambda n: bar.advance(task, n)), progress.expecting(expect):
+        yield expect, describe
+
+
+def _parse_params(items: list[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
+        try:
+            params[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            params[key] = raw
+    return params
+
+
+def _make_task(args: argparse.Namespace):
+    from ctx_staircase import budget, tasks
+
+    params = _parse_params(args.param)
+    budget.check(
+        budget.dataset_bytes(args.task, params),
+        what=f"task {args.task} {params}",
+        knob="lower the task size (--param)",
+        limit=_limit(args),
+    )
+    return tasks.make(args.task, **params)
+
+
+# --------------------------------------------------------------------------------------------
+# commands
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -209,28 +499,74 @@ def _list(args: argparse.Namespace) -> int:
     for name in tasks.names():
         params = ", ".join(f"{k}={v!r}" for k, v in tasks.describe(name).items())
         table.add_row(name, params, tasks.summary(name))
-    Console(width=160).print(table)
+    _stdout().print(table)
     return 0
 
 
 def _signatures(args: argparse.Namespace) -> int:
-    out = args.out or Path("runs") / f"signatures_{args.task}"
-    _signature_report(args.task, _parse_params(args.param), args.order, args.group, out)
+    from ctx_staircase import budget, geometry, plots, results
+
+    out = _out(args, DEFAULT_RUN_ROOT / f"signatures_{args.task}")
+    ds = _make_task(args)
+    order = args.order
+    if order > ds.L - 1:
+        raise ValueError(
+            f"--order must lie in [0, L-1] = [0, {ds.L - 1}] for {args.task}; got {order}"
+        )
+    request = dict(what=f"signatures of {args.task} up to order {order}",
+                   knob="lower --order or the task size (--param)")  # fmt: skip
+    budget.check_signature_shapes(ds, order, args.group, **request)  # each order's own cap
+    budget.check(budget.signature_bytes(ds, order, args.group), limit=_limit(args), **request)
+    start = time.perf_counter()
+    geom = geometry.signature_geometry(ds, order, group=args.group, progress=True)
+    figure = plots.signature_geometry_figure(geom, args.task)
+    seconds = time.perf_counter() - start
+    summary = {
+        "task": args.task,
+        "params": ds.params,
+        "n": ds.n,
+        "L": ds.L,
+        "vocab_size": ds.vocab_size,
+        "group": geom.group,
+        "alphas": geom.alphas,
+        "max_order": order,
+        "geometry": geom.summary,
+        "seconds": seconds,
+        "status": "ok",
+        "environment": results.environment(),
+    }
+    results.write_npz(out / "arrays.npz", alphas=geom.alphas, **geom.similarity)
+    results.save_figure(figure, out / "signature_geometry.png")
+    results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
+
+    table = Table(title=f"{args.task} {ds.params}: signature geometry of '{geom.group}'")
+    for column in ("matrix", "off-diag mean", "min", "max", "PCA var (1,2)", "vs order 0"):
+        table.add_column(column)
+    for name, row in geom.summary.items():
+        pca = ", ".join(f"{v:.2f}" for v in row["pca_explained_variance"])
+        align = row["alignment_with_order0"]
+        table.add_row(
+            name,
+            _fmt(row["offdiag_mean"]),
+            _fmt(row["offdiag_min"]),
+            _fmt(row["offdiag_max"]),
+            pca,
+            f"{align['value']:.3f} ({align['method']})",
+        )
+    _stdout().print(table)
+    _stderr().print(
+        f"wrote {out}/ (arrays.npz, signature_geometry.png, metrics.json) in {seconds:.1f} s"
+    )
     return 0
 
 
 def _train(args: argparse.Namespace) -> int:
     import jax
 
-    from ctx_staircase import analysis, plots, results, sweep, tasks, train
+    from ctx_staircase import budget, sweep, train
 
-    if args.float64:
-        jax.config.update("jax_enable_x64", True)
-    if args.model not in ("ffn", "attention", "transformer"):
-        raise ValueError(f"--model must be one of ffn, attention, transformer; got {args.model!r}")
-    if args.probe_snapshots < 0:
-        raise ValueError(f"--probe-snapshots must be >= 0; got {args.probe_snapshots}")
-    ds = tasks.make(args.task, **_parse_params(args.param))
+    out = _out(args, DEFAULT_RUN_ROOT / f"train_{args.task}_{args.model}")
+    ds = _make_task(args)
     config = train.TrainConfig(
         optimizer=args.optimizer,
         lr=args.lr[0],
@@ -247,18 +583,31 @@ def _train(args: argparse.Namespace) -> int:
         model_kwargs["dtype"] = "float64"
     if args.vocab_size is not None:
         model_kwargs["vocab_size"] = args.vocab_size
-    # validate the grid and build one model before anything is written
-    sweep.grid(args.gamma, args.seeds, args.lr)
-    train.init_state(args.model, ds, gamma=1.0, seed=0, **model_kwargs)
-    out = args.out or Path("runs") / f"train_{args.task}_{args.model}"
-    console = Console(stderr=True)
+    gamma, _, _ = sweep.grid(args.gamma, args.seeds, args.lr)
+    budget.check(
+        budget.train_bytes(
+            args.model,
+            ds,
+            config,
+            d=args.d,
+            vocab_size=args.vocab_size,
+            lanes=gamma.size,
+            dtype="float64" if args.float64 else "float32",
+        ),
+        what=f"train {args.model} on {args.task} {ds.params}, d={args.d}, {gamma.size} lanes",
+        knob="lower --param sizes, --d, --steps/--snapshot-steps or the number of lanes",
+        limit=_limit(args),
+    )
+    with jax.enable_x64(args.float64):
+        train.init_state(args.model, ds, gamma=1.0, seed=0, **model_kwargs)  # checks the kwargs
+        return _train_and_report(args, ds, config, model_kwargs, out)
+
+
+def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
+    from ctx_staircase import analysis, plots, results, sweep
+
     start = time.perf_counter()
-    with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("training lanes (first call compiles)", total=None)
-
-        def report(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
+    with _bar("training lanes (the first call compiles)") as (_, describe):
         result = sweep.train_sweep(
             args.model,
             ds,
@@ -266,24 +615,22 @@ def _train(args: argparse.Namespace) -> int:
             gammas=args.gamma,
             seeds=args.seeds,
             lrs=args.lr,
-            out=out,
+            out=out / "sweep",
             chunk=args.chunk,
-            progress=report,
             **model_kwargs,
         )
-        progress.update(task, description="measuring alignment and fitting probes")
+        describe("measuring alignment and fitting probes")
         curves = analysis.alignment_curves(
             result.trajectory.W_E,
             result.trajectory.steps[0],
             ds,
             probe_snapshots=args.probe_snapshots if ds.L > 1 else 0,
         )
-    time_label = "t = lr·step" if args.optimizer == "gd" else "step (full-batch epoch)"
     steps = np.asarray(result.trajectory.steps[0])
     if args.optimizer == "gd" and np.unique(result.lr).size == 1:
         steps_label = f"step (t = {result.lr[0]:g}·step)"
     else:
-        steps_label = "step" if args.optimizer != "gd" else time_label
+        steps_label = "step" if args.optimizer != "gd" else "t = lr·step"
     # the figure shows the smallest initialization, where the staircase is clearest
     best = int(np.argmax(result.gamma))
     picks = sorted({0, len(steps) // 3, len(steps) - 1})
@@ -299,33 +646,37 @@ def _train(args: argparse.Namespace) -> int:
         out / "geometry.png",
     )
     results.write_npz(out / "alignment.npz", **curves._asdict())
-    summary = json.loads((out / "metrics.json").read_text())
-    summary["alignment"] = {
-        "group": curves.group,
-        "rho0_method": curves.rho0_method,
-        "steps": steps,
-        "rho0": curves.rho0,
-        "probe_steps": curves.probe_steps,
-        "probe_heldout_corr": curves.probe_corr,
-        "probe_heldout_mse": curves.probe_mse,
+    summary = {
+        "task": args.task,
+        "params": ds.params,
+        "model": args.model,
+        "model_kwargs": {k: str(v) for k, v in model_kwargs.items()},
+        "config": {k: v for k, v in config.__dict__.items()},
+        "grid": {"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
+        "status": result.status,
+        "final_loss": result.trajectory.loss[:, -1],
+        "final_accuracy": result.trajectory.accuracy[:, -1],
+        "alignment": {
+            "group": curves.group,
+            "rho0_method": curves.rho0_method,
+            "steps": steps,
+            "rho0": curves.rho0,
+            "probe_steps": curves.probe_steps,
+            "probe_heldout_corr": curves.probe_corr,
+            "probe_heldout_mse": curves.probe_mse,
+        },
+        "seconds": time.perf_counter() - start,
+        "environment": results.environment(),
     }
-    results.write_json(out / "metrics.json", summary)
+    results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
 
     table = Table(title=f"{args.task} ({ds.params}), {args.model}, {args.optimizer}")
-    for column in (
-        "γ",
-        "seed",
-        "lr",
-        "status",
-        "final loss",
-        "final acc",
-        "max ρ0 (step)",
-        "final ρ0",
-        "final probe",
-    ):
+    columns = ("γ", "seed", "lr", "status", "final loss", "final acc", "max ρ0 (step)")
+    for column in (*columns, "final ρ0", "final probe"):
         table.add_column(column)
     for lane, status in enumerate(result.status):
-        peak = int(np.nanargmax(curves.rho0[lane]))
+        rho0 = curves.rho0[lane]
+        peak = int(np.nanargmax(rho0)) if np.isfinite(rho0).any() else 0
         probe = f"{curves.probe_corr[lane, -1]:.3f}" if curves.probe_steps.size else "-"
         table.add_row(
             f"{result.gamma[lane]:g}",
@@ -334,19 +685,20 @@ def _train(args: argparse.Namespace) -> int:
             status,
             f"{result.trajectory.loss[lane, -1]:.4f}",
             f"{result.trajectory.accuracy[lane, -1]:.3f}",
-            f"{curves.rho0[lane, peak]:.3f} ({steps[peak]})",
-            f"{curves.rho0[lane, -1]:.3f}",
+            f"{rho0[peak]:.3f} ({steps[peak]})",
+            f"{rho0[-1]:.3f}",
             probe,
         )
-    console.print(table)
-    console.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
+    _stdout().print(table)
+    _stderr().print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
     return 0
 
 
 def _theory(args: argparse.Namespace) -> int:
-    from ctx_staircase import comparison, plots, results, tasks
+    from ctx_staircase import comparison, plots, results
 
-    ds = tasks.make(args.task, **_parse_params(args.param))
+    out = _out(args, DEFAULT_RUN_ROOT / f"theory_{args.task}_{args.model}")
+    ds = _make_task(args)
     settings = dict(
         model=args.model,
         gammas=args.gamma,
@@ -359,14 +711,16 @@ def _theory(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         prediction=args.prediction,
     )
-    comparison.check_theory_inputs(ds, **settings)  # bad input: one line, exit 2, no work done
-    out = args.out or Path("runs") / f"theory_{args.task}_{args.model}"
-    console = Console(stderr=True)
+    settings["memory_limit"] = _limit(args)
+    comparison.check_theory_inputs(ds, **settings)  # includes the memory estimate
     start = time.perf_counter()
-    with console.status("training, integrating the theory, comparing (first call compiles)"):
-        experiment = comparison.theory_vs_training(ds, seed=args.seed, **settings)
+    with _bar("GD steps, then ODE lanes (the first call compiles)"):
+        experiment = comparison.theory_vs_training(
+            ds, seed=args.seed, out=out / "training", **settings
+        )
+    errors = _stderr()
     for note in experiment["notes"]:
-        console.print(f"note: {note}")
+        errors.print(f"note: {note}")
     title = f"{args.task} {ds.params}, {args.model}, d={args.d}"
     if args.model == "ffn":
         title += f", σ={args.activation}"
@@ -378,11 +732,9 @@ def _theory(args: argparse.Namespace) -> int:
         seconds=time.perf_counter() - start,
         environment=results.environment(),
     )
-    overlay = plots.theory_overlay_figure(experiment, title)
-    escape = plots.escape_time_figure(experiment, title)
-    results.save_figure(overlay, out / "theory_overlay.png")
-    results.save_figure(escape, out / "escape_time.png")
-    results.write_json(out / "metrics.json", summary)
+    results.save_figure(plots.theory_overlay_figure(experiment, title), out / "theory_overlay.png")
+    results.save_figure(plots.escape_time_figure(experiment, title), out / "escape_time.png")
+    results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
 
     table = Table(title=title)
     columns = ("γ", "theory", "solver", "W_E err (pre-esc.)", "t_esc theory", "t_esc train")
@@ -402,6 +754,7 @@ def _theory(args: argparse.Namespace) -> int:
                 f"{c['escape_ratio']:.3f}",
                 f"{onset['theory'][0]:.1f}/{onset['simulation'][0]:.1f}",
             )
+    console = _stdout()
     console.print(table)
     for line in comparison.solver_failures(experiment):
         console.print(f"solver failure: {line}")
@@ -416,52 +769,92 @@ def _theory(args: argparse.Namespace) -> int:
             + ", ".join(f"{t:.1f}" for t in summary["escape"]["plateau_law"])
         )
         console.print(f"log-escape slope d ln t/dγ: {slopes} (analytic: 2 ln d)")
-    console.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
+    errors.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
+    import inspect
+
     from ctx_staircase import experiments
     from ctx_staircase.experiments.cli import print_record
 
+    known = (experiments.FLAGSHIP, *experiments.names(), *experiments.TEXT_EXPERIMENTS)
     if args.list:
-        for name in (experiments.FLAGSHIP, *experiments.names(), *experiments.TEXT_EXPERIMENTS):
+        if args.name is not None:
+            raise ValueError(f"--list takes no experiment name; got {args.name!r}")
+        for name in known:
             print(f"{name:24s} {experiments.load(name).TITLE}")
         return 0
-    name = args.name or experiments.FLAGSHIP
-    experiments.load(name)  # an unknown name fails here, before anything is written
-    if args.tiny and name not in (experiments.FLAGSHIP, "lm_builtin", "lm_text"):
-        raise ValueError(
-            f"--tiny applies to the flagship, lm_builtin and lm_text only; got name {name!r}"
-        )
+    name = experiments.FLAGSHIP if args.name is None else args.name
+    module = experiments.load(name)  # an unknown name fails here, before anything is written
+    accepts = inspect.signature(module.run).parameters
+    if args.tiny and "tiny" not in accepts:
+        tiny = ", ".join(n for n in known if "tiny" in inspect.signature(_run_of(n)).parameters)
+        raise ValueError(f"--tiny applies to {tiny} only; got name {name!r}")
     if args.tiny and args.full:
         raise ValueError("--tiny and --full exclude each other")
-    out = args.out or DEFAULT_RUN_OUT.parent / name
-    record = experiments.execute(name, full=args.full, root=out, tiny=args.tiny)
+    options: dict[str, Any] = {}
+    if "text_path" in accepts:
+        if args.text is None:
+            raise ValueError(f"experiment {name!r} needs --text FILE (a UTF-8 text file)")
+        from ctx_staircase import text
+
+        text.load_text(args.text)  # unreadable, empty or not UTF-8: refused before any work
+        options["text_path"] = args.text
+    elif args.text is not None:
+        raise ValueError(f"--text applies to lm_text only; got name {name!r}")
+    out = _out(args, DEFAULT_RUN_ROOT / name)
+    limit = _limit(args)  # a bad --max-memory is refused here
+    if hasattr(module, "memory_bytes"):
+        from ctx_staircase import budget
+
+        budget.check(
+            module.memory_bytes(full=args.full, tiny=args.tiny),
+            what=f"run {name}{' --full' if args.full else ''}",
+            knob="drop --full, use --tiny",
+            limit=limit,
+        )
+    with _bar(f"{name}: steps trained (the first call of each shape compiles)"):
+        record = experiments.execute(name, full=args.full, root=out, tiny=args.tiny, **options)
     print_record(record)
-    Console(stderr=True).print(f"wrote {out}/ (results/{name}.json, figures/)")
+    _stderr().print(f"wrote {out}/ (results/{name}.json, figures/)")
+    failed = [c["item"] for c in record["claims"] if c["passed"] is False]
+    if args.strict and failed:
+        _stderr().print(f"--strict: {len(failed)} claim(s) failed: {', '.join(failed)}")
+        return 1
     return 0
 
 
+def _run_of(name: str):
+    from ctx_staircase import experiments
+
+    return experiments.load(name).run
+
+
 def _lm(args: argparse.Namespace) -> int:
-    import dataclasses
+    from ctx_staircase import budget, lm, text
 
-    from ctx_staircase import lm, results, signatures, text
-    from ctx_staircase.experiments import lm_builtin, lm_text
-
-    if args.tiny:
-        config = lm_text.lm_config(tiny=True)
-    else:
-        config = lm.LMConfig(
-            d=args.d,
-            n_layers=args.layers,
-            n_heads=args.heads,
-            context_length=args.context,
-            batch_size=args.batch_size,
-            steps=args.steps,
-            lr=args.lr,
-            snapshot_every=min(args.snapshot_every, args.steps),
-        )
+    sizes = _LM_TINY if args.tiny else _LM_STANDARD
+    chosen = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in sizes.items()}
+    tiny_extra = (
+        dict(tracked=24, min_count=5, probe_vocabulary=24, signature_windows=16,
+             validation_windows=8)
+        if args.tiny
+        else {}
+    )  # fmt: skip
+    config = lm.LMConfig(
+        d=chosen["d"],
+        n_layers=chosen["layers"],
+        n_heads=chosen["heads"],
+        context_length=chosen["context"],
+        batch_size=chosen["batch_size"],
+        steps=chosen["steps"],
+        lr=args.lr if args.lr is not None else 3e-3,
+        snapshot_every=min(chosen["snapshot_every"], chosen["steps"]),
+        **tiny_extra,
+    )
+    out = _out(args, DEFAULT_RUN_ROOT / "lm")
     builtin = args.text is None
     source = text.builtin_corpus() if builtin else text.load_text(args.text)
     vocab_size = args.vocab_size
@@ -469,16 +862,31 @@ def _lm(args: argparse.Namespace) -> int:
         many = len(set(text.tokenize(source))) > text.DEFAULT_VOCAB_SIZE
         vocab_size = text.DEFAULT_VOCAB_SIZE if many else None
     corpus = text.prepare_corpus(source, vocab_size=vocab_size)
-    out = args.out or Path("runs") / "lm"
-    console = Console(stderr=True)
+    budget.check(
+        budget.lm_bytes(config, corpus.vocab_size, lanes=len(args.gamma)),
+        what=f"lm d={config.d}, {config.n_layers} layers, context {config.context_length}, "
+        f"batch {config.batch_size}, vocabulary {corpus.vocab_size}, {len(args.gamma)} lanes",
+        knob="lower --d, --layers, --context, --batch-size, --vocab-size or the number of --gamma",
+        limit=_limit(args),
+    )
+    return _lm_and_report(args, config, corpus, builtin, out)
+
+
+def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
+    import dataclasses
+
+    from ctx_staircase import results, signatures
+    from ctx_staircase.experiments import lm_builtin, lm_text
+
     start = time.perf_counter()
-    with console.status(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
+    with _bar(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
         trajectory, _, curves = lm_text.train_and_measure(
             corpus,
             config,
             gammas=args.gamma,
             seed=args.seed,
             probe_steps=50 if args.tiny else 300,
+            out=out / "lanes",
         )
     summary = lm_text.summarize(trajectory, curves)
     figures = {
@@ -490,6 +898,7 @@ def _lm(args: argparse.Namespace) -> int:
         "vocab_size": corpus.vocab_size,
         "gammas": list(args.gamma),
         "seed": args.seed,
+        "tiny": args.tiny,
         "config": dataclasses.asdict(config),
         "summary": summary,
         "curves": lm_text.curve_lists(trajectory, curves),
@@ -513,7 +922,7 @@ def _lm(args: argparse.Namespace) -> int:
     )
     for name, fig in figures.items():
         results.save_figure(fig, out / f"{name}.png")
-    results.write_json(out / "metrics.json", record)
+    results.write_json(out / "metrics.json", record)  # last: its presence marks a finished run
 
     table = Table(title=f"LM signature alignment ({record['text']}, {config.steps} steps)")
     for column in (
@@ -535,75 +944,12 @@ def _lm(args: argparse.Namespace) -> int:
             f"{row['probe_mse_ratio_median']:.2f}",
             f"{row['validation_loss_final']:.3f}",
         )
-    console.print(table)
-    console.print(
+    _stdout().print(table)
+    _stderr().print(
         f"wrote {out}/ (metrics.json, arrays.npz, {', '.join(f + '.png' for f in figures)}) in "
         f"{record['seconds']:.1f} s"
     )
     return 0
-
-
-def _signature_report(task: str, params: dict, order: int, group: str | None, out: Path) -> None:
-    from ctx_staircase import geometry, plots, results, tasks
-
-    console = Console(stderr=True)
-    start = time.perf_counter()
-    ds = tasks.make(task, **params)
-    if order < 0 or order > ds.L - 1:
-        raise ValueError(f"--order must lie in [0, L-1] = [0, {ds.L - 1}] for {task}; got {order}")
-    geom = geometry.signature_geometry(ds, order, group=group, progress=True)
-    figure = plots.signature_geometry_figure(geom, task)
-    seconds = time.perf_counter() - start
-    summary = {
-        "task": task,
-        "params": ds.params,
-        "n": ds.n,
-        "L": ds.L,
-        "vocab_size": ds.vocab_size,
-        "group": geom.group,
-        "alphas": geom.alphas,
-        "max_order": order,
-        "geometry": geom.summary,
-        "seconds": seconds,
-        "status": "ok",
-        "environment": results.environment(),
-    }
-    # Everything is computed before the first write: a failure leaves no partial output.
-    results.write_npz(out / "arrays.npz", alphas=geom.alphas, **geom.similarity)
-    results.save_figure(figure, out / "signature_geometry.png")
-    results.write_json(out / "metrics.json", summary)
-
-    table = Table(title=f"{task} {ds.params}: signature geometry of '{geom.group}'")
-    for column in ("matrix", "off-diag mean", "min", "max", "PCA var (1,2)", "vs order 0"):
-        table.add_column(column)
-    for name, row in geom.summary.items():
-        pca = ", ".join(f"{v:.2f}" for v in row["pca_explained_variance"])
-        align = row["alignment_with_order0"]
-        table.add_row(
-            name,
-            _fmt(row["offdiag_mean"]),
-            _fmt(row["offdiag_min"]),
-            _fmt(row["offdiag_max"]),
-            pca,
-            f"{align['value']:.3f} ({align['method']})",
-        )
-    console.print(table)
-    console.print(
-        f"wrote {out}/ (arrays.npz, signature_geometry.png, metrics.json) in {seconds:.1f} s"
-    )
-
-
-def _parse_params(items: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
-        try:
-            params[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            params[key] = raw
-    return params
 
 
 def _fmt(value) -> str:
@@ -611,4 +957,4 @@ def _fmt(value) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

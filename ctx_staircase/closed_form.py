@@ -74,7 +74,10 @@ def linear_solution(M, W_E0, W_U0, rate: float) -> LinearSolution:
     With ``a_i = W_E^T v_i`` and ``b_i = W_U^T u_i`` each mode obeys ``a_i' = C_1 s_i b_i``,
     ``b_i' = C_1 s_i a_i``; zero singular values leave their modes (the kernel of M) frozen.
     """
-    M, W_E0, W_U0 = (jnp.asarray(x) for x in (M, W_E0, W_U0))
+    M = _square("M", M)
+    W_E0 = _weights("W_E0", W_E0, M.shape[0])
+    W_U0 = _weights("W_U0", W_U0, M.shape[0], W_E0.shape[1])
+    _real("rate", rate)
     left, singular, right_t = jnp.linalg.svd(M)
     return LinearSolution(left, singular, right_t, right_t @ W_E0, left.T @ W_U0, float(rate))
 
@@ -170,7 +173,14 @@ def feedback_solution(M, Gamma, W_E0, W_U0, rate: float, vocab_size: int) -> Fee
         rate: C_1.
         vocab_size: V, the softmax width.
     """
-    M, Gamma, W_E0, W_U0 = (jnp.asarray(x) for x in (M, Gamma, W_E0, W_U0))
+    M = _square("M", M)
+    Gamma = _square("Gamma", Gamma)
+    if Gamma.shape != M.shape:
+        raise ValueError(f"Gamma must have the shape of M, {M.shape}; got shape {Gamma.shape}")
+    W_E0 = _weights("W_E0", W_E0, M.shape[0])
+    W_U0 = _weights("W_U0", W_U0, M.shape[0], W_E0.shape[1])
+    _real("rate", rate)
+    _count("vocab_size", vocab_size, 1)
     left, singular, right_t = jnp.linalg.svd(M)
     gamma_ii = jnp.einsum("kv,vw,kw->k", right_t, Gamma, right_t)
     # The kernel of M pairs left and right singular vectors arbitrarily, so a diagonal feedback
@@ -188,7 +198,9 @@ def expected_gram(M, t, *, d: int, sigma_E: float, sigma_U: float, rate: float) 
     The expectation over an i.i.d. Gaussian init with standard deviations ``sigma_E, sigma_U``;
     ``[..., V, V]`` for ``t`` of shape ``[...]``.
     """
-    _, singular, right_t = jnp.linalg.svd(jnp.asarray(M))
+    _count("d", d, 1)
+    _check_init_scales(sigma_E, sigma_U, rate)
+    _, singular, right_t = jnp.linalg.svd(_square("M", M))
     sinh2 = jnp.sinh(rate * jnp.asarray(t)[..., None] * singular) ** 2
     growth = jnp.einsum("kv,...k,kw->...vw", right_t, sinh2, right_t)
     eye = jnp.eye(right_t.shape[0], dtype=growth.dtype)
@@ -202,7 +214,8 @@ def mode_covariance(M, t, *, sigma_E: float, sigma_U: float, rate: float) -> jax
     vector with covariance ``Sigma = s_E^2 A A^T + s_U^2 B B^T``; ``W_E W_E^T`` is
     Wishart(d, Sigma).
     """
-    _, singular, right_t = jnp.linalg.svd(jnp.asarray(M))
+    _check_init_scales(sigma_E, sigma_U, rate)
+    _, singular, right_t = jnp.linalg.svd(_square("M", M))
     x = rate * jnp.asarray(t)[..., None] * singular
     cosh2, sinh2 = jnp.cosh(x) ** 2, jnp.sinh(x) ** 2
     # A = V cosh V^T and B = V sinh U^T, so A A^T = V cosh^2 V^T and B B^T = V sinh^2 V^T
@@ -223,6 +236,7 @@ def predicted_rho0(
     correlation with ``S_sig`` is the correlation of the mean part shrunk by
     ``sqrt(var_mean / (var_mean + mean noise var))``. ``[T]`` for ``t`` of shape ``[T]``.
     """
+    _count("d", d, 1)
     cov = mode_covariance(M, t, sigma_E=sigma_E, sigma_U=sigma_U, rate=rate)
     cov = cov[..., alphas[:, None], alphas[None, :]]
     diag = jnp.sqrt(jnp.diagonal(cov, axis1=-2, axis2=-1))
@@ -252,6 +266,12 @@ def logit_scale(W_E, W_U, tokens, coefficients: tuple[float, ...]) -> jax.Array:
 def crossing_time(ts, values, threshold: float) -> float:
     """First ``t`` with ``values >= threshold``, log-linearly interpolated; NaN if never (C7)."""
     ts, values = np.asarray(ts, dtype=np.float64), np.asarray(values, dtype=np.float64)
+    if ts.ndim != 1 or values.shape != ts.shape:
+        raise ValueError(
+            f"ts and values must be 1-D of the same length; got shapes {ts.shape} (ts) and "
+            f"{values.shape} (values)"
+        )
+    _real("threshold", threshold, low=0.0, strict=True)
     above = np.flatnonzero(values >= threshold)
     if above.size == 0:
         return float("nan")
@@ -270,7 +290,12 @@ def escape_time_estimate(top_singular: float, *, gamma, d: int, rate: float) -> 
     ``dt_esc/dgamma`` as gamma grows; its intercept is off additively by an O(1) constant
     (about 15 time units on add N = 20 against the closed form, theory/closed_form.md §4).
     """
+    _real("top_singular", top_singular, low=0.0, strict=True)
+    _count("d", d, 1)
+    _real("rate", rate, nonzero=True)
     gamma = np.asarray(gamma, dtype=np.float64)
+    if not np.all(np.isfinite(gamma)):
+        raise ValueError(f"gamma must be finite; got {gamma.tolist()}")
     return ((2 * gamma - 1) * np.log(d) + np.log(2)) / (2 * rate * top_singular)
 
 
@@ -289,6 +314,58 @@ def attention_plateau_time(top_singular: float, u0: float, depth: int = 4) -> fl
         s = np.linalg.svd(M, compute_uv=False)[0] / ds.L
         t_star = attention_plateau_time(s, (d**-gamma * np.sqrt(d)) ** 4)
     """
-    if depth < 3:
-        raise ValueError(f"depth must be >= 3 for a finite-time blow-up; got {depth}")
+    if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 3:
+        raise ValueError(f"depth must be an int >= 3 for a finite-time blow-up; got {depth!r}")
+    _real("top_singular", top_singular, low=0.0, strict=True)
+    _real("u0", u0, low=0.0, strict=True)
     return float(u0 ** (-(depth - 2) / depth) / ((depth - 2) * top_singular))
+
+
+# --------------------------------------------------------------------------------------------
+# validation: shapes always (they are static under jit and vmap), values when concrete
+
+
+def _square(name: str, M) -> jax.Array:
+    M = jnp.asarray(M)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"{name} must be a square matrix [V, V]; got shape {M.shape}")
+    return M
+
+
+def _weights(name: str, W, V: int, d: int | None = None) -> jax.Array:
+    W = jnp.asarray(W)
+    if W.ndim != 2 or W.shape[0] != V or (d is not None and W.shape[1] != d):
+        want = f"[{V}, {'d' if d is None else d}]"
+        raise ValueError(f"{name} must have shape {want} to match M; got shape {W.shape}")
+    return W
+
+
+def _real(name: str, value, *, low: float | None = None, strict: bool = False, nonzero=False):
+    """A real scalar; finite, and ``> low`` (``strict``) or ``>= low``, checked when concrete."""
+    if isinstance(value, bool) or np.ndim(value) != 0:
+        raise TypeError(f"{name} must be a real scalar; got {value!r}")
+    if isinstance(value, jax.core.Tracer):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real scalar; got {value!r}") from None
+    bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
+    bad = not np.isfinite(number) or (nonzero and number == 0)
+    bad = bad or (low is not None and (number <= low if strict else number < low))
+    if bad:
+        allowed = f"a finite{' nonzero' if nonzero else ''} number{bound}"
+        raise ValueError(f"{name} must be {allowed}; got {value!r}")
+    return value
+
+
+def _check_init_scales(sigma_E, sigma_U, rate) -> None:
+    _real("sigma_E", sigma_E, low=0.0)
+    _real("sigma_U", sigma_U, low=0.0)
+    _real("rate", rate)
+
+
+def _count(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+    return int(value)

@@ -18,7 +18,7 @@ the same time grid ``t = lr * step``; `compare` returns the numbers of theory/cl
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -155,8 +155,10 @@ HORIZON_MARGIN = 1.25
 MAX_STEPS = 50_000
 #: Snapshots beyond this many are placed geometrically (dense early, where escapes differ most).
 MAX_SNAPSHOTS = 400
-#: Share of the available memory the trajectories and signatures may take.
-MEMORY_SHARE = 0.5
+#: Time points of the closed form's escape search, evaluated this many at a time (the logits of
+#: every sample at every point of the grid at once would take GBs on the flagship's add N=40).
+ESCAPE_GRID = 2000
+ESCAPE_CHUNK = 100
 
 
 class TheoryInputs(NamedTuple):
@@ -183,16 +185,17 @@ def check_theory_inputs(
     snapshot_every: int | None,
     threshold: float,
     prediction: str,
+    memory_limit=None,
 ) -> TheoryInputs:
     """Validate every setting before any work; ValueError naming the parameter otherwise.
 
     Checks: the model; every gamma finite and inside `GAMMA_RANGE` of the model; orders in
     ``[0, L-1]``; d, steps, snapshot_every positive integers; lr and threshold finite and
     positive; the prediction term; and the memory the run needs (trajectories of every lane and
-    theory, the signatures up to the order the flows use) against `MEMORY_SHARE` of the
-    available memory.
+    theory, the signatures up to the order the flows use: `budget.theory_bytes`) against
+    ``memory_limit`` (a `budget.memory_limit` override; default: 80% of available memory).
     """
-    from ctx_staircase import activations, flows
+    from ctx_staircase import activations, budget, flows
 
     if model not in GAMMA_RANGE:
         raise ValueError(f"model must be one of {tuple(GAMMA_RANGE)}; got {model!r}")
@@ -215,21 +218,27 @@ def check_theory_inputs(
             raise ValueError(f"{name} must be finite and > 0; got {value!r}")
     if prediction not in flows.PREDICTION_TERMS:
         raise ValueError(f"prediction must be one of {flows.PREDICTION_TERMS}; got {prediction!r}")
+    max_orders = tuple(max_orders) if np.iterable(max_orders) else (max_orders,)
+    if not max_orders or any(
+        isinstance(m, bool) or not isinstance(m, int | np.integer) or not 0 <= m <= ds.L - 1
+        for m in max_orders
+    ):
+        raise ValueError(
+            f"max_orders must be integers in [0, L-1] = [0, {ds.L - 1}]; got {list(max_orders)}"
+        )
     max_orders = tuple(int(m) for m in max_orders)
-    if not max_orders or any(not 0 <= m <= ds.L - 1 for m in max_orders):
-        raise ValueError(f"max_orders must lie in [0, L-1] = [0, {ds.L - 1}]; got {max_orders}")
     if model == "attention":
         max_orders = (0,)
     coefficients = tuple(activations.effective_coefficients(activations.get(activation)))
-    needed = _estimated_bytes(ds, model, gammas.size, max_orders, d, prediction)
-    available = _available_bytes()
-    if needed > MEMORY_SHARE * available:
-        raise ValueError(
-            f"the task is too large for memory: the theory run needs about {needed / 2**30:.1f} "
-            f"GiB (trajectories of {gammas.size} gamma x {len(max_orders)} orders, signatures up "
-            f"to order {_signature_order(ds, model, max_orders, prediction)}) and "
-            f"{available / 2**30:.1f} GiB is available; lower N, d or the number of gamma"
-        )
+    needed = budget.check(
+        budget.theory_bytes(
+            ds, model=model, d=d, gammas=gammas, max_orders=max_orders, steps=steps,
+            snapshot_every=snapshot_every, prediction=prediction,
+        ),
+        what=f"the theory run ({model}, {gammas.size} gamma, d={d}, n={ds.n})",
+        knob="lower N, d, steps or the number of gamma",
+        limit=memory_limit,
+    )  # fmt: skip
     return TheoryInputs(model, gammas, max_orders, prediction, coefficients, needed)
 
 
@@ -247,6 +256,8 @@ def theory_vs_training(
     snapshot_every: int | None = None,
     threshold: float = 0.5,
     prediction: str = "linear",
+    out: str | Path | None = None,
+    memory_limit=None,
 ) -> dict:
     """Integrate the theory and train the same models, then `compare` them lane by lane.
 
@@ -266,7 +277,9 @@ def theory_vs_training(
     `MAX_SNAPSHOTS` snapshots, geometric beyond. A given horizon that misses some predicted
     escapes is noted in ``notes``; one that misses all of them is an error. Everything runs in
     float64 under a scoped ``jax.enable_x64``, whatever the caller's global flag. The ODE lanes
-    (gamma x max_order) run through `sweep.sweep_map`.
+    (gamma x max_order) run through `sweep.sweep_map`. With ``out``, each trained gamma lane is
+    saved there as it finishes and a rerun trains only the missing ones (`sweep.train_sweep`).
+    ``memory_limit`` overrides the memory limit of `check_theory_inputs`.
 
     Returns:
         A dict with ``ts``, ``runs`` (per gamma: the trajectories and one `compare` dict per
@@ -289,16 +302,17 @@ def theory_vs_training(
         snapshot_every=snapshot_every,
         threshold=threshold,
         prediction=prediction,
+        memory_limit=memory_limit,
     )
     with jax.enable_x64(True):
         return _theory_vs_training(
             ds, inputs, seed=seed, d=d, activation=activation, lr=lr, steps=steps,
-            snapshot_every=snapshot_every, threshold=threshold,
+            snapshot_every=snapshot_every, threshold=threshold, out=out,
         )  # fmt: skip
 
 
 def _theory_vs_training(
-    ds, inputs: TheoryInputs, *, seed, d, activation, lr, steps, snapshot_every, threshold
+    ds, inputs: TheoryInputs, *, seed, d, activation, lr, steps, snapshot_every, threshold, out
 ) -> dict:
     from ctx_staircase import sweep, train
 
@@ -322,7 +336,9 @@ def _theory_vs_training(
     ts = lr * np.asarray(snapshots, dtype=np.float64)
 
     config = train.TrainConfig(optimizer="gd", lr=lr, steps=horizon_steps, snapshots=snapshots)
-    trained = sweep.train_sweep(model, ds, config, gammas=gammas, seeds=[seed], **model_kwargs)
+    trained = sweep.train_sweep(
+        model, ds, config, gammas=gammas, seeds=[seed], out=out, **model_kwargs
+    )
     theories = _ode_theories(ds, inputs, y0, ts)
     if model == "ffn":
         theories.update(_closed_form_theories(ds, M, y0, ts, coefficients))
@@ -415,8 +431,13 @@ def _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top) -> np.ndarray
         end = 3 * (max(np.log(threshold / max(scale0, 1e-300)), 0.0) + 2.0) / rate
         escape = float("nan")
         for _ in range(4):
-            grid = np.linspace(0.0, end, 2000)
-            scale = np.asarray(closed_form.logit_scale(*solution(grid), ds.tokens, coefficients))
+            grid = np.linspace(0.0, end, ESCAPE_GRID)
+            scale = np.concatenate(
+                [
+                    closed_form.logit_scale(*solution(part), ds.tokens, coefficients)
+                    for part in np.split(grid, ESCAPE_GRID // ESCAPE_CHUNK)
+                ]
+            )  # in chunks: the hidden states of the whole grid would take GBs
             escape = closed_form.crossing_time(grid, scale, threshold)
             if np.isfinite(escape):
                 break
@@ -515,7 +536,7 @@ def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
         # flow's contractions small (4-6x faster on add; benchmarks/README.md), same numbers.
         sigs = signatures.signature_set(
             ds,
-            _signature_order(ds, "ffn", inputs.max_orders, inputs.prediction),
+            signature_order(ds, "ffn", inputs.max_orders, inputs.prediction),
             alphas=occurring,
             labels=np.unique(ds.labels[ds.weights > 0]),
             context=occurring,
@@ -535,7 +556,7 @@ def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
         solution = ode.integrate(field, y, grid, order, rtol=1e-7, atol=1e-12, max_steps=20_000)
         return solution.ys, solution.ok, solution.result
 
-    ys, ok, result = jax.device_get(sweep.sweep_map(solve, lanes_y0, lanes_order))
+    ys, ok, result = jax.device_get(sweep.sweep_map(solve, lanes_y0, lanes_order, count_lanes=True))
     theories = {}
     for j, name in enumerate(names):
         lanes = range(j, len(inputs.gammas) * orders, orders)
@@ -566,39 +587,10 @@ def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict
     return {name: {"trajectories": lanes, "solver": []} for name, lanes in out.items()}
 
 
-def _signature_order(ds, model: str, max_orders, prediction: str) -> int:
+def signature_order(ds, model: str, max_orders, prediction: str) -> int:
     if model != "ffn":
         return 0
     return ds.L - 1 if prediction == "linear" else max(max_orders)
-
-
-def _estimated_bytes(ds, model, lanes: int, max_orders, d: int, prediction: str) -> int:
-    """Memory of a theory run: trajectories (training and every theory) plus signatures."""
-    V, L = ds.vocab_size, ds.L
-    occurring = np.unique(ds.tokens).size
-    labels = np.unique(ds.labels).size
-    matrices = 2 if model == "ffn" else 4
-    theories = (2 + len(max_orders)) if model == "ffn" else 1
-    snapshots = MAX_SNAPSHOTS + 10
-    trajectories = lanes * snapshots * V * d * 8 * (2 + matrices * theories)
-    order = _signature_order(ds, model, max_orders, prediction)
-    tables = sum(occurring * (labels + 1) * occurring**m * 8 for m in range(order + 1))
-    # the linear-softmax correction holds [A, P^(L-1), d] hidden states per lane, a few times
-    hidden = occurring**L * d * 8 * 4 * lanes if prediction == "linear" and model == "ffn" else 0
-    data = ds.n * (L + 2) * 8
-    return int(trajectories + tables + hidden + data)
-
-
-def _available_bytes() -> int:
-    """Available memory (MemAvailable on Linux; physical memory elsewhere)."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def experiment_summary(experiment: dict) -> dict:

@@ -83,6 +83,7 @@ def flow_signatures(sigs: SignatureSet, dtype=None, *, sparse: bool = True) -> F
     get their COO form, which the field contracts in ``nnz * d`` instead of
     ``A * Vnu * P^m * d`` operations.
     """
+    _check_signature_set(sigs)
     dtype = dtype or jnp.zeros(()).dtype
     as_array = functools.partial(jnp.asarray, dtype=dtype)
     return FlowSignatures(
@@ -182,8 +183,7 @@ def ffn_signature_field(
     Returns:
         ``dW_E [V, d]`` (theory/ffn.md eq. F6) and ``dW_U [V, d]`` (eq. F8).
     """
-    if prediction not in PREDICTION_TERMS:
-        raise ValueError(f"prediction must be one of {PREDICTION_TERMS}; got {prediction!r}")
+    _check_prediction(prediction)
     M = len(sigs.label) - 1
     if prediction == "linear" and M != L - 1:
         raise ValueError(
@@ -250,8 +250,9 @@ def ffn_signature_flow(
     orders), so a vmap over args sweeps the context order in one compiled call. ``sparse``: see
     `flow_signatures`.
     """
+    _check_prediction(prediction)
+    coefficients = _check_coefficients(coefficients)
     flow_sigs = flow_signatures(sigs, dtype, sparse=sparse)
-    coefficients = tuple(float(c) for c in coefficients)
 
     def vector_field(t, y, args):
         dW_E, dW_U = ffn_signature_field(
@@ -282,7 +283,7 @@ def order_contributions(
         sigs = flow_signatures(sigs, W_E.dtype)
     if L is None:
         raise ValueError("L must be given with FlowSignatures")
-    return _order_contributions(W_E, W_U, sigs, tuple(float(c) for c in coeffs), int(L))
+    return _order_contributions(W_E, W_U, sigs, _check_coefficients(coeffs, "coeffs"), int(L))
 
 
 @functools.partial(jax.jit, static_argnames=("coeffs", "L"))
@@ -357,6 +358,15 @@ def drive_matrix(sigs: SignatureSet, vocab_size: int) -> np.ndarray:
     have zero columns and
     ``1^T M = 0``. ``sigs`` may restrict labels to those that occur (other rows get ``-1/V``).
     """
+    _check_signature_set(sigs)
+    needed = 1 + max(int(np.max(sigs.alphas, initial=0)), int(np.max(sigs.labels, initial=0)))
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer):
+        raise TypeError(f"vocab_size must be an int; got {vocab_size!r}")
+    if vocab_size < needed:
+        raise ValueError(
+            f"vocab_size must be >= {needed} (1 + the largest alpha or label id of sigs); "
+            f"got {vocab_size}"
+        )
     weight = np.zeros(vocab_size)
     weight[sigs.alphas] = sigs.L * sigs.r[sigs.alphas]
     M = np.broadcast_to(-weight / vocab_size, (vocab_size, vocab_size)).copy()
@@ -449,3 +459,32 @@ def gradient_flow(loss: Callable) -> Callable:
     """
     gradient = jax.grad(loss)
     return lambda t, y, args: jax.tree.map(jnp.negative, gradient(y))
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+
+def _check_prediction(prediction) -> None:
+    if not isinstance(prediction, str) or prediction not in PREDICTION_TERMS:
+        raise ValueError(f"prediction must be one of {PREDICTION_TERMS}; got {prediction!r}")
+
+
+def _check_signature_set(sigs) -> None:
+    if not isinstance(sigs, SignatureSet):
+        raise TypeError(f"sigs must be a signatures.SignatureSet; got {type(sigs).__name__}")
+
+
+def _check_coefficients(coefficients, name: str = "coefficients") -> tuple[float, ...]:
+    """``(C_1, .., C_K)`` as floats: at least one, all finite."""
+    try:
+        values = tuple(float(c) for c in coefficients)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be a sequence of real numbers (C_1, ..., C_K); got {coefficients!r}"
+        ) from None
+    if not values or not all(math.isfinite(c) for c in values):
+        raise ValueError(
+            f"{name} must be one or more finite numbers (C_1, ..., C_K); got {coefficients!r}"
+        )
+    return values

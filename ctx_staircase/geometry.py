@@ -5,12 +5,19 @@ order m >= 1 the signature of alpha is a tensor over (nu, beta_1..beta_m); its g
 cosine matrix of the flattened tensors. For m = 1 the frequency-resolved matrices
 ``S^{sig,(1)}_k`` (SPEC §3, App A.1.6) contract the context axis, restricted to the group itself
 (the paper's p = N convention), with the cosine vectors c^cos_k.
+
+Everything here is float64 whatever JAX's x64 flag: NumPy signatures, cosines by
+`metrics.signature_cosine_matrix`, PCA and alignment under a scoped ``jax.enable_x64``. In float32
+the cosines of signature rows that are zero in theory (Fourier components of norm ~1e-17) are
+noise, and cosines exceed 1. Such rows are exact zeros (`signatures.fourier_projection`), with
+cosine 0 to every row.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import jax
 import numpy as np
 
 from ctx_staircase import metrics, signatures
@@ -25,9 +32,9 @@ class SignatureGeometry(NamedTuple):
 
     Attributes:
         group: the group's name; ``alphas`` its token ids ``[A]``.
-        similarity: ``{name: [A, A]}`` cosine matrices: ``"order0"``, ``"order1"``, ...,
-            and ``"order1_k{k}"`` for the frequency components.
-        pca: ``{name: metrics.PCA}`` of the signature vectors behind each matrix.
+        similarity: ``{name: [A, A]}`` float64 cosine matrices, in ``[-1, 1]``: ``"order0"``,
+            ``"order1"``, ..., and ``"order1_k{k}"`` for the frequency components.
+        pca: ``{name: metrics.PCA}`` of the signature vectors behind each matrix (NumPy float64).
         summary: JSON-ready numbers: off-diagonal statistics, constancy, explained variance, and
             the alignment of each matrix with order 0.
     """
@@ -71,7 +78,7 @@ def signature_geometry(
         frequencies: the k of ``S^{sig,(1)}_k`` (default: 1 and p/2, p = group size).
         progress: passed to the signature counting.
     """
-    group = group or default_group(ds)
+    group = default_group(ds) if group is None else group
     alphas = group_tokens(ds, group)
     context = np.unique(ds.tokens)
     label_ids = np.unique(ds.labels[ds.weights > 0])
@@ -91,11 +98,15 @@ def signature_geometry(
             for k, h in zip(ks, signatures.fourier_projection(within, ks), strict=True):
                 vectors[f"order1_k{k}"] = h
     for name, rows in vectors.items():
-        similarity[name] = np.asarray(metrics.cosine_matrix(rows))
-    pca = {name: metrics.pca(rows, k=2) for name, rows in vectors.items()}
-    summary = {
-        name: _summarize(S, similarity["order0"], pca[name]) for name, S in similarity.items()
-    }
+        similarity[name] = metrics.signature_cosine_matrix(rows)
+    with jax.enable_x64(True):
+        pca = {
+            name: metrics.PCA(*(np.asarray(a) for a in metrics.pca(rows, k=2)))
+            for name, rows in vectors.items()
+        }
+        summary = {
+            name: _summarize(S, similarity["order0"], pca[name]) for name, S in similarity.items()
+        }
     return SignatureGeometry(group, alphas, similarity, pca, summary)
 
 

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 import re
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -37,7 +39,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import metrics, models, signatures, sweep, text, train
+from ctx_staircase import metrics, models, progress, signatures, sweep, text, train, units
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -94,7 +96,7 @@ class LMConfig:
             "signature_windows",
             "validation_windows",
         ):
-            train._check_int(getattr(self, name), name, 1)
+            train._check_int(getattr(self, name), name, 1, train.MAX_STEPS)  # int32 counters
         if self.d % self.n_heads or (self.d // self.n_heads) % 2:
             raise ValueError(
                 f"n_heads: d={self.d} must split into n_heads={self.n_heads} heads of an even "
@@ -331,6 +333,7 @@ def train_lm(
     devices=None,
     lanes_per_batch: int | None = None,
     concurrent_calls: int | None = None,
+    out: str | Path | None = None,
 ) -> LMTrajectory:
     """Train one GPT per gamma (one compiled program over the lanes) and record the trajectory.
 
@@ -344,13 +347,16 @@ def train_lm(
         devices, lanes_per_batch, concurrent_calls: how the gamma lanes run, as in
             `sweep.sweep_map` (sharded over ``devices``; by default vmapped together on an
             accelerator, and on CPU one lane at a time in one concurrent call per core). The
-            layout changes the speed, not the result beyond float rounding.
+            layout changes the speed, not the result (bitwise on CPU, see `sweep.sweep_map`).
+        out: a folder where each finished lane is saved (`units.UnitStore`); rerunning the same
+            call into it trains only the lanes not yet saved. Without it, lanes are saved under
+            the active `units.caching` folder, if any.
     """
     config = LMConfig() if config is None else config
     gamma = np.asarray(gammas, dtype=np.float64).ravel()
     if gamma.size == 0 or not np.all(np.isfinite(gamma)):
         raise ValueError(f"gammas must be finite numbers (at least one); got {list(gammas)}")
-    train._check_int(seed, "seed", 0)
+    train._check_int(seed, "seed", 0, 2**32 - 1)  # a uint32 PRNG seed
     T = config.context_length
     for name, stream in (("train", corpus.train), ("validation", corpus.validation)):
         if stream.size < T + 1:
@@ -379,33 +385,65 @@ def train_lm(
     alpha_position = np.full(V, -1, dtype=np.int32)
     alpha_position[tracked] = np.arange(tracked.size, dtype=np.int32)
     lane = _lane_function(config, V, alpha_position.tobytes())
-    G = gamma.size
+    spec = {
+        "kind": "lm lanes",
+        "config": dataclasses.asdict(config),
+        "gammas": gamma.tolist(),
+        "seed": seed,
+        "tracked": tracked.tolist(),
+        "corpus": hashlib.sha256(np.ascontiguousarray(corpus.train).tobytes()).hexdigest(),
+        "vocabulary": corpus.vocab_size,
+    }
+    store = units.UnitStore(out, spec) if out is not None else units.cached_store("lm", spec)
+    done = {}
+    for i in range(gamma.size):
+        saved = store.load(f"lane_{i:03d}", _LANE_FIELDS) if store else None
+        if saved is not None:
+            done[i] = saved
+    todo = [i for i in range(gamma.size) if i not in done]
+    if todo:
+        progress.expect(len(todo) * config.steps)
+        states = _initial_states(config, V, gamma, seed)
+        G = len(todo)
 
-    def shared(x, dtype=jnp.int32):  # the same data for every lane
-        x = jnp.asarray(x, dtype=dtype)
-        return jnp.broadcast_to(x, (G, *x.shape))
+        def shared(x, dtype=jnp.int32):  # the same data for every lane
+            x = jnp.asarray(x, dtype=dtype)
+            return jnp.broadcast_to(x, (G, *x.shape))
 
-    recorded, final_W_E, diverged = sweep.sweep_map(
-        lane,
-        _initial_states(config, V, gamma, seed),
-        shared(corpus.train),
-        shared(tracked),
-        shared(_spread(text.windows(corpus.train, T), config.signature_windows)),
-        shared(_spread(text.windows(corpus.validation, T), config.validation_windows)),
-        shared(seed, jnp.uint32),
-        devices=devices,
-        lanes_per_batch=lanes_per_batch,
-        concurrent_calls=concurrent_calls,
-    )
-    recorded = jax.device_get(recorded)
+        recorded, final_W_E, diverged = sweep.sweep_map(
+            lane,
+            jax.tree.map(lambda x: x[np.asarray(todo)], states),
+            shared(corpus.train),
+            shared(tracked),
+            shared(_spread(text.windows(corpus.train, T), config.signature_windows)),
+            shared(_spread(text.windows(corpus.validation, T), config.validation_windows)),
+            shared(seed, jnp.uint32),
+            devices=devices,
+            lanes_per_batch=lanes_per_batch,
+            concurrent_calls=concurrent_calls,
+        )
+        recorded = jax.device_get(recorded)
+        for position, i in enumerate(todo):
+            done[i] = {
+                **{k: np.asarray(v[position]) for k, v in recorded.items()},
+                "final_W_E": np.asarray(final_W_E[position]),
+                "diverged_step": np.asarray(diverged[position]),
+            }
+            if store:
+                store.save(f"lane_{i:03d}", **done[i])
+    if store:
+        store.finish(lanes=gamma.size)
+    lanes = [done[i] for i in range(gamma.size)]
     return LMTrajectory(
         gammas=gamma,
         steps=np.asarray(config.snapshots),
         tracked=tracked,
-        final_W_E=np.asarray(final_W_E),
-        diverged_step=np.asarray(diverged),
-        **{k: np.asarray(v) for k, v in recorded.items()},
+        **{k: np.stack([lane[k] for lane in lanes]) for k in _LANE_FIELDS},
     )
+
+
+#: The per-lane arrays of an `LMTrajectory` (what a saved lane holds).
+_LANE_FIELDS = tuple(f for f in LMTrajectory._fields if f not in ("gammas", "steps", "tracked"))
 
 
 def _spread(windows: np.ndarray, count: int) -> np.ndarray:
@@ -538,6 +576,7 @@ def _lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
         def segment(carry, bounds):
             start, length = bounds
             carry = jax.lax.fori_loop(start, start + length, step, carry)
+            progress.device_tick(length, carry[2])
             return carry, record(carry[0], tracked, signature_windows, validation_windows)
 
         with jax.numpy_dtype_promotion("standard"):

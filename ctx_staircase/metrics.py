@@ -12,6 +12,14 @@ arrays of any real dtype (cast explicitly to their widest float dtype, so float3
 float64 signatures under strict dtype promotion). ``alignment`` and
 ``probe_fit`` are eager wrappers that validate their inputs and may inspect values.
 
+**Cosines.** Every cosine matrix lies in ``[-1, 1]`` (clipped: rounding can give ``1 + eps``), and a
+row that is zero up to rounding, with norm at most ``tol`` times the largest row norm of its matrix
+(``tol`` as below: 1e-12 in float64), is an exact zero row, with cosine 0 to every row. Signature
+geometry (exact float64 statistics) uses `signature_cosine_matrix` and the signature side of
+`frequency_alignment` and `constant_frequencies`, which compute in float64 whatever JAX's x64 flag
+(a scoped ``jax.enable_x64``): in float32, cosines of signature rows that are zero in theory are
+rounding noise of any value.
+
 **Constant similarity structures.** A correlation with a constant vector is undefined. A vector
 is treated as constant when ``max - min <= tol * max(1, |max|)``, with ``tol = 1e-12`` in float64
 (``16 * eps`` of the dtype where that is larger, e.g. in float32). The jittable primitives then
@@ -32,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ctx_staircase import signatures
 from ctx_staircase.signatures import fourier_basis
 
 __all__ = [
@@ -52,6 +61,7 @@ __all__ = [
     "pearson",
     "probe_fit",
     "probe_similarity",
+    "signature_cosine_matrix",
     "spearman",
     "upper_triangle",
 ]
@@ -79,7 +89,7 @@ def _as_float(*arrays) -> tuple[jax.Array, ...]:
 
 
 def _constant_tolerance(dtype) -> float:
-    return max(1e-12, 16 * float(jnp.finfo(dtype).eps))
+    return max(signatures.ROUNDING_RTOL, 16 * float(jnp.finfo(dtype).eps))
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,21 +104,42 @@ def cosine_matrix(X) -> jax.Array:
         X: ``[..., n, d]``; leading axes are batch axes.
 
     Returns:
-        ``[..., n, n]`` with ``S_ab = <x_a, x_b> / (|x_a| |x_b|)``. A zero row (an absent token)
-        has cosine 0 with every row, itself included; the diagonal is exactly 1 for nonzero rows.
-        The gradient is finite everywhere, zero rows included.
+        ``[..., n, n]`` in ``[-1, 1]`` with ``S_ab = <x_a, x_b> / (|x_a| |x_b|)``, in the dtype of
+        ``X``. A zero row (an absent token), or one zero up to rounding (norm at most ``tol``
+        times the largest row norm of its matrix, module docstring), has cosine 0 with every row,
+        itself included; the diagonal is exactly 1 for nonzero rows. The gradient is finite
+        everywhere, zero rows included. For signatures use `signature_cosine_matrix` (float64).
     """
     (X,) = _as_float(X)
     if X.ndim < 2:
         raise ValueError(f"X must have shape [..., n, d]; got shape {X.shape}")
     squared_norm = jnp.sum(X * X, axis=-1, keepdims=True)
-    present = squared_norm > 0
-    # Zero rows are divided by 1 (and stay 0), which keeps the gradient of the norm finite.
-    unit = X * jax.lax.rsqrt(jnp.where(present, squared_norm, jnp.ones_like(squared_norm)))
-    S = unit @ jnp.swapaxes(unit, -1, -2)
+    largest = jax.lax.stop_gradient(jnp.max(squared_norm, axis=-2, keepdims=True))
+    present = squared_norm > _constant_tolerance(X.dtype) ** 2 * largest
+    # Zero rows are divided by 1 and then zeroed, which keeps the gradient of the norm finite.
+    inverse = jax.lax.rsqrt(jnp.where(present, squared_norm, jnp.ones_like(squared_norm)))
+    unit = jnp.where(present, X * inverse, jnp.zeros_like(X))
+    S = jnp.clip(unit @ jnp.swapaxes(unit, -1, -2), -1, 1)
     n = X.shape[-2]
     diagonal = present[..., 0].astype(S.dtype)  # [..., n]: 1 for nonzero rows, 0 for zero rows
     return jnp.where(jnp.eye(n, dtype=bool), diagonal[..., None, :], S)
+
+
+def signature_cosine_matrix(X) -> np.ndarray:
+    """`cosine_matrix` of exact statistics, computed in float64 whatever JAX's x64 flag.
+
+    Args:
+        X: ``[..., n, d]`` (e.g. signature rows ``phi_alpha`` flattened, or Fourier projections
+            ``h_{alpha,k}``), NumPy or JAX, any real dtype.
+
+    Returns:
+        NumPy float64 ``[..., n, n]`` in ``[-1, 1]``; rows zero up to rounding (norm at most
+        ``signatures.ROUNDING_RTOL`` times the largest row norm of their matrix) have cosine 0
+        with every row, the diagonal is 1 for the other rows.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    with jax.enable_x64(True):
+        return np.asarray(cosine_matrix(X), dtype=np.float64)
 
 
 @jax.jit
@@ -169,7 +200,7 @@ def pearson(a, b, weights=None) -> jax.Array:
         weights = jnp.ones((), a.dtype)
     else:
         a, b, weights = _as_float(a, b, weights)
-    a, b, weights = jnp.broadcast_arrays(a, b, weights)
+    a, b, weights = _broadcast(a=a, b=b, weights=weights)
     centered_a = a - _weighted_mean(a, weights)[..., None]
     centered_b = b - _weighted_mean(b, weights)[..., None]
     covariance = _weighted_mean(centered_a * centered_b, weights)
@@ -182,6 +213,17 @@ def pearson(a, b, weights=None) -> jax.Array:
     )
     scale = jnp.where(scale > 0, scale, one)
     return jnp.where(undefined, jnp.zeros_like(covariance), jnp.clip(covariance / scale, -1, 1))
+
+
+def _broadcast(**arrays: jax.Array) -> list[jax.Array]:
+    """``jnp.broadcast_arrays`` whose error names the arguments and their shapes."""
+    try:
+        return jnp.broadcast_arrays(*arrays.values())
+    except ValueError:
+        shapes = ", ".join(f"{name} {tuple(jnp.shape(x))}" for name, x in arrays.items())
+        raise ValueError(
+            f"{' and '.join(arrays)} must broadcast against each other; got shapes {shapes}"
+        ) from None
 
 
 @functools.partial(jnp.vectorize, signature="(n)->(n)")
@@ -200,7 +242,7 @@ def spearman(a, b) -> jax.Array:
     ``a``, ``b``: ``[..., m]`` -> ``[...]``; 0 where either is constant (see ``pearson``).
     """
     a, b = _as_float(a, b)
-    a, b = jnp.broadcast_arrays(a, b)
+    a, b = _broadcast(a=a, b=b)
     return pearson(_average_ranks(a), _average_ranks(b))
 
 
@@ -215,7 +257,7 @@ def one_minus_mse(a, b, weights=None) -> jax.Array:
         weights = jnp.ones((), a.dtype)
     else:
         a, b, weights = _as_float(a, b, weights)
-    a, b, weights = jnp.broadcast_arrays(a, b, weights)
+    a, b, weights = _broadcast(a=a, b=b, weights=weights)
     return 1 - _weighted_mean((a - b) ** 2, weights)
 
 
@@ -302,41 +344,49 @@ def frequency_alignment(phi1, S_emb, ks) -> jax.Array:
         ks: integer frequencies ``[K]``.
 
     Returns:
-        ``[..., K]``. Where ``S^{sig,(1)}_k`` is constant (``k = 0`` for ``F_mod``, where it
+        ``[..., K]`` in the dtype of ``S_emb``; the signature side (``h``, ``S^{sig,(1)}_k``) is
+        computed in float64. Where ``S^{sig,(1)}_k`` is constant (``k = 0`` for ``F_mod``, where it
         equals the constant ``S^{sig,(0)}``) a correlation is undefined and the value is
         ``1 - MSE`` instead, as for ``rho_0`` (`alignment`, the paper's Fig. 3C): a collapsed
         embedding geometry then scores near 1 at ``k = 0``. That entry is on another scale than
         the Pearson entries; `constant_frequencies` says which entries they are, and tables and
         plots mark them.
     """
-    phi1, S_emb = _as_float(phi1, S_emb)
+    phi1 = np.asarray(phi1)
+    (S_emb,) = _as_float(S_emb)
     if phi1.ndim != 3:
         raise ValueError(f"phi1 must have shape [A, V_nu, P]; got shape {phi1.shape}")
     A = phi1.shape[0]
     if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
         raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi1; got {S_emb.shape}")
-    basis = jnp.asarray(fourier_basis(phi1.shape[-1], ks), dtype=phi1.dtype)
-    return _frequency_alignment(phi1, S_emb, basis)
+    triangle_sig, constant = _fourier_cosines(phi1, ks)
+    return _frequency_alignment(*_as_float(triangle_sig, S_emb), constant)
+
+
+def _fourier_cosines(phi1, ks) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 upper triangles of ``S^{sig,(1)}_k`` ``[K, A(A-1)/2]`` and whether each is
+    constant, bool ``[K]``; ``h`` is `signatures.fourier_projection`, exact zeros included."""
+    S = signature_cosine_matrix(signatures.fourier_projection(phi1, ks))  # [K, A, A]
+    triangle = S[(..., *np.triu_indices(S.shape[-1], k=1))]
+    with jax.enable_x64(True):
+        constant = np.asarray(is_constant(triangle))
+    return triangle, constant
 
 
 @jax.jit
-def _frequency_alignment(phi1, S_emb, basis) -> jax.Array:
-    h = jnp.einsum("anp,kp->kan", phi1, basis)
-    triangle_sig = upper_triangle(cosine_matrix(h))  # [K, A(A-1)/2]
+def _frequency_alignment(triangle_sig, S_emb, constant) -> jax.Array:
     triangle_emb = upper_triangle(S_emb)[..., None, :]
     correlation = pearson(triangle_emb, triangle_sig)
-    return jnp.where(
-        is_constant(triangle_sig), one_minus_mse(triangle_emb, triangle_sig), correlation
-    )
+    return jnp.where(constant, one_minus_mse(triangle_emb, triangle_sig), correlation)
 
 
 def constant_frequencies(phi1, ks) -> np.ndarray:
     """Which ``k`` of `frequency_alignment` are scored ``1 - MSE``: bool ``[K]``, true where
-    ``S^{sig,(1)}_k`` is constant (``phi1`` ``[A, V_nu, P]``)."""
-    (phi1,) = _as_float(phi1)
-    basis = jnp.asarray(fourier_basis(phi1.shape[-1], ks), dtype=phi1.dtype)
-    h = jnp.einsum("anp,kp->kan", phi1, basis)
-    return np.asarray(is_constant(upper_triangle(cosine_matrix(h))))
+    ``S^{sig,(1)}_k`` is constant (``phi1`` ``[A, V_nu, P]``; computed in float64)."""
+    phi1 = np.asarray(phi1)
+    if phi1.ndim != 3:
+        raise ValueError(f"phi1 must have shape [A, V_nu, P]; got shape {phi1.shape}")
+    return _fourier_cosines(phi1, ks)[1]
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,7 +683,7 @@ def distribution_match(p, q) -> DistributionMatch:
         law) is undefined and reported as 0 (see ``pearson``); use KL or JSD there.
     """
     p, q = _as_float(p, q)
-    p, q = jnp.broadcast_arrays(p, q)
+    p, q = _broadcast(p=p, q=q)
     rel_entr = jax.scipy.special.rel_entr
 
     def kl(a, b):

@@ -6,9 +6,17 @@ return a ``Solution`` saved at the requested times ``ts`` (float ``[T]``, non-de
 control); ``rk4`` is classical fixed-step RK4 in ``lax.scan``, the test oracle and fallback.
 
 Both are pure, safe under ``jax.jit`` and ``jax.vmap``, and never raise on a failed solve: a lane
-that blows up or runs out of steps reports ``ok = False`` (per lane under ``vmap``) while the other
-lanes go on. Inputs are validated eagerly where they are concrete; under tracing only the shape
-and static checks run.
+that blows up or runs out of steps reports ``ok = False`` and why (``Solution.result``, per lane
+under ``vmap``) while the other lanes go on. Inputs are validated eagerly where they are concrete;
+under tracing only the shape and static checks run.
+
+**Failed solves keep what they reached.** ``integrate`` returns the values at every save time the
+solve reached before it failed (a non-finite field or an exhausted step budget), ``ys[0] = y0``
+always (also when not one step succeeded), and ``+inf`` at the save times it never reached:
+diffrax saves a time only once an accepted step passes it, leaving the other slots at its ``inf``
+fill, and it never accepts a step with a non-finite error estimate (a NaN or inf state gives
+one). The solve thus failed between the last finite save time and the first ``inf`` one. ``rk4``
+has no step control: it carries a blow-up forward, so its values after one are ``inf`` or NaN.
 
 **Dtypes.** Integer times and states become the default float; each state leaf is carried in the
 common float dtype of itself and ``ts`` (diffrax's rule, applied to ``rk4`` too), so a float32 solve
@@ -54,7 +62,8 @@ class Solution(NamedTuple):
     Attributes:
         ts: float ``[T]``, the save times (as requested).
         ys: pytree like ``y0``, every leaf with a leading ``[T]`` axis; ``ys`` at ``ts[0]`` is
-            ``y0``. After a failure, values at times not reached are non-finite (``inf``).
+            ``y0``. After a failure (``ok`` False) the values at the times reached before it are
+            kept and the times not reached are ``+inf`` (``integrate``; ``rk4``: ``inf`` or NaN).
         ok: bool ``[]``, True when the solve succeeded and every saved value is finite.
         num_steps: int32 ``[]``, the number of steps taken (accepted and rejected for
             ``integrate``; ``substeps * (T - 1)`` for ``rk4``).
@@ -149,11 +158,29 @@ def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_step
         max_steps=max_steps,
         throw=False,
     )
+    ys = _reached_values(sol.ts, sol.ys, ts, y0)
     solver_ok = sol.result == diffrax.RESULTS.successful
-    finite = _all_finite(sol.ys)
+    finite = _all_finite(ys)
     code = _result_code(solver_ok, sol.result == diffrax.RESULTS.max_steps_reached, finite)
     num_steps = jnp.asarray(sol.stats["num_steps"], dtype=jnp.int32)
-    return Solution(ts, sol.ys, solver_ok & finite, num_steps, code)
+    return Solution(ts, ys, solver_ok & finite, num_steps, code)
+
+
+def _reached_values(saved_ts: jax.Array, saved_ys: Any, ts: jax.Array, y0: Any) -> Any:
+    """diffrax's saved ``ys`` with ``y0`` at the times equal to ``ts[0]`` and ``+inf`` wherever
+    diffrax left its save-time slot unfilled (``saved_ts`` still ``inf``).
+
+    Without a successful step diffrax saves nothing, not even at ``t0``; on the happy path its
+    value at ``ts[0]`` is ``y0`` bitwise, so this changes only failed solves.
+    """
+    start, reached = ts == ts[0], jnp.isfinite(saved_ts)
+
+    def fix(saved: jax.Array, initial: jax.Array) -> jax.Array:
+        expand = (slice(None),) + (None,) * initial.ndim
+        unreached = jnp.full_like(saved, jnp.inf)
+        return jnp.where(start[expand], initial, jnp.where(reached[expand], saved, unreached))
+
+    return jax.tree.map(fix, saved_ys, y0)
 
 
 def integrate(

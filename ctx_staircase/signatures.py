@@ -12,8 +12,14 @@ Index subsets (``alphas=``, ``labels=``, ``context=``) restrict the output axes 
 ids, in the given order; a subset result is a slice of the full result, and memory is
 ``O(|alphas| |labels| |context|^m)``. Rows of tokens that never occur are zero, never NaN.
 
-All arrays here are NumPy float64: signatures are exact data statistics, shared by the theory
-(which converts them to JAX arrays) and by the metrics.
+All arrays here are NumPy float64, whatever JAX's x64 flag: signatures are exact data statistics,
+shared by the theory (which converts them to JAX arrays) and by the metrics.
+
+**Zero up to rounding.** A contraction that cancels (the Fourier projection) returns exact zeros
+where its result is below ``ROUNDING_RTOL`` times the largest magnitude its terms could give
+(``sum_p |phi_p c_p|``): such a value is float64 rounding of a quantity that is zero in theory
+(e.g. ``phi^{y;1} c^cos_k`` of a signature constant along its context axis), and a cosine taken
+with it would be noise.
 """
 
 from __future__ import annotations
@@ -28,9 +34,16 @@ import numpy as np
 from ctx_staircase.dataset import TokenDataset
 
 #: Scatter-index budget per chunk: chunks keep the temporary index arrays near 64 MB.
-_CHUNK_INDICES = 4_000_000
+CHUNK_INDICES = 4_000_000
 #: Largest dense output allowed before asking the caller for index subsets.
 MAX_OUTPUT_BYTES = 4 * 2**30
+#: A computed value at most this fraction of its scale is rounding, hence an exact zero. A P-term
+#: float64 dot product errs by at most ``gamma_P = P u / (1 - P u)`` (``u = 2^-53``) times the
+#: sum of its terms' magnitudes (Higham, *Accuracy and Stability*, §3.1), ``<= 1.2e-13`` for the
+#: ``P <= 1000`` context and token axes here, with one more ``u`` for the rounded cosines; a
+#: genuine value of a signature of n samples is at least ~``1/n`` of that scale (far above 1e-12
+#: for any n here). ``metrics`` uses the same threshold for rows of cosine matrices.
+ROUNDING_RTOL = 1e-12
 
 Progress = Callable[[int, int], None] | bool | None
 
@@ -129,6 +142,8 @@ def signature_set(
     progress: Progress = None,
 ) -> SignatureSet:
     """All label and co-occurrence signatures of orders ``0..max_order`` (SPEC.md §2.1)."""
+    if not isinstance(ds, TokenDataset):
+        raise TypeError(f"ds must be a TokenDataset (tasks.make); got {type(ds).__name__}")
     _check_order(ds, max_order, "max_order")
     alpha_ids = _subset(alphas, ds.vocab_size, "alphas")
     label_ids = _subset(labels, ds.vocab_size, "labels")
@@ -472,11 +487,17 @@ def fourier_projection(phi: np.ndarray, ks: Sequence[int] | np.ndarray) -> np.nd
         ks: frequencies.
 
     Returns:
-        ``[K, ...]``; ``k = 0`` is the marginal over that context axis, one order lower.
+        float64 ``[K, ...]``; ``k = 0`` is the marginal over that context axis, one order lower.
+        Entries that are zero up to rounding (``|h| <= tol * sum_p |phi_p c_p|`` with ``tol`` =
+        ``ROUNDING_RTOL``, or ``2 (p + 1) u`` for a longer axis) are exactly 0.
     """
     phi = np.asarray(phi, dtype=np.float64)
     basis = fourier_basis(phi.shape[-1], ks)
-    return np.moveaxis(np.tensordot(phi, basis, axes=([-1], [1])), -1, 0)
+    h = np.tensordot(phi, basis, axes=([-1], [1]))
+    scale = np.tensordot(np.abs(phi), np.abs(basis), axes=([-1], [1]))
+    tolerance = max(ROUNDING_RTOL, 2 * (phi.shape[-1] + 1) * np.finfo(np.float64).epsneg)
+    h[np.abs(h) <= tolerance * scale] = 0.0
+    return np.moveaxis(h, -1, 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,7 +576,7 @@ def _safe_divide(joint: np.ndarray, norm: np.ndarray) -> np.ndarray:
 
 
 def _chunks(n: int, per_row: int) -> Iterator[slice]:
-    step = max(1, _CHUNK_INDICES // max(1, per_row))
+    step = max(1, CHUNK_INDICES // max(1, per_row))
     for start in range(0, n, step):
         yield slice(start, min(n, start + step))
 

@@ -1,12 +1,14 @@
-"""Vmapped sweeps over (gamma, seed, lr), sharded over every device (DESIGN.md "Sweeps").
+"""Sweeps over (gamma, seed, lr): vmapped and sharded on accelerators, lane by lane on CPU
+(DESIGN.md "Sweeps").
 
-Values (gamma, seed, lr) are vmapped in one compiled call; shapes (V, L, d) are a Python loop of
-compiled calls. `sweep_map` shards the vmapped lane axis over all devices with ``shard_map`` on a
-1-D mesh, padding the lanes to a multiple of the device count, so the same code fills one CPU,
-eight GPUs or a TPU slice. On an accelerator all of a device's lanes are vmapped together. On
-CPU, where vmapping many lanes costs cache and gains nothing, each call runs its lanes one after
-another (``lanes_per_batch``, `default_lanes_per_batch`) and the lanes are split over one
-concurrent call per core (``concurrent_calls``, `default_concurrent_calls`).
+Values (gamma, seed, lr) are lanes of one compiled program; shapes (V, L, d) are a Python loop
+of compiled programs. On an accelerator `sweep_map` vmaps the lanes and shards the lane axis
+over all devices with ``shard_map`` on a 1-D mesh, padding the lanes to a multiple of the device
+count, so the same code fills eight GPUs or a TPU slice. On CPU, where vmapping lanes costs
+cache and gains nothing, every lane is one call of the same compiled one-lane program, called
+from one thread per core (``concurrent_calls``, `default_concurrent_calls`): the result is then
+bitwise the same whatever the chunking, thread count, device count or a lane's position
+(``lanes_per_batch > 1`` opts into vmapped lanes on CPU, whose rounding depends on the layout).
 
 With ``out=DIR`` a sweep saves each finished lane atomically; rerunning the same sweep into the
 same folder computes only the lanes not yet saved.
@@ -17,7 +19,6 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import itertools
-import json
 import math
 import os
 import time
@@ -29,10 +30,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import results, train
+from ctx_staircase import results, train, units
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.progress import expect as expect_work
+from ctx_staircase.progress import tick as tick_work
 
 LANE_AXIS = "lanes"
+SEED_MAX = 2**32 - 1  # seeds become uint32 PRNG keys
 
 
 class SweepResult(NamedTuple):
@@ -62,9 +66,10 @@ def grid(gammas, seeds, lrs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     train.check_lr(lrs)
     seeds = list(seeds)
     if not seeds or any(
-        isinstance(s, bool) or not isinstance(s, int | np.integer) or s < 0 for s in seeds
+        isinstance(s, bool) or not isinstance(s, int | np.integer) or not 0 <= s <= SEED_MAX
+        for s in seeds
     ):
-        raise ValueError(f"seeds must be a non-empty list of ints >= 0; got {seeds}")
+        raise ValueError(f"seeds must be a non-empty list of ints in [0, 2**32 - 1]; got {seeds}")
     points = list(itertools.product(gammas, seeds, lrs))
     gamma, seed, lr = (np.asarray(column) for column in zip(*points, strict=True))
     return gamma.astype(np.float64), seed.astype(np.int64), lr.astype(np.float64)
@@ -76,39 +81,72 @@ def sweep_map(
     devices: Sequence[jax.Device] | None = None,
     lanes_per_batch: int | None = None,
     concurrent_calls: int | None = None,
+    count_lanes: bool = False,
 ):
-    """``vmap(fn)`` over the leading axis of every argument, sharded over ``devices``.
+    """``vmap(fn)`` over the leading axis of every argument: lane by lane on CPU, vmapped and
+    sharded over ``devices`` on an accelerator.
 
-    How the lanes run (none of it changes the result beyond floating-point rounding):
+    ``count_lanes``: announce the lanes to the progress bars (`progress.expect`) and report
+    each finished lane (lane by lane) or call (vmapped) to them (`progress.tick`).
 
-    - ``concurrent_calls``: the lanes are split into this many equal slices, each one call of
-      the same compiled program, run at the same time from as many threads (one compile; each
-      call shards its slice over all ``devices``). On CPU this runs lanes on different cores at
-      once. ``None``: `default_concurrent_calls`. Never more calls than a device has lanes.
-    - ``lanes_per_batch``: within a call, each device runs its lanes in groups of this many
-      vmapped lanes, one group after another inside the compiled program (like
-      ``lax.map(fn, ..., batch_size=lanes_per_batch)``); at or above the device's lane count it
-      is one plain ``vmap``. ``None``: `default_lanes_per_batch`.
+    Two layouts:
 
-    The lanes are padded (by repeating the last lane) to fill the slices evenly over the devices
-    and the padding is dropped from the result. Compiled once per (fn, devices, lanes_per_batch,
-    slice shapes).
+    - Lane by lane (CPU, the default there; ``lanes_per_batch`` None or 1): every lane is one
+      call of the same compiled one-lane program ``jit(fn)`` (compiled once per argument shapes,
+      before any lane runs), and ``concurrent_calls`` threads (``None``: one per core,
+      ``default_concurrent_calls(platform)``) call it at once. The program does not depend on
+      the number of lanes, threads or devices nor on a lane's position, so neither does the
+      result: it is bitwise the same for every such layout (tests/test_sweep.py compares them;
+      XLA:CPU's multi-threaded matmuls split their work by the size of its thread pool, not by
+      the load, and gave the same bits with 1 to 4 concurrent calls). The host devices of a CPU
+      share its cores and thread pool, so the lanes all run on the first of ``devices``
+      (spreading them would only compile the program once per device). Across processes,
+      XLA:CPU compiles for its thread pool (max(cores, host devices) threads): pools of 2 to 16
+      gave the same bits, a pool of 1 (one core and one host device) changed the rounding of a
+      large model (FFN d=512, `add` N=40, float32: W_E 2.3e-3 apart after 40 Adam steps; the
+      small one of the test: same bits).
+    - Vmapped (an accelerator, the only layout there; on CPU by ``lanes_per_batch > 1``): the
+      lanes are split into ``concurrent_calls`` equal slices (``None``:
+      `default_concurrent_calls`; never more calls than a device has lanes), each one call of
+      the same compiled program run at the same time from threads and sharded over all
+      ``devices``; within a call each device runs its lanes in groups of ``lanes_per_batch``
+      vmapped lanes, one group after another (like ``lax.map(fn, ..., batch_size=...)``; at or
+      above the device's lane count one plain ``vmap``; ``None``: `default_lanes_per_batch`).
+      The lanes are padded (by repeating the last lane) to fill the slices evenly over the
+      devices and the padding is dropped from the result. A different lane count, slicing or
+      grouping compiles a different program, whose rounding may differ. Measured on CPU
+      (float32 FFN sweeps of 6 lanes, ``lanes_per_batch`` 2 or 6, on 1 or 4 host devices,
+      against lane by lane; max over lanes of max |dW_E| / max |W_E|): after one step at most
+      8e-8 (about one float32 rounding), after 300 steps whatever the training makes of it:
+      1.5e-7 (GD, lr 0.5, `add` N=40), 5e-3 (Adam, lr 1e-3, `add` N=20), 0.67 (Adam, lr 1e-2,
+      `modsum` N=10 L=3, where one rounding grows to order 1). No bound holds for every run,
+      which is why CPU runs lane by lane.
     """
     devices = tuple(devices or jax.devices())
     sizes = {x.shape[0] for x in jax.tree.leaves(lanes)}
     if len(sizes) != 1:
         raise ValueError(f"every argument must share the leading lane axis; got sizes {sizes}")
     (n,) = sizes
+    if n == 0:
+        raise ValueError("sweep_map needs at least one lane; got no lanes (leading axes of 0)")
     platform = devices[0].platform
+    if lanes_per_batch is not None:
+        _check_positive(lanes_per_batch, "lanes_per_batch")
+    if concurrent_calls is not None:
+        _check_positive(concurrent_calls, "concurrent_calls")
+    if lane_by_lane(platform, lanes_per_batch):
+        if concurrent_calls is None:
+            concurrent_calls = default_concurrent_calls(platform)
+        if count_lanes:
+            expect_work(n)
+        return _lane_by_lane(fn, lanes, n, devices[0], concurrent_calls, count_lanes)
     if concurrent_calls is None:
         concurrent_calls = default_concurrent_calls(platform, len(devices))
-    _check_positive(concurrent_calls, "concurrent_calls")
     per_device = math.ceil(n / len(devices))  # lanes per device in all
     per_call = math.ceil(per_device / min(concurrent_calls, per_device))  # ... in one call
     calls = math.ceil(per_device / per_call)
     if lanes_per_batch is None:
         lanes_per_batch = default_lanes_per_batch(platform, per_call)
-    _check_positive(lanes_per_batch, "lanes_per_batch")
     size = per_call * len(devices)  # lanes per call
     mapped, sharding = _sharded(fn, devices, min(lanes_per_batch, per_call))
     lanes = jax.tree.map(lambda x: _pad(jnp.asarray(x), size * calls), lanes)
@@ -116,19 +154,64 @@ def sweep_map(
         jax.tree.map(lambda x, i=i: jax.device_put(x[i * size : (i + 1) * size], sharding), lanes)
         for i in range(calls)
     ]
+    if count_lanes:
+        expect_work(n)
     if calls == 1:
-        out = mapped(*slices[0])
+        out = jax.block_until_ready(mapped(*slices[0]))
+        if count_lanes:
+            tick_work(n)
     else:
         compiled = _compiled(mapped, slices[0])  # once, before the threads call it
         with concurrent.futures.ThreadPoolExecutor(calls) as pool:
             parts = list(pool.map(lambda part: jax.block_until_ready(compiled(*part)), slices))
         out = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+        if count_lanes:
+            tick_work(n)
     return jax.tree.map(lambda x: x[:n], out)
+
+
+def lane_by_lane(platform: str, lanes_per_batch: int | None = None) -> bool:
+    """Whether `sweep_map` runs lanes one per call of a one-lane program (CPU, unless
+    ``lanes_per_batch > 1`` asks for vmapped lanes) rather than vmapped (accelerators)."""
+    return platform == "cpu" and (lanes_per_batch is None or lanes_per_batch == 1)
+
+
+def _lane_by_lane(fn: Callable, lanes, n: int, device: jax.Device, threads: int, count: bool):
+    """``vmap(fn)(*lanes)`` as ``n`` calls of one compiled one-lane program on ``device``, from
+    ``threads`` threads; the outputs stacked on ``device``; ``count``: `progress.tick` per
+    finished lane."""
+    leaves, treedef = jax.tree.flatten(lanes)
+    rows = [list(x) for x in leaves]  # a few device ops per argument (not one per lane)
+    per_lane = [
+        jax.device_put(jax.tree.unflatten(treedef, [row[i] for row in rows]), device)
+        for i in range(n)
+    ]
+    compiled = _compiled(_jitted(fn), per_lane[0])  # once, before the threads call it
+
+    def call(args):
+        out = jax.block_until_ready(compiled(*args))
+        if count:
+            tick_work(1)
+        return out
+
+    if threads == 1 or n == 1:
+        outs = [call(args) for args in per_lane]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(min(threads, n)) as pool:
+            outs = list(pool.map(call, per_lane))
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *outs)
+
+
+@functools.lru_cache(maxsize=64)
+def _jitted(fn: Callable) -> Callable:
+    return jax.jit(fn)
 
 
 def default_concurrent_calls(platform: str, devices: int = 1) -> int:
     """Concurrent calls of a sweep on ``devices`` devices of ``platform`` (``"cpu"``, ``"gpu"``,
     ``"tpu"``...): on CPU one per available core not already taken by a host device, else 1.
+    Lane by lane (`sweep_map` on CPU) every call runs on one device: ``devices=1``, one call
+    per core.
 
     One lane of a typical run cannot keep several CPU cores busy (its matmuls are small and the
     steps are sequential), and neither can vmapping lanes together, which costs cache instead
@@ -181,13 +264,16 @@ def _sharded(
 def _compiled(mapped, example) -> Callable:
     """``mapped`` compiled ahead of time for arguments shaped like ``example`` (cached)."""
     leaves, treedef = jax.tree.flatten(example)
-    signature = tuple((x.shape, x.dtype, x.sharding) for x in leaves)
+    signature = tuple((x.shape, x.dtype, jax.typeof(x).weak_type, x.sharding) for x in leaves)
     return _compile_for(mapped, treedef, signature)
 
 
 @functools.lru_cache(maxsize=64)
 def _compile_for(mapped, treedef, signature) -> Callable:
-    specs = [jax.ShapeDtypeStruct(shape, dtype, sharding=s) for shape, dtype, s in signature]
+    specs = [
+        jax.ShapeDtypeStruct(shape, dtype, sharding=s, weak_type=weak)
+        for shape, dtype, weak, s in signature
+    ]
     return mapped.lower(*jax.tree.unflatten(treedef, specs)).compile()
 
 
@@ -242,17 +328,20 @@ def train_sweep(
         model: a `models` name; ``model_kwargs`` go to its constructor (d, activation, dtype...).
         ds: the dataset; ``config`` the training setup (its lr is used when ``lrs`` is None).
         gammas, seeds, lrs: the grid axes.
-        out: a folder to save lanes into and resume from (see module docstring).
+        out: a folder to save lanes into and resume from (see module docstring and
+            `units.UnitStore`: a crashed sweep of other settings there is replaced, a finished
+            one refused). Without it, lanes are saved under the active `units.caching` folder,
+            if any.
         chunk: lanes per `sweep_map` call, saved when it finishes (default: all remaining lanes
-            at once); every chunk is padded to this size so the sweep compiles once.
-        devices: devices to shard over (default: all).
-        lanes_per_batch, concurrent_calls: how a chunk's lanes run (see `sweep_map`): split into
-            ``concurrent_calls`` slices run at the same time from threads, each device running
-            its lanes of a slice in vmapped groups of ``lanes_per_batch``. ``None`` (default):
-            `default_concurrent_calls` and `default_lanes_per_batch`: one lane at a time and one
-            call per core on CPU (where vmapping many lanes is slower than running them in
-            turn), one call vmapping all lanes on an accelerator. They change the speed, not the
-            result (beyond float rounding).
+            at once); in the vmapped layout every chunk is padded to this size so the sweep
+            compiles once.
+        devices: devices to shard over (default: all; on CPU the lanes run on the first).
+        lanes_per_batch, concurrent_calls: how a chunk's lanes run (see `sweep_map`). ``None``
+            (default): on CPU lane by lane, one compiled one-lane program called from one thread
+            per core, so ``chunk``, ``concurrent_calls``, ``devices`` and a lane's position
+            change the speed and never a bit of the result; ``lanes_per_batch > 1`` vmaps lanes
+            instead (on CPU an opt-in whose rounding depends on the layout; see `sweep_map`).
+            On an accelerator: one call vmapping all of a device's lanes.
         progress: callback ``(lanes_done, lanes_total)``.
     """
     gamma, seed, lr = grid(gammas, seeds, [config.lr] if lrs is None else lrs)
@@ -267,17 +356,21 @@ def train_sweep(
             _check_positive(value, name)
     frozen_kwargs = tuple(sorted(model_kwargs.items()))
     lane_fn = _lane_function(model, train._DatasetKey(ds), config, frozen_kwargs)
-    store = _LaneStore(out, model, ds, config, model_kwargs, (gamma, seed, lr)) if out else None
-    done = store.load() if store else {}
+    store = _LaneStore.create(out, model, ds, config, model_kwargs, (gamma, seed, lr))
+    done = store.load(total) if store else {}
     todo = [i for i in range(total) if i not in done]
+    expect_work(len(todo) * config.steps)  # for progress bars (`progress`)
     size = min(chunk or max(len(todo), 1), max(len(todo), 1))
     dtype = model_kwargs.get("dtype", jnp.float32)
+    # lane by lane, every lane is its own call: padding a chunk would only compute lanes twice
+    platform = (devices or jax.devices())[0].platform
+    pad = not lane_by_lane(platform, lanes_per_batch)
     start = time.perf_counter()
     if progress:
         progress(len(done), total)
     for first in range(0, len(todo), size):
         index = todo[first : first + size]
-        padded = np.asarray(index + [index[-1]] * (size - len(index)))
+        padded = np.asarray(index + [index[-1]] * (size - len(index)) * pad)
         trajectories = sweep_map(
             lane_fn,
             jnp.asarray(gamma[padded], dtype=dtype),
@@ -322,19 +415,29 @@ def _status(diverged_step: int) -> str:
 
 
 def _finite_list(values, name: str) -> list[float]:
-    values = list(np.atleast_1d(np.asarray(values, dtype=np.float64)))
+    try:
+        values = list(np.atleast_1d(np.asarray(values, dtype=np.float64)))
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a non-empty list of finite numbers; got {values!r}"
+        ) from None
     if not values or not np.all(np.isfinite(values)):
         raise ValueError(f"{name} must be a non-empty list of finite numbers; got {values}")
     return values
 
 
 class _LaneStore:
-    """One folder per sweep: ``sweep.json`` (what is being computed), ``lanes/*.npz`` (each lane
-    once finished), then ``arrays.npz`` and ``metrics.json`` (the whole sweep)."""
+    """One folder per sweep (a `units.UnitStore`): ``spec.json`` (what is being computed),
+    ``units/lane_*.npz`` (each lane once finished), then ``arrays.npz`` and, last,
+    ``metrics.json`` (the whole sweep; its presence marks the sweep finished)."""
 
-    def __init__(self, out, model, ds, config, model_kwargs, grid_columns) -> None:
-        self.root = Path(out)
-        self.spec = {
+    def __init__(self, store: units.UnitStore, grid_columns) -> None:
+        self.store = store
+        self.grid = grid_columns
+
+    @classmethod
+    def create(cls, out, model, ds, config, model_kwargs, grid_columns) -> _LaneStore | None:
+        spec = {
             "model": model,
             "task": ds.name,
             "task_params": ds.params,
@@ -343,38 +446,33 @@ class _LaneStore:
             "model_kwargs": _jsonable(model_kwargs),
             "grid": np.stack(grid_columns, axis=1).tolist(),
         }
-
-    def load(self) -> dict[int, train.Trajectory]:
-        spec_path = self.root / "sweep.json"
-        if spec_path.exists():
-            saved = json.loads(spec_path.read_text())
-            if saved != json.loads(json.dumps(self.spec)):
-                raise ValueError(
-                    f"out={str(self.root)!r} holds a different sweep (its sweep.json differs); "
-                    "choose another folder or delete it"
-                )
+        if out is not None:
+            store = units.UnitStore(out, spec, done="metrics.json")
         else:
-            results.write_json(spec_path, self.spec)
+            store = units.cached_store("sweep", spec, done="metrics.json")
+        return cls(store, grid_columns) if store is not None else None
+
+    def load(self, total: int) -> dict[int, train.Trajectory]:
         done = {}
-        for path in sorted((self.root / "lanes").glob("lane_*.npz")):
-            with np.load(path) as arrays:
-                done[int(path.stem.split("_")[1])] = train.trajectory_from_arrays(dict(arrays))
+        for lane in range(total):
+            arrays = self.store.load(f"lane_{lane:05d}", ("steps", "loss", "W_E"))
+            if arrays is not None:
+                done[lane] = train.trajectory_from_arrays(arrays)
         return done
 
     def save(self, lane: int, trajectory: train.Trajectory) -> None:
-        results.write_npz(
-            self.root / "lanes" / f"lane_{lane:05d}.npz", **train.trajectory_arrays(trajectory)
-        )
+        self.store.save(f"lane_{lane:05d}", **train.trajectory_arrays(trajectory))
 
     def finish(self, result: SweepResult, seconds: float) -> None:
         arrays = train.trajectory_arrays(result.trajectory)
+        root = self.store.root
         results.write_npz(
-            self.root / "arrays.npz", gamma=result.gamma, seed=result.seed, lr=result.lr, **arrays
+            root / "arrays.npz", gamma=result.gamma, seed=result.seed, lr=result.lr, **arrays
         )
         results.write_json(
-            self.root / "metrics.json",
+            root / "metrics.json",
             {
-                **self.spec,
+                **self.store.spec,
                 "status": result.status,
                 "final_loss": result.trajectory.loss[:, -1],
                 "final_accuracy": result.trajectory.accuracy[:, -1],

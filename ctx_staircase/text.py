@@ -145,8 +145,11 @@ def load_text(path: str | os.PathLike) -> str:
         FileNotFoundError: ``path`` does not exist.
         ValueError: ``path`` is not a regular file, is empty or whitespace-only, holds binary
             content (a NUL byte), or is not valid UTF-8 (the message gives the byte offset).
+        TypeError: ``path`` is not a str or os.PathLike.
         Every message names ``path``.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or os.PathLike (a text file); got {path!r}")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"path {str(path)!r}: no such file")

@@ -26,11 +26,13 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import models
+from ctx_staircase import models, progress
 from ctx_staircase.dataset import TokenDataset
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 SCHEDULES = ("constant", "warmup_cosine")
+#: Step counters (snapshot steps, ``diverged_step``, loop bounds) are int32 in the compiled scan.
+MAX_STEPS = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,23 +65,24 @@ class TrainConfig:
     record_weights: bool = True
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
+        if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
-        if self.schedule not in SCHEDULES:
+        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
         check_lr(self.lr)
-        _check_int(self.steps, "steps", minimum=1)
-        _check_int(self.warmup_steps, "warmup_steps", minimum=0)
+        _check_int(self.steps, "steps", minimum=1, maximum=MAX_STEPS)
+        _check_int(self.warmup_steps, "warmup_steps", minimum=0, maximum=MAX_STEPS)
         if self.batch_size is not None:
             _check_int(self.batch_size, "batch_size", minimum=1)
         if self.optimizer == "sgd" and self.batch_size is None:
             raise ValueError("batch_size must be set for optimizer='sgd' (minibatch)")
         for name in ("weight_decay", "min_lr_ratio"):
             value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be finite and >= 0; got {value!r}")
+            real = not isinstance(value, bool) and isinstance(value, int | float | np.number)
+            if not real or not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
         snapshots = default_snapshots(self.steps) if self.snapshots is None else self.snapshots
-        snapshots = tuple(sorted({int(s) for s in snapshots}))
+        snapshots = tuple(sorted({_snapshot_step(s) for s in _steps(snapshots)}))
         if not snapshots or snapshots[0] < 0 or snapshots[-1] > self.steps:
             raise ValueError(
                 f"snapshots must be steps in [0, steps] = [0, {self.steps}]; got "
@@ -134,7 +137,10 @@ def time_axis(steps, lr) -> np.ndarray:
 
 
 def check_lr(lr) -> None:
-    values = np.atleast_1d(np.asarray(lr, dtype=np.float64))
+    try:
+        values = np.atleast_1d(np.asarray(lr, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"lr must be finite and > 0; got {lr!r}") from None
     if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError(f"lr must be finite and > 0; got {np.asarray(lr).tolist()}")
 
@@ -283,6 +289,7 @@ def _make_run(graphdef, dataset_key, config):
         def segment(carry, bounds):
             start, length = bounds
             carry = jax.lax.fori_loop(start, start + length, step, carry)
+            progress.device_tick(length, carry[2])
             return carry, record(carry[0], probabilities)
 
         starts = np.concatenate([[0], np.cumsum(segment_lengths)[:-1]])
@@ -357,9 +364,30 @@ def _dtype(state) -> Any:
     return jax.tree.leaves(state)[0].dtype
 
 
-def _check_int(value, name: str, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
+def _check_int(value, name: str, minimum: int, maximum: int | None = None) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | np.integer)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
+        allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an int {allowed}; got {value!r}")
+
+
+def _steps(snapshots) -> list:
+    """``snapshots`` as a list, or ``TypeError`` naming it (a str or a scalar is not a list)."""
+    if isinstance(snapshots, str | bytes) or not hasattr(snapshots, "__iter__"):
+        raise TypeError(f"snapshots must be a sequence of steps; got {snapshots!r}")
+    return list(snapshots)
+
+
+def _snapshot_step(step) -> int:
+    """One snapshot step as an int; a non-number or a fraction is refused, naming snapshots."""
+    number = not isinstance(step, bool) and isinstance(step, int | float | np.number)
+    if not number or not math.isfinite(step) or step != int(step):
+        raise ValueError(f"snapshots must hold integer steps; got {step!r}")
+    return int(step)
 
 
 def trajectory_arrays(trajectory: Trajectory) -> dict[str, np.ndarray]:

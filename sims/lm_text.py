@@ -10,4 +10,4 @@ from ctx_staircase.experiments.cli import main
 SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
 
 if __name__ == "__main__":
-    main("lm_text", text=SHAKESPEARE)
+    main("lm_text", root=Path(__file__).resolve().parent, text=SHAKESPEARE)

@@ -26,7 +26,6 @@ sims/figures/order1_onset.png. The 25% goal: |P / M1 - 1| <= 0.25 for every gamm
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -644,7 +643,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.claims_only:
         out = SIMS / "results" / f"{NAME}.json"
-        record = json.loads(out.read_text())
+        record = results.read_json(out)
         main_block, default_block = record["numbers"]["C2_main"], record["numbers"]["C2_default"]
         record["claims"] = claims_for(main_block, default_block, record["config"]["goal"])
         results.write_json(out, record)

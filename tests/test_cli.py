@@ -1,11 +1,15 @@
 """The command line end to end: outputs on success, one-line errors and no files on bad input."""
 
+import argparse
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ctx_staircase import cli
+from ctx_staircase import __version__, cli
 
 
 def test_list_names_every_task(capsys):
@@ -79,12 +83,12 @@ def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
     alignment = summary["alignment"]
     assert np.shape(alignment["rho0"]) == (2, len(alignment["steps"]))
     assert np.shape(alignment["probe_heldout_corr"]) == (2, 2)
-    for name in ("training.png", "geometry.png", "arrays.npz", "alignment.npz"):
+    for name in ("training.png", "geometry.png", "sweep/arrays.npz", "alignment.npz"):
         assert (out / name).stat().st_size > 0
-    assert len(list((out / "lanes").glob("lane_*.npz"))) == 2
+    assert len(list((out / "sweep" / "units").glob("lane_*.npz"))) == 2
     capsys.readouterr()
     assert cli.main(argv) == 0  # a rerun finds every lane saved and recomputes none
-    assert "ok" in capsys.readouterr().err
+    assert "ok" in capsys.readouterr().out  # the table goes to stdout
 
 
 @pytest.mark.parametrize(
@@ -204,3 +208,87 @@ def test_run_bad_input(tmp_path, capsys, argv, needle):
     assert cli.main([*argv, "--out", str(tmp_path / "never")]) == 2
     assert needle in capsys.readouterr().err
     assert not (tmp_path / "never").exists()
+
+
+def _options(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from ((f"{name} {flag}", a, sub) for flag, a in _own(sub))
+        else:
+            yield from ((flag, a, parser) for flag, a in _own(parser))
+
+
+def _own(parser):
+    return [(a.option_strings[-1], a) for a in parser._actions if a.option_strings]
+
+
+def test_every_flag_has_help_and_shows_its_default():
+    parser = cli._parser()
+    for flag, action, owner in _options(parser):
+        if action.dest in ("help", "version"):
+            continue
+        assert action.help, flag
+        shown = owner.formatter_class(owner.prog)._get_help_string(action)
+        if action.default is not False:  # switches are off by default
+            assert "default" in shown, flag
+        if action.choices is not None:
+            assert all(str(c) in owner.format_help() for c in action.choices), flag
+
+
+def test_version_and_module_entry_point():
+    done = subprocess.run(
+        [sys.executable, "-m", "ctx_staircase", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"ctx-staircase {__version__}"
+    done = subprocess.run(
+        [sys.executable, "-m", "ctx_staircase", "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "signatures" in done.stdout and not done.stderr
+
+
+@pytest.mark.parametrize(
+    "strict,failed,code", [(False, True, 0), (True, True, 1), (True, False, 0)]
+)
+def test_strict_run_exits_1_when_a_claim_fails(monkeypatch, tmp_path, capsys, strict, failed, code):
+    from ctx_staircase import experiments
+
+    record = {
+        "name": "staircase",
+        "title": "t",
+        "seconds": 1.0,
+        "claims": [
+            dict(item="§8.3", claim="c", measured="m", criterion="k", passed=not failed),
+            dict(item="§8.5", claim="c", measured="m", criterion="k", passed=True),
+        ],
+    }
+    monkeypatch.setattr(experiments, "execute", lambda *args, **kwargs: record)
+    argv = ["run", "--tiny", "--out", str(tmp_path / "out")] + (["--strict"] if strict else [])
+    assert cli.main(argv) == code
+    printed = capsys.readouterr()
+    assert "§8.3" in printed.out  # the claims table goes to stdout
+    assert ("--strict" in printed.err) == (code == 1)
+
+
+def test_tiny_never_overrides_an_explicit_flag(monkeypatch, tmp_path):
+    seen = {}
+
+    def capture(args, config, corpus, builtin, out):
+        seen["config"] = config
+        return 0
+
+    monkeypatch.setattr(cli, "_lm_and_report", capture)
+    out = str(tmp_path / "lm")
+    assert cli.main(["lm", "--tiny", "--steps", "7", "--d", "64", "--out", out]) == 0
+    config = seen["config"]
+    assert (config.steps, config.d) == (7, 64)  # explicit
+    assert (config.n_layers, config.context_length) == (cli._LM_TINY["layers"], 16)  # tiny
+    assert cli.main(["lm", "--steps", "7", "--out", out]) == 0
+    assert (seen["config"].steps, seen["config"].d) == (7, cli._LM_STANDARD["d"])
+
+
+def test_the_package_reads_nothing_outside_itself_by_default():
+    package = Path(cli.__file__).resolve().parent
+    for path in package.rglob("*.py"):
+        source = path.read_text()
+        assert "parents[" not in source and '"shared"' not in source, path

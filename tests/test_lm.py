@@ -389,6 +389,7 @@ def test_cli_lm_tiny_run(tmp_path):
         "arrays.npz",
         "curves.png",
         "semantics.png",
+        "lanes",  # the saved lanes a rerun resumes from
     }
     record = json.loads((out / "metrics.json").read_text())
     assert set(record["summary"]) == {"1", "0.5"}

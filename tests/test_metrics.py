@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ctx_staircase import metrics
+from ctx_staircase import metrics, signatures, tasks
 
 
 def _random_similarity(rng: np.random.Generator, n: int = 9, d: int = 4) -> np.ndarray:
@@ -337,3 +337,74 @@ def test_ring_order_fraction_reads_the_ring_of_frequency_k():
     assert metrics.ring_order_fraction(scores, tokens, k, N) == pytest.approx(1.0)
     assert metrics.ring_order_fraction(scores, tokens, 3, N) < 0.2
     assert np.isnan(metrics.ring_order_fraction(scores, tokens, 20, N))  # no inverse mod 40
+
+
+# --------------------------------------------------------------------------------- float64 cosines
+
+
+def _sub_signature() -> np.ndarray:
+    """phi^{y;0} of |x1 - x2| on the numbers: alpha and N + 1 - alpha have the same label law up
+    to a permutation, so their cosine is exactly 1 and float32 rounding puts it above 1."""
+    ds = tasks.make("sub", N=20)
+    return signatures.label_signature(ds, 0, alphas=ds.groups["numbers"])
+
+
+def _cosines_reference(X: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(X, axis=-1)
+    present = norms > 0
+    S = np.zeros((len(X), len(X)))
+    S[np.ix_(present, present)] = (
+        X[present] @ X[present].T / np.outer(norms, norms)[present][:, present]
+    )
+    return S
+
+
+def test_cosines_of_signatures_stay_in_range_without_x64():
+    """The report of issue 12: float32 cosines of rows equal in theory came out above 1."""
+    phi0 = _sub_signature()
+    with jax.enable_x64(False):
+        S32 = np.asarray(metrics.cosine_matrix(phi0))  # the caller's precision: float32 here
+        S = metrics.signature_cosine_matrix(phi0)
+        assert not jax.config.jax_enable_x64  # the scoped float64 did not leak out
+    assert S32.dtype == np.float32 and S32.max() <= 1.0 and S32.min() >= -1.0
+    assert S.dtype == np.float64 and S.max() <= 1.0 and S.min() >= -1.0
+    np.testing.assert_allclose(S, np.clip(_cosines_reference(phi0), -1, 1), atol=1e-15)
+    np.testing.assert_allclose(S[2, 17], 1.0, atol=1e-15)
+    np.testing.assert_array_equal(np.diag(S), 1.0)
+
+
+def test_rows_zero_up_to_rounding_are_exact_zero_rows():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2, 5, 4))  # batched: the largest row norm is per matrix
+    X[0, 1] = 1e-14 * rng.normal(size=4)  # rounding noise, ~1e-14 of the other rows
+    X[1] *= 1e-20  # a whole matrix of small rows: each is large against its own matrix
+    X[1, 3] = 0.0
+    for S in (np.asarray(metrics.cosine_matrix(X)), metrics.signature_cosine_matrix(X)):
+        np.testing.assert_array_equal(S[0, 1], 0.0)
+        np.testing.assert_array_equal(S[0, :, 1], 0.0)
+        np.testing.assert_array_equal(
+            np.diagonal(S, axis1=-2, axis2=-1), [[1, 0, 1, 1, 1], [1, 1, 1, 0, 1]]
+        )
+        np.testing.assert_allclose(S[1], _cosines_reference(X[1] * 1e20), atol=1e-14)
+        kept = [0, 2, 3, 4]
+        np.testing.assert_allclose(S[0][np.ix_(kept, kept)], _cosines_reference(X[0, kept]))
+    grad = jax.grad(lambda X: jnp.sum(metrics.cosine_matrix(X) ** 2))(jnp.asarray(X))
+    assert bool(jnp.all(jnp.isfinite(grad)))
+
+
+def test_frequency_alignment_treats_components_zero_in_theory_as_zero_without_x64():
+    """modsum (L = 3): phi^{y;1}_alpha(nu, beta) is constant in beta, so h_{alpha,k} = 0 for
+    k != 0; its float64 rounding (~1e-17) must not become a cosine structure."""
+    ds = tasks.make("modsum", N=12, L=3)
+    numbers = ds.groups["numbers"]
+    phi1 = signatures.label_signature(ds, 1, alphas=numbers, context=numbers)
+    a = np.arange(12)
+    S_emb = np.cos(2 * np.pi * (a[:, None] - a) / 12)
+    off = S_emb[np.triu_indices(12, 1)]
+    for x64 in (False, True):
+        with jax.enable_x64(x64):
+            rho = np.asarray(metrics.frequency_alignment(phi1, S_emb, [1, 6]))
+            constant = metrics.constant_frequencies(phi1, [1, 6])
+        assert constant.tolist() == [True, True]
+        # S^{sig,(1)}_k is the zero matrix, not the all-ones matrix of noise rows
+        np.testing.assert_allclose(rho, 1 - np.mean(off**2), rtol=1e-6)

@@ -218,3 +218,95 @@ def test_rk4_bad_input_names_parameter(kwargs, name):
     call = {"ts": jnp.linspace(0.0, 1.0, 3), **kwargs}
     with pytest.raises(ValueError, match=name):
         ode.rk4(logistic_field, jnp.asarray(0.1), **call)
+
+
+# --------------------------------------------------------------------------------------------
+# failed solves keep the values they reached
+
+BLOW_UP_TS = jnp.array([0.0, 0.25, 0.5, 0.75, 1.5, 2.0])
+
+
+def square_field(t, y, args):
+    return y * y
+
+
+def nan_after_field(t, y, t_nan):
+    """dy/dt = -y until ``t_nan``, NaN from there on (a field that breaks at a known time)."""
+    return jax.tree.map(lambda leaf: jnp.where(t > t_nan, jnp.full_like(leaf, jnp.nan), -leaf), y)
+
+
+def assert_kept_then_inf(ys, exact, reached: int):
+    """The first ``reached`` values match ``exact``, the others are ``+inf``."""
+    np.testing.assert_allclose(ys[:reached], exact[:reached], rtol=1e-6)
+    assert bool(jnp.all(jnp.isposinf(ys[reached:])))
+
+
+def test_blow_up_keeps_the_values_before_it():
+    """dy/dt = y^2, y(0) = 1: y = 1 / (1 - t), infinite at t = 1, between the saves 0.75 and 1.5."""
+    sol = ode.integrate(square_field, 1.0, BLOW_UP_TS, max_steps=2048)
+    assert not bool(sol.ok) and int(sol.result) == 1  # the steps shrink towards t = 1
+    assert_kept_then_inf(sol.ys, 1 / (1 - BLOW_UP_TS), reached=4)
+    assert float(sol.ys[0]) == 1.0
+
+
+def test_a_nan_field_keeps_the_values_before_it_and_y0():
+    sol = ode.integrate(nan_after_field, 1.0, BLOW_UP_TS, jnp.asarray(0.6), max_steps=2048)
+    assert not bool(sol.ok) and ode.result_message(sol.result) == "max_steps reached"
+    assert_kept_then_inf(sol.ys, jnp.exp(-BLOW_UP_TS), reached=3)
+    # NaN from the start: not one step succeeds, and still y(ts[0]) = y0 (repeated times too)
+    ts = jnp.array([0.5, 0.5, 1.0, 2.0])
+    y0 = {"a": jnp.array([1.0, -2.0]), "b": jnp.asarray(3.0)}
+    broken = ode.integrate(nan_after_field, y0, ts, jnp.asarray(-1.0), max_steps=64)
+    assert not bool(broken.ok) and int(broken.result) == 1 and int(broken.num_steps) == 64
+    for name in ("a", "b"):
+        np.testing.assert_array_equal(broken.ys[name][:2], jnp.stack([y0[name]] * 2))
+        assert bool(jnp.all(jnp.isposinf(broken.ys[name][2:])))
+
+
+def test_exhausted_step_budget_keeps_the_early_values():
+    ts = jnp.linspace(0.0, 20.0, 41)
+    sol = ode.integrate(logistic_field, 0.01, ts, max_steps=6)
+    assert not bool(sol.ok) and int(sol.result) == 1 and int(sol.num_steps) == 6
+    reached = int(jnp.sum(jnp.isfinite(sol.ys)))
+    assert 2 <= reached < 41
+    assert_kept_then_inf(sol.ys, logistic_exact(ts, 0.01), reached)
+
+
+def test_a_failing_lane_keeps_its_early_values_and_leaves_the_other_lane_intact():
+    rates = jnp.array([0.2, 1.0])
+
+    def solve(y0, rate):
+        return ode.integrate(rate_square_field, y0, BLOW_UP_TS, rate, max_steps=2048)
+
+    lanes = jax.jit(jax.vmap(solve))(jnp.ones(2), rates)
+    np.testing.assert_array_equal(lanes.ok, [True, False])
+    np.testing.assert_array_equal(lanes.result, [0, 1])
+    healthy = solve(1.0, rates[0])
+    np.testing.assert_allclose(lanes.ys[0], healthy.ys, rtol=1e-12)
+    np.testing.assert_allclose(lanes.ys[0], 1 / (1 - 0.2 * BLOW_UP_TS), rtol=1e-6)
+    assert_kept_then_inf(lanes.ys[1], 1 / (1 - BLOW_UP_TS), reached=4)
+
+
+@pytest.mark.parametrize("solver", list(ode.SOLVERS))
+def test_happy_path_equals_diffrax_bitwise(solver):
+    """Keeping the reached values changes nothing on a successful solve."""
+    import diffrax
+
+    A, y0, ts, _ = linear_system()
+    ts = jnp.concatenate([ts[:1], ts])  # a repeated first time as well
+    sol = ode.integrate(linear_field, y0, ts, A, solver=solver)
+    reference = diffrax.diffeqsolve(
+        diffrax.ODETerm(linear_field),
+        ode.SOLVERS[solver](),
+        t0=ts[0],
+        t1=ts[-1],
+        dt0=None,
+        y0=y0,
+        args=A,
+        saveat=diffrax.SaveAt(ts=ts),
+        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
+        max_steps=100_000,
+    )
+    assert bool(sol.ok)
+    np.testing.assert_array_equal(sol.ys, reference.ys)
+    np.testing.assert_array_equal(sol.ys[:2], jnp.stack([y0, y0]))

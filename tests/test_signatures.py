@@ -4,10 +4,11 @@ import itertools
 import math
 from collections import defaultdict
 
+import jax
 import numpy as np
 import pytest
 
-from ctx_staircase import signatures, tasks
+from ctx_staircase import geometry, signatures, tasks
 from ctx_staircase.dataset import TokenDataset
 
 TOL = 1e-12
@@ -120,7 +121,7 @@ def test_lemma1_for_every_task(name):
 def test_chunked_counts_equal_unchunked(monkeypatch):
     ds = random_dataset(seed=5, V=7, L=4, n=300)
     whole = [signatures.label_signature(ds, m) for m in range(4)]
-    monkeypatch.setattr(signatures, "_CHUNK_INDICES", 50)
+    monkeypatch.setattr(signatures, "CHUNK_INDICES", 50)
     for m in range(4):
         np.testing.assert_allclose(signatures.label_signature(ds, m), whole[m], rtol=0, atol=TOL)
 
@@ -407,3 +408,45 @@ def test_attention_path_signature_by_brute_force():
     np.testing.assert_allclose(got, expected, atol=TOL)
     with pytest.raises(ValueError, match="attention"):
         signatures.attention_path_signature(windows, attention[:, :-1], V)
+
+
+# ----------------------------------------------------------------------------------------------
+# Float64 geometry, whatever JAX's x64 flag (issue 12)
+
+
+def test_fourier_components_zero_in_theory_are_exact_zeros():
+    """modsum with L = 3: given alpha and beta the label is uniform, so phi^{y;1} is constant
+    along beta and every k != 0 component vanishes; float64 leaves ~1e-17 of rounding."""
+    ds = tasks.make("modsum", N=12, L=3)
+    numbers = ds.groups["numbers"]
+    phi1 = signatures.label_signature(ds, 1, alphas=numbers, context=numbers)
+    ks = [0, 1, 5, 6]
+    h = signatures.fourier_projection(phi1, ks)
+    raw = np.moveaxis(np.tensordot(phi1, signatures.fourier_basis(12, ks), ([-1], [1])), -1, 0)
+    assert np.abs(raw[1:]).max() < 1e-15  # the rounding the projection removes
+    np.testing.assert_array_equal(h[1:], 0.0)
+    np.testing.assert_array_equal(h[0], raw[0])  # genuine values are untouched
+    np.testing.assert_allclose(h[0], signatures.label_signature(ds, 0, alphas=numbers), atol=TOL)
+
+
+def test_signature_geometry_is_float64_with_cosines_in_range_without_x64():
+    """The `signatures` CLI (no x64) printed cosines above 1 for sub and garbage cosines of
+    modsum's zero Fourier rows: both were float32 cosines of float64 signatures."""
+    with jax.enable_x64(False):
+        sub = geometry.signature_geometry(tasks.make("sub", N=20), 1)
+        modsum = geometry.signature_geometry(tasks.make("modsum", N=12, L=3), 1)
+        assert not jax.config.jax_enable_x64
+    for geom in (sub, modsum):
+        for name, S in geom.similarity.items():
+            assert S.dtype == np.float64 and S.max() <= 1.0 and S.min() >= -1.0, name
+            assert geom.summary[name]["offdiag_max"] <= 1.0
+            assert geom.pca[name].explained_variance_ratio.dtype == np.float64
+    numbers = np.arange(1, 21)
+    phi0 = signatures.label_signature(tasks.make("sub", N=20), 0, alphas=numbers)
+    np.testing.assert_allclose(sub.similarity["order0"], np.clip(cosine(phi0), -1, 1), atol=1e-15)
+    np.testing.assert_allclose(sub.similarity["order0"][2, 17], 1.0, atol=1e-15)
+    # modsum's Fourier rows are exact zeros: cosine 0 to every row, no PCA structure
+    for name in ("order1_k1", "order1_k6"):
+        np.testing.assert_array_equal(modsum.similarity[name], 0.0)
+        np.testing.assert_array_equal(modsum.pca[name].explained_variance_ratio, 0.0)
+        assert modsum.summary[name]["constant"]

@@ -1,4 +1,5 @@
-"""Sweeps: a lane equals its run alone, sharding changes nothing, resume recomputes nothing."""
+"""Sweeps: a lane equals its run alone, the lane layout changes no bit on CPU, resume recomputes
+nothing."""
 
 import json
 
@@ -50,8 +51,8 @@ def test_a_lane_equals_the_same_run_alone(ds, reference):
 def test_divergent_lanes_do_not_touch_the_others(ds, reference):
     assert [s.startswith("diverged") for s in reference.status] == [False, True] * 4
     calm = sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], **F64)
-    # equal up to float64 rounding (XLA may vectorize a different lane count differently)
-    np.testing.assert_allclose(calm.trajectory.W_E, reference.trajectory.W_E[0::2], rtol=1e-12)
+    # on CPU every lane is its own call of one program: the other lanes change no bit
+    np.testing.assert_array_equal(calm.trajectory.W_E, reference.trajectory.W_E[0::2])
 
 
 def test_sharded_sweep_equals_single_device(ds, reference):
@@ -66,9 +67,9 @@ def test_sharded_sweep_equals_single_device(ds, reference):
         devices=jax.devices()[:1],
         **F64,
     )
-    np.testing.assert_allclose(single.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12, atol=0)
-    # an odd lane count is padded to the device count and the padding dropped
-    odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0))
+    np.testing.assert_array_equal(single.trajectory.W_E, reference.trajectory.W_E)
+    # vmapped, an odd lane count is padded to the device count and the padding dropped
+    odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0), lanes_per_batch=2)
     np.testing.assert_array_equal(odd, jnp.arange(5.0) ** 2)
 
 
@@ -88,7 +89,7 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
     monkeypatch.setattr(sweep._LaneStore, "save", interrupted_save)
     with pytest.raises(KeyboardInterrupt):
         sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
-    assert len(list((tmp_path / "lanes").glob("lane_*.npz"))) == 2
+    assert len(list((tmp_path / "units").glob("lane_*.npz"))) == 2
     assert not (tmp_path / "metrics.json").exists()
     monkeypatch.setattr(sweep._LaneStore, "save", original_save)
 
@@ -102,13 +103,13 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
     monkeypatch.setattr(sweep, "sweep_map", counting_map)
     resumed = sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
     assert computed == [2, 2]  # the four missing lanes, in two chunks; none of the saved two
-    np.testing.assert_allclose(resumed.trajectory.W_E, whole.trajectory.W_E, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(resumed.trajectory.W_E, whole.trajectory.W_E)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["status"] == ["ok"] * 6 and "jax" in metrics["environment"]["packages"]
     saved = np.load(tmp_path / "arrays.npz")
     np.testing.assert_array_equal(saved["W_E"], resumed.trajectory.W_E)
 
-    with pytest.raises(ValueError, match="different sweep"):
+    with pytest.raises(ValueError, match="finished run of other settings"):
         sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, gammas=[2.0], **F64)
 
 
@@ -130,8 +131,8 @@ def test_bad_grid_names_the_parameter(ds, grid, needle):
     "lanes_per_batch,concurrent_calls", [(1, 1), (3, 1), (8, 1), (1, 3), (2, 2)]
 )
 def test_how_lanes_run_changes_nothing(ds, reference, lanes_per_batch, concurrent_calls):
-    # one device, 8 lanes: groups of 1 (a loop), 3 (2 groups and a vmapped rest of 2), 8 (a
-    # vmap); 3 concurrent calls of 3 lanes (one lane of padding), 2 calls of 4 lanes in 2 groups
+    # one device, 8 lanes: lane by lane (1) from 1 or 3 threads; vmapped in groups of 3 (2
+    # groups and a vmapped rest of 2) or 8 (one vmap); 2 calls of 4 lanes in 2 groups
     run = sweep.train_sweep(
         "ffn",
         ds,
@@ -145,6 +146,9 @@ def test_how_lanes_run_changes_nothing(ds, reference, lanes_per_batch, concurren
         **F64,
     )
     assert run.status == reference.status
+    if lanes_per_batch == 1:  # the default layout on CPU: bitwise
+        np.testing.assert_array_equal(run.trajectory.W_E, reference.trajectory.W_E)
+    # vmapped: equal up to float64 rounding (a different program, see `sweep.sweep_map`)
     np.testing.assert_allclose(run.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12)
     np.testing.assert_allclose(run.trajectory.loss, reference.trajectory.loss, rtol=1e-12)
 
@@ -163,7 +167,23 @@ def test_concurrent_sharded_groups_compile_once():
     assert sweep._compile_for.cache_info().misses == before + 1
 
 
+def test_lane_by_lane_compiles_one_program_for_any_lane_count():
+    def fn(x):
+        return x**2, jnp.zeros((3, 0, 0))
+
+    before = sweep._compile_for.cache_info().misses
+    for n, calls in ((23, None), (7, 1), (1, 4)):
+        out = sweep.sweep_map(fn, jnp.arange(float(n)), concurrent_calls=calls)
+        np.testing.assert_array_equal(out[0], jnp.arange(float(n)) ** 2)
+        assert out[1].shape == (n, 3, 0, 0)
+    assert sweep._compile_for.cache_info().misses == before + 1
+    with pytest.raises(ValueError, match="no lanes"):
+        sweep.sweep_map(fn, jnp.arange(0.0))
+
+
 def test_defaults_per_platform():
+    assert sweep.lane_by_lane("cpu") and sweep.lane_by_lane("cpu", 1)
+    assert not sweep.lane_by_lane("cpu", 2) and not sweep.lane_by_lane("gpu")
     assert sweep.default_lanes_per_batch("cpu", 64) == sweep.CPU_LANES_PER_BATCH == 1
     assert sweep.default_lanes_per_batch("gpu", 64) == 64
     assert sweep.default_lanes_per_batch("tpu", 5) == 5
@@ -179,3 +199,56 @@ def test_bad_lane_layout_names_the_parameter(ds, name, bad):
         sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5], **{name: bad})
     with pytest.raises(ValueError, match=name):
         sweep.sweep_map(lambda x: x, jnp.arange(4.0), **{name: bad})
+
+
+# Layouts of one sweep on CPU (4 host devices, tests/conftest.py): chunks, threads, devices.
+LAYOUTS = {
+    "default": {},
+    "chunk=1": dict(chunk=1),
+    "chunk=2": dict(chunk=2),
+    "concurrent_calls=1": dict(concurrent_calls=1),
+    "concurrent_calls=3": dict(concurrent_calls=3),
+    "one device": dict(devices=jax.devices()[:1]),
+    "other devices": dict(devices=jax.devices()[2:], concurrent_calls=2),
+}
+
+
+def test_lane_layout_changes_no_bit_of_a_trained_sweep():
+    # float32 Adam at a large lr, 300 steps: a chaotic run, where one rounding difference in one
+    # step grows to a relative difference of order 1 in W_E (the layouts before the lane-by-lane
+    # one differed by up to 0.8; measured in benchmarks/README.md "Determinism")
+    ds = tasks.make("modsum", N=10, L=3)
+    config = train.TrainConfig(optimizer="adam", lr=1e-2, steps=300, snapshots=(0, 100, 300))
+    grid = dict(gammas=[0.5, 1.0, 1.5], seeds=[0, 1], d=32, activation="relu")
+    runs = {
+        name: sweep.train_sweep("ffn", ds, config, **grid, **how) for name, how in LAYOUTS.items()
+    }
+    reference = jax.tree.leaves(runs["default"].trajectory)
+    assert runs["default"].trajectory.W_E.dtype == np.float32
+    for name, run in runs.items():
+        leaves = jax.tree.leaves(run.trajectory)
+        assert len(leaves) == len(reference)
+        for a, b in zip(leaves, reference, strict=True):
+            assert np.array_equal(a, b), name
+
+
+def test_lane_layout_changes_no_bit_of_sweep_map():
+    # gradient descent on a weighted log-sum-exp, a PRNG key per lane (the layouts before the
+    # lane-by-lane one changed its bits); also a lane's position and the lane count: lanes 2..4
+    # alone equal the same lanes of the whole sweep
+    def fn(w, key):
+        p = jax.nn.softmax(jax.random.normal(key, (1000,), jnp.float32))
+        z = jax.random.normal(jax.random.fold_in(key, 1), (1000, 8), jnp.float32)
+
+        def loss(w):
+            return jnp.sum(p * jax.nn.logsumexp(z * w, axis=1))
+
+        return jax.lax.fori_loop(0, 100, lambda i, w: w - 0.1 * jax.grad(loss)(w), w)
+
+    w = jax.random.normal(jax.random.key(0), (6, 8), jnp.float32)
+    keys = jax.random.split(jax.random.key(1), 6)
+    whole = sweep.sweep_map(fn, w, keys)
+    for name, how in LAYOUTS.items():
+        if "chunk" not in name:
+            np.testing.assert_array_equal(sweep.sweep_map(fn, w, keys, **how), whole, err_msg=name)
+    np.testing.assert_array_equal(sweep.sweep_map(fn, w[2:5], keys[2:5]), whole[2:5])

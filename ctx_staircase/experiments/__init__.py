@@ -4,6 +4,9 @@ Each experiment module defines ``NAME``, ``TITLE`` and ``run(full: bool) -> Outc
 library calls, measures, and states every claim with its SPEC.md §8 criterion and pass/fail.
 `execute` runs one, writes ``sims/results/NAME.json`` and its figures ``sims/figures/NAME*.png``
 atomically, and returns the outcome; `sims/reproduce.py` runs them all and writes the report.
+While an experiment runs, its training lanes are saved under ``ROOT/units/NAME/``
+(`units.caching`), so an interrupted experiment resumes; the folder is removed once the result
+is written.
 
 Modules whose ``REGIMES`` is true are FFN or attention-only experiments that also take
 ``regime=`` (a `regime.Regime`, default the primary regime) and ``quick=`` (the reduced sizes of
@@ -15,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from ctx_staircase import results
+from ctx_staircase import results, units
 
 #: Experiment modules, in report order.
 EXPERIMENTS = (
@@ -156,9 +160,13 @@ def execute(
         options["tiny"] = True
     if "root" in inspect.signature(module.run).parameters:
         options["root"] = root
-    outcome = module.run(full=full, **options)
-    seconds = time.perf_counter() - start
     root = Path(root)
+    unit_root = (
+        root / "units" / result_path(root, name, chosen.name if side_run else None, quick).stem
+    )
+    with units.caching(unit_root):  # an interrupted experiment resumes from its saved lanes
+        outcome = module.run(full=full, **options)
+    seconds = time.perf_counter() - start
     figures = {}
     for key, figure in outcome.figures.items():
         if side_run:
@@ -184,6 +192,7 @@ def execute(
         "environment": results.environment(),
     }
     results.write_json(result_path(root, name, chosen.name if side_run else None, quick), record)
+    shutil.rmtree(unit_root, ignore_errors=True)  # finished: a rerun recomputes from scratch
     return record
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -11,9 +12,12 @@ from rich.table import Table
 from ctx_staircase.experiments import execute, verdict
 
 
-def main(name: str, argv: list[str] | None = None, *, text: Path | None = None) -> dict:
-    """Parse ``--full`` and ``--root`` (and ``--text FILE`` when ``text`` gives the default
-    file), run the experiment and print its claims."""
+def main(
+    name: str, argv: list[str] | None = None, *, root: Path | None = None, text: Path | None = None
+) -> dict:
+    """Parse ``--full``, ``--root`` (default ``root``) and ``--text FILE`` (when ``text`` gives
+    the default file), run the experiment and print its claims. Ctrl-C prints one line and
+    exits 130; rerunning resumes the experiment from its saved lanes."""
     parser = argparse.ArgumentParser(description=f"run the {name} experiment")
     if text is not None:
         parser.add_argument("--text", type=Path, default=text, help=f"text file (default {text})")
@@ -29,22 +33,25 @@ def main(name: str, argv: list[str] | None = None, *, text: Path | None = None) 
     parser.add_argument(
         "--root",
         type=Path,
-        default=Path(__file__).resolve().parents[2] / "sims",
-        help="folder receiving results/ and figures/",
+        default=root,
+        required=root is None,
+        help=f"folder receiving results/ and figures/ (default {root})",
     )
     args = parser.parse_args(argv)
     options = {"text_path": args.text} if text is not None else {}
     if args.regime is not None or args.quick:
         options.update(regime=args.regime, quick=args.quick)
-    record = execute(name, full=args.full, root=args.root, **options)
+    try:
+        record = execute(name, full=args.full, root=args.root, **options)
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted; rerun the same command to resume", file=sys.stderr)
+        raise SystemExit(130) from None
     print_record(record)
     return record
 
 
 def _module_main() -> None:
     """``python -m ctx_staircase.experiments.cli NAME [options]`` (the regime study's units)."""
-    import sys
-
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m ctx_staircase.experiments.cli NAME [--regime R] ...")
     main(sys.argv[1], sys.argv[2:])

@@ -31,9 +31,9 @@ apply) and scored also on its null, the untrained init: the rho_next criteria on
 stays at its step-0 value, the small-vs-standard margin at step 0 (the two lanes share one
 draw, so the init cosines are equal), and the probe fitted to the step-0 embeddings.
 
-``run(text=PATH)`` uses that file (default ``../shared/data/tinyshakespeare.txt`` beside the
-repository); `lm_builtin` runs the same analysis on the built-in corpus and adds the semantic
-structure claims.
+``run(text_path=PATH)`` uses that file: the package reads nothing outside itself unless given
+a path (``sims/lm_text.py`` passes ``../shared/data/tinyshakespeare.txt``). `lm_builtin` runs
+the same analysis on the built-in corpus and adds the semantic structure claims.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from ctx_staircase.experiments import Claim, Outcome
 NAME = "lm_text"
 TITLE = "Language model on real text: rho_next rises to an early peak, then settles lower"
 
-DEFAULT_TEXT = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare.txt"
 GAMMAS = (1.0, 0.5)  # small, standard
 START_MAX = 0.1  # [R] |rho_next(0)|: random init has no structure
 PEAK_MIN = 0.3  # [R] a real rise
@@ -89,9 +88,11 @@ def train_and_measure(
     gammas=GAMMAS,
     seed: int = 0,
     probe_steps: int = 300,
+    out: str | Path | None = None,
 ) -> tuple[lm.LMTrajectory, lm.LMSignatures, lm.LMCurves]:
-    """Train the gamma lanes, count the signatures of their tracked tokens, measure the curves."""
-    trajectory = lm.train_lm(corpus, config, gammas=gammas, seed=seed)
+    """Train the gamma lanes (saved in ``out`` to resume, see `lm.train_lm`), count the
+    signatures of their tracked tokens, measure the curves."""
+    trajectory = lm.train_lm(corpus, config, gammas=gammas, seed=seed, out=out)
     signature = lm.lm_signatures(
         corpus.train,
         corpus.vocab_size,
@@ -294,9 +295,9 @@ def figure(trajectory: lm.LMTrajectory, curves: lm.LMCurves, title: str):
 def run(
     full: bool = False, tiny: bool = False, text_path: str | Path | None = None, seed: int = 0
 ) -> Outcome:
-    path = Path(text_path) if text_path is not None else DEFAULT_TEXT
-    if text_path is None and not path.exists():
-        raise ValueError(f"text: the default corpus {path} is absent; pass a text file")
+    if text_path is None:
+        raise ValueError("text_path: lm_text needs a UTF-8 text file (--text FILE)")
+    path = Path(text_path)
     source = text.load_text(path)
     config = lm_config(full, tiny)
     corpus = text.prepare_corpus(source, vocab_size=text.DEFAULT_VOCAB_SIZE)

@@ -16,7 +16,6 @@ at reduced sizes (each experiment's config says what is reduced).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ def _load(path: Path, fingerprint: str | None) -> dict | None:
     """The record at ``path`` if it is complete JSON (from the same sources, when
     ``fingerprint`` is given), else ``None``."""
     try:
-        record = json.loads(path.read_text())
+        record = results.read_json(path)
     except (OSError, ValueError):
         return None
     made_by = record.get("environment", {}).get("source_fingerprint")

@@ -20,7 +20,7 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import analysis, comparison, metrics, plots, signatures, sweep, train
+from ctx_staircase import analysis, budget, comparison, metrics, plots, signatures, sweep, train
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY
 
@@ -28,10 +28,41 @@ NAME = "staircase"
 TITLE = "The context staircase on add and mod (N=40), with the theory overlay"
 
 
-def run(full: bool = False, tiny: bool = False) -> Outcome:
-    """The flagship; ``tiny`` shrinks it to a smoke test (N=8, d=16, a few hundred steps)."""
+def sizes(full: bool = False, tiny: bool = False) -> tuple[int, int, int, tuple[int, ...]]:
+    """``(N, d, epochs, snapshots)`` of the staircase runs."""
     N, d, epochs = (8, 16, 120) if tiny else (40, 128, 1200)
     snapshots = tuple(sorted({*range(0, epochs + 1, 25), *train.default_snapshots(epochs)}))
+    return N, d, epochs, snapshots
+
+
+def theory_gammas(full: bool = False, tiny: bool = False) -> tuple[float, ...]:
+    if tiny:
+        return (0.8, 1.2)
+    return (0.6, 0.8, 1.0, 1.2, 1.4, 1.6) if full else (0.8, 1.0, 1.2, 1.4)
+
+
+def memory_bytes(full: bool = False, tiny: bool = False) -> int:
+    """Peak bytes of the run (`budget` estimates): the larger of its training sweeps (add and
+    mod, one lane each) and its theory run on add; the stages run one after another."""
+    N, d, epochs, snapshots = sizes(full, tiny)
+    peaks = []
+    for task in ("add", "mod"):
+        ds = PRIMARY.make(task, N=N)
+        config = PRIMARY.train_config(ds, epochs=epochs, snapshots=snapshots)
+        peaks.append(budget.train_bytes("ffn", ds, config, lanes=1, d=d))
+    add = PRIMARY.make("add", N=N)
+    peaks.append(
+        budget.theory_bytes(add, gammas=theory_gammas(full, tiny), d=d, steps=THEORY_STEPS[tiny])
+    )
+    return max(peaks)
+
+
+THEORY_STEPS = {True: 200, False: 900}  # by ``tiny``
+
+
+def run(full: bool = False, tiny: bool = False) -> Outcome:
+    """The flagship; ``tiny`` shrinks it to a smoke test (N=8, d=16, a few hundred steps)."""
+    N, d, epochs, snapshots = sizes(full, tiny)
     claims, figures, numbers = [], {}, {}
     staircase_axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
     for row, task in enumerate(("add", "mod")):
@@ -50,16 +81,13 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
 
     jax.config.update("jax_enable_x64", True)
     add = PRIMARY.make("add", N=N)
-    if tiny:
-        gammas = (0.8, 1.2)
-    else:
-        gammas = (0.6, 0.8, 1.0, 1.2, 1.4, 1.6) if full else (0.8, 1.0, 1.2, 1.4)
+    gammas = theory_gammas(full, tiny)
     theory = comparison.theory_vs_training(
         add,
         gammas=gammas,
         max_orders=(0, 1),
         lr=0.5,
-        steps=200 if tiny else 900,
+        steps=THEORY_STEPS[tiny],
         d=d,
         activation="poly:1,0.5",
     )

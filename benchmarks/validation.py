@@ -1,0 +1,263 @@
+"""Benchmark: what "validate, then work" costs (issue 12), against the work it guards.
+
+(a) For the default request of every CLI command (``train add``, ``theory add``,
+    ``signatures add``, ``lm``, ``run`` and ``run --tiny``) the memory estimate of
+    `ctx_staircase.budget` plus `budget.check` (and the integer checks where the command has
+    them), timed as the median of ``--repeats`` calls after one warm-up call, in microseconds.
+    The inputs the estimators take (the dataset, the config, the corpus) are built once
+    beforehand: the command builds them anyway. The estimate and the limit are printed too (a
+    request over this machine's limit is timed as refused, and its line printed).
+(b) ``--calibrate``: each estimator against XLA's own buffer assignment
+    (``jax.jit(f).lower(...).compile().memory_analysis()``: arguments + outputs + temporaries)
+    for a few small configurations of one training lane and one GPT lane (a few seconds of
+    compiling).
+(c) ``--default-run``: one default ``ctx-staircase train add`` run (into a temporary folder,
+    first call, so it includes compiling), and the ratio of (a)'s ``train add`` validation to
+    it. ``--default-run-seconds S`` uses a time measured elsewhere instead of running it.
+
+Usage: python benchmarks/validation.py [--repeats 200] [--calibrate]
+[--default-run | --default-run-seconds S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+
+def default_requests() -> dict[str, tuple[Callable[[], int], str]]:
+    """``{command: (validate, description)}``; ``validate()`` estimates, checks, returns bytes."""
+    from ctx_staircase import budget, lm, tasks, text, train
+    from ctx_staircase.experiments import staircase
+
+    add = tasks.make("add")
+    config = train.TrainConfig()
+    corpus = text.prepare_corpus(text.builtin_corpus(), vocab_size=None)
+    lm_config = lm.LMConfig(steps=1000, snapshot_every=20)
+    limit = None  # read per call, as a command does: --max-memory, the environment, meminfo
+
+    def train_add() -> int:
+        budget.check_steps(config.steps)
+        budget.check_seed(0, "--seeds")
+        estimate = budget.train_bytes("ffn", add, config, lanes=1, d=128)
+        return budget.check(estimate, what="train add", knob="lower --d", limit=limit)
+
+    def theory_add() -> int:
+        estimate = budget.theory_bytes(add, model="ffn", d=128, max_orders=(0, 1))
+        return budget.check(estimate, what="theory add", knob="lower --d", limit=limit)
+
+    def signatures_add() -> int:
+        estimate = budget.signature_bytes(add, 1)
+        return budget.check(estimate, what="signatures add", knob="lower --order", limit=limit)
+
+    def lm_default() -> int:
+        budget.check_steps(lm_config.steps)
+        budget.check_seed(0)
+        estimate = budget.lm_bytes(lm_config, corpus.vocab_size, 2, tokens=corpus.train.size)
+        return budget.check(estimate, what="lm", knob="lower --d", limit=limit)
+
+    def run(tiny: bool) -> Callable[[], int]:
+        def validate() -> int:
+            estimate = staircase.memory_bytes(tiny=tiny)
+            return budget.check(estimate, what="run", knob="use --tiny", limit=limit)
+
+        return validate
+
+    return {
+        "train add": (train_add, "ffn, n=400, V=41, d=128, Adam, 1000 steps, 1 lane"),
+        "theory add": (theory_add, "ffn, 5 gammas, orders 0 and 1, linear prediction"),
+        "signatures add": (signatures_add, "order 1, group numbers"),
+        "lm": (lm_default, f"built-in corpus, V={corpus.vocab_size}, d=128, 2 lanes"),
+        "run": (run(False), "flagship: add and mod N=40, theory on add (builds 3 datasets)"),
+        "run --tiny": (run(True), "flagship, N=8 (builds 3 datasets)"),
+    }
+
+
+def time_validation(repeats: int) -> dict[str, dict]:
+    from ctx_staircase import budget
+
+    def outcome(validate) -> tuple[int | None, str]:
+        try:
+            return validate(), "accepted"
+        except ValueError as refusal:  # the limit here may be below what the default needs
+            return None, str(refusal)
+
+    rows = {}
+    for command, (validate, description) in default_requests().items():
+        estimate, verdict = outcome(validate)  # warm-up: imports and caches
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            outcome(validate)
+            times.append(time.perf_counter() - start)
+        rows[command] = {
+            "description": description,
+            "estimate": "refused" if estimate is None else budget.format_bytes(estimate),
+            "verdict": verdict,
+            "median_us": 1e6 * statistics.median(times),
+            "max_us": 1e6 * max(times),
+        }
+    return rows
+
+
+def calibration() -> list[tuple[str, int, int]]:
+    """``(configuration, estimate, XLA bytes)`` for training and GPT lanes."""
+    import jax
+    import jax.numpy as jnp
+
+    from ctx_staircase import budget, lm, tasks, text, train
+
+    def xla(compiled) -> int:
+        m = compiled.memory_analysis()
+        return (
+            m.argument_size_in_bytes
+            + m.output_size_in_bytes
+            + m.temp_size_in_bytes
+            - m.alias_size_in_bytes
+        )
+
+    short = dict(steps=10, snapshots=(0, 10))  # few snapshots: the step's memory dominates
+    rows = []
+    for label, model, task, params, settings, kwargs in (
+        ("ffn add N=20 d=128, 100 steps", "ffn", "add", dict(N=20), dict(steps=100), dict(d=128)),
+        ("ffn modsum N=12 L=4 d=32", "ffn", "modsum", dict(N=12, L=4), short, dict(d=32)),
+        (
+            "ffn add N=120 V=1500 d=64",
+            "ffn",
+            "add",
+            dict(N=120, vocab_size=1500),
+            short,
+            dict(d=64),
+        ),
+        (
+            "ffn add N=5 V=20000 d=256",
+            "ffn",
+            "add",
+            dict(N=5, vocab_size=20000),
+            short,
+            dict(d=256),
+        ),
+        ("attention modsum N=8 L=4 d=64", "attention", "modsum", dict(N=8, L=4), short, dict(d=64)),
+        ("transformer add N=100 d=64", "transformer", "add", dict(N=100), short, dict(d=64)),
+    ):
+        ds = tasks.make(task, **params)
+        config = train.TrainConfig(**settings)
+        graphdef, state = train.init_state(model, ds, gamma=1.0, seed=0, **kwargs)
+        run = train.make_run(graphdef, ds, config)
+        lr = jnp.asarray(config.lr, dtype=train._dtype(state))
+        measured = xla(jax.jit(run).lower(state, lr, jax.random.key(0)).compile())
+        rows.append(
+            (f"train {label}", budget.train_lane_bytes(model, ds, config, **kwargs), measured)
+        )
+    corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=3000), vocab_size=None)
+    for shape in (
+        dict(d=32, n_layers=1, n_heads=2, context_length=16, batch_size=8, tracked=24),
+        dict(d=128, n_layers=2, n_heads=4, context_length=64, batch_size=32),
+    ):
+        config = lm.LMConfig(**shape, steps=40, snapshot_every=10, min_count=5)
+        V, T = corpus.vocab_size, config.context_length
+        tracked = lm.eligible_tokens(
+            corpus.train, corpus.vocabulary, count=config.tracked, min_count=5
+        )
+        position = np.full(V, -1, np.int32)
+        position[tracked] = np.arange(tracked.size, dtype=np.int32)
+        lane = lm._lane_function(config, V, position.tobytes())
+        states = jax.eval_shape(functools.partial(lm._initial_states, config, V, np.ones(1), 0))
+        state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), states)
+        windows = [
+            lm._spread(text.windows(stream, T), count)
+            for stream, count in (
+                (corpus.train, config.signature_windows),
+                (corpus.validation, config.validation_windows),
+            )
+        ]
+        args = (
+            state,
+            jnp.asarray(corpus.train, jnp.int32),
+            jnp.asarray(tracked, jnp.int32),
+            *(jnp.asarray(w, jnp.int32) for w in windows),
+            jnp.asarray(0, jnp.uint32),
+        )
+        measured = xla(jax.jit(lane).lower(*args).compile())
+        label = f"lm d={config.d} layers={config.n_layers} T={T} B={config.batch_size} V={V}"
+        rows.append((label, budget.lm_lane_bytes(config, V, tokens=corpus.train.size), measured))
+    return rows
+
+
+def default_run_seconds() -> float:
+    """Wall time of one default ``ctx-staircase train add`` (first call: compiles)."""
+    from ctx_staircase import cli
+
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        code = cli.main(["train", "add", "--out", str(Path(folder) / "run")])
+        seconds = time.perf_counter() - start
+    if code != 0:
+        raise SystemExit(f"ctx-staircase train add exited with {code}")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=200, help="timed calls per command")
+    parser.add_argument("--calibrate", action="store_true", help="estimates against XLA")
+    runs = parser.add_mutually_exclusive_group()
+    runs.add_argument("--default-run", action="store_true", help="time `train add` (minutes)")
+    runs.add_argument(
+        "--default-run-seconds", type=float, default=None, help="a measured `train add` time"
+    )
+    args = parser.parse_args()
+
+    import jax
+
+    from ctx_staircase import budget
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(
+        f"machine: {platform.machine()}, {cores} cores, available "
+        f"{budget.format_bytes(budget.available_bytes())}, load {os.getloadavg()[0]:.2f}; "
+        f"Python {sys.version.split()[0]}, jax {jax.__version__}, numpy {np.__version__}"
+    )
+    print(f"limit: {budget.format_bytes(budget.limit_bytes())} ({budget.memory_limit().source})")
+    rows = time_validation(args.repeats)
+    print(f"\n(a) validation of each default request, median of {args.repeats} calls")
+    print(f"{'command':16s} {'estimate':>10s} {'median µs':>10s} {'max µs':>10s}  request")
+    for command, row in rows.items():
+        print(
+            f"{command:16s} {row['estimate']:>10s} {row['median_us']:10.1f} {row['max_us']:10.1f}"
+            f"  {row['description']}"
+        )
+    for row in rows.values():
+        if row["verdict"] != "accepted":
+            print(f"  refused here: {row['verdict']}")
+    if args.calibrate:
+        print("\n(b) estimate against XLA's memory_analysis (arguments + outputs + temporaries)")
+        print(f"{'configuration':52s} {'estimate':>10s} {'XLA':>10s} {'ratio':>6s}")
+        for label, estimate, measured in calibration():
+            print(
+                f"{label:52s} {budget.format_bytes(estimate):>10s} "
+                f"{budget.format_bytes(measured):>10s} {estimate / measured:6.2f}"
+            )
+    seconds = args.default_run_seconds
+    if args.default_run:
+        seconds = default_run_seconds()
+    if seconds is not None:
+        validation = rows["train add"]["median_us"] * 1e-6
+        print(
+            f"\n(c) `train add` validation {validation * 1e6:.1f} µs against the default run "
+            f"{seconds:.1f} s: ratio {validation / seconds:.2e}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,787 @@
+"""Validate, then work: memory estimates made before any computation (issue 12).
+
+Every CLI command estimates the memory its request needs, compares it with a limit and refuses an
+impossible request with one line (what was asked, the estimate, the limit, the knob to turn)
+instead of failing minutes later with an XLA ``RESOURCE_EXHAUSTED``. The pieces:
+
+- the limit: `memory_limit` (``--max-memory`` if given, else the environment variable
+  ``CTX_STAIRCASE_MAX_MEMORY``, else `DEFAULT_FRACTION` of `available_bytes`), sizes written as
+  `parse_size` reads them and printed by `format_bytes`;
+- the estimators, in bytes, each taking the objects the library takes: `train_bytes` (a sweep of
+  `sweep.train_sweep`; `train_lane_bytes` is one compiled lane), `signature_bytes` (the
+  `geometry.signature_geometry` of ``ctx-staircase signatures``), `lm_bytes` (`lm.train_lm` and
+  its metrics), `theory_bytes` (`comparison.theory_vs_training`, by stage in `theory_stages`),
+  `ode_bytes` (ODE lanes) and `flagship_bytes` (``ctx-staircase run``);
+- the checks: `check` (the one-line refusal), `check_signature_shapes` (the per-tensor cap of
+  `signatures`, checked for every order before the first is counted) and `check_int` /
+  `check_steps` / `check_seed` for integers the code cannot represent (int32 step counters,
+  uint32 seeds).
+
+The estimators are arithmetic on shapes: no JAX compilation and no backend initialization, so a
+call takes microseconds. They count the arrays that dominate (parameters, optimizer state,
+gradients, the activations of one step, recorded snapshots, signature tables) with constants
+fitted to XLA's own buffer assignment (`jax.jit(f).lower(...).compile().memory_analysis()`) on
+CPU; tests/test_budget.py holds the calibration (estimate within 0.5x-2x of XLA's number).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+#: Share of the available memory a request may take when no limit is given.
+DEFAULT_FRACTION = 0.8
+#: Environment variable holding a limit (same syntax as ``--max-memory``).
+ENV_VAR = "CTX_STAIRCASE_MAX_MEMORY"
+#: Step counters are int32 in `train` and `lm` (snapshot steps, ``diverged_step``, fori_loop
+#: bounds), so a step count must fit int32.
+MAX_STEPS = 2**31 - 1
+#: `sweep.train_sweep` and `lm.train_lm` cast seeds to uint32.
+MAX_SEED = 2**32 - 1
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 2**10,
+    "kb": 10**3,
+    "kib": 2**10,
+    "m": 2**20,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 2**30,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 2**40,
+    "tb": 10**12,
+    "tib": 2**40,
+}
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-z]*|%)\s*$", re.IGNORECASE)
+
+
+class Limit(NamedTuple):
+    """A memory limit: ``bytes`` and where it came from (``source``, for the refusal line)."""
+
+    bytes: int
+    source: str
+
+
+# --------------------------------------------------------------------------------------------
+# the limit
+
+
+def available_bytes() -> int:
+    """Memory available to this process, in bytes.
+
+    On an accelerator whose JAX backend is already initialized: the first device's free memory
+    (``bytes_limit - bytes_in_use`` of ``memory_stats()``), which is what the compiled program
+    competes for. Otherwise (CPU, or no backend yet: this never starts one) the host's
+    ``MemAvailable`` from ``/proc/meminfo``, else physical memory from ``os.sysconf``.
+    """
+    device = _initialized_device()
+    if device is not None and device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def parse_size(text, *, name: str = "--max-memory") -> int:
+    """A size in bytes from ``text``: ``"8GiB"``, ``"500MB"``, ``"1.5G"``, ``"50%"``, ``"123"``.
+
+    Units (case-insensitive, optional space): B; kB, MB, GB, TB (powers of 1000); KiB, MiB, GiB,
+    TiB and the single letters K, M, G, T (powers of 1024); ``%`` is a share of
+    `available_bytes`. A bare number (or an int/float) is bytes. Zero, negative, NaN, infinite
+    or unreadable sizes raise ``ValueError`` naming ``name``.
+    """
+    allowed = f"{name} must be a positive size such as 8GiB, 500MB, 50% or a number of bytes"
+    if isinstance(text, bool):
+        raise ValueError(f"{allowed}; got {text!r}")
+    if isinstance(text, int | float | np.integer | np.floating):
+        value, unit = float(text), ""
+    elif isinstance(text, str) and (match := _SIZE.match(text)):
+        value, unit = float(match.group(1)), match.group(2).lower()
+    else:
+        raise ValueError(f"{allowed}; got {text!r}")
+    if unit not in _UNITS and unit != "%":
+        raise ValueError(f"{allowed}; got {text!r} (unknown unit {unit!r})")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{allowed}; got {text!r}")
+    size = value / 100 * available_bytes() if unit == "%" else value * _UNITS[unit]
+    if size < 1:
+        raise ValueError(f"{allowed}; got {text!r} (less than one byte)")
+    return int(size)
+
+
+def memory_limit(override=None) -> Limit:
+    """The limit a request is checked against, with its source.
+
+    ``override`` (the ``--max-memory`` value: a size string, a number of bytes or a `Limit`)
+    wins; else the environment variable ``CTX_STAIRCASE_MAX_MEMORY``; else `DEFAULT_FRACTION` of
+    `available_bytes`.
+    """
+    if isinstance(override, Limit):
+        return override
+    if override is not None:
+        return Limit(parse_size(override), "--max-memory")
+    env = os.environ.get(ENV_VAR)
+    if env is not None and env.strip():
+        return Limit(parse_size(env, name=ENV_VAR), ENV_VAR)
+    share = f"{DEFAULT_FRACTION:.0%} of available memory"
+    return Limit(int(DEFAULT_FRACTION * available_bytes()), share)
+
+
+def limit_bytes(override=None) -> int:
+    """`memory_limit` in bytes."""
+    return memory_limit(override).bytes
+
+
+def format_bytes(size) -> str:
+    """``size`` in decimal units, 3 significant digits: ``81.4 GB``, ``500 MB``, ``12 B``."""
+    size = float(size)
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(size) >= scale:
+            value = size / scale
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:.0f} {unit}"
+    return f"{size:.0f} B"
+
+
+def check(estimate: int, *, what: str, knob: str, limit=None) -> int:
+    """Refuse a request whose ``estimate`` (bytes) exceeds the limit; return the estimate.
+
+    Args:
+        estimate: bytes the request needs (one of the estimators here).
+        what: the request, e.g. ``"train modsum N=70 L=4"``.
+        knob: what to lower, e.g. ``"lower --param N, --d or the number of lanes"``.
+        limit: ``None`` (`memory_limit`), a `Limit`, or a ``--max-memory`` value (size string or
+            bytes).
+
+    Raises:
+        ValueError: one line, ``"{what}: needs about 81.4 GB (estimate), over the 19.2 GB limit
+        (80% of available memory); {knob}, or raise --max-memory"``.
+    """
+    limit = memory_limit(limit)
+    if estimate > limit.bytes:
+        raise ValueError(
+            f"{what}: needs about {format_bytes(estimate)} (estimate), over the "
+            f"{format_bytes(limit.bytes)} limit ({limit.source}); {knob}, or raise --max-memory"
+        )
+    return int(estimate)
+
+
+def check_int(value, name: str, *, low: int, high: int, why: str = "") -> int:
+    """``value`` as an int in ``[low, high]``, else ``ValueError`` naming ``name``, the range and
+    ``why`` (the reason for the bound, e.g. ``"step counters are int32"``). Bools refused."""
+    ok = not isinstance(value, bool) and isinstance(value, int | np.integer)
+    if not ok or not low <= value <= high:
+        reason = f" ({why})" if why else ""
+        raise ValueError(f"{name} must be an integer in [{low}, {high}]{reason}; got {value!r}")
+    return int(value)
+
+
+def check_steps(steps, name: str = "--steps") -> int:
+    """A step count in ``[1, MAX_STEPS]`` (`train` and `lm` count steps in int32)."""
+    return check_int(steps, name, low=1, high=MAX_STEPS, why="step counters are int32")
+
+
+def check_seed(seed, name: str = "--seed") -> int:
+    """A seed in ``[0, MAX_SEED]`` (sweeps cast seeds to uint32)."""
+    return check_int(seed, name, low=0, high=MAX_SEED, why="seeds are cast to uint32")
+
+
+# --------------------------------------------------------------------------------------------
+# how lanes run
+
+
+def lanes_in_flight(
+    lanes: int,
+    *,
+    platform: str | None = None,
+    devices: int | None = None,
+    concurrent_calls: int | None = None,
+    lanes_per_batch: int | None = None,
+) -> int:
+    """How many lanes of a `sweep.sweep_map` hold their working memory at the same time.
+
+    Mirrors `sweep.sweep_map`. Lane by lane (CPU, `sweep.lane_by_lane`): ``concurrent_calls``
+    threads (default `sweep.default_concurrent_calls`: one per core) each run one lane.
+    Vmapped (accelerators): the lanes are split over ``devices``, each device runs
+    ``concurrent_calls`` calls at once, each call vmapping ``lanes_per_batch`` lanes at a time
+    (default every lane of the call). ``platform`` and ``devices`` default to the initialized
+    backend's, else a guess that starts no backend (``JAX_PLATFORMS``, an installed GPU plugin,
+    ``--xla_force_host_platform_device_count``).
+    """
+    from ctx_staircase import sweep
+
+    guess_platform, guess_devices = _platform()
+    platform = platform or guess_platform
+    devices = devices or guess_devices
+    if sweep.lane_by_lane(platform, lanes_per_batch):
+        return min(lanes, concurrent_calls or sweep.default_concurrent_calls(platform))
+    per_device = math.ceil(lanes / devices)
+    if concurrent_calls is None:
+        concurrent_calls = sweep.default_concurrent_calls(platform, devices)
+    per_call = math.ceil(per_device / min(concurrent_calls, per_device))
+    calls = math.ceil(per_device / per_call)
+    if lanes_per_batch is None:
+        lanes_per_batch = sweep.default_lanes_per_batch(platform, per_call)
+    return devices * calls * min(lanes_per_batch, per_call)
+
+
+def _platform() -> tuple[str, int]:
+    device = _initialized_device()
+    if device is not None:
+        import jax
+
+        return device.platform, len(jax.devices())
+    requested = os.environ.get("JAX_PLATFORMS", "").split(",")[0].strip().lower()
+    if requested and requested != "cpu":
+        return ("gpu" if requested in ("cuda", "rocm") else requested), 1
+    if not requested and any(
+        importlib.util.find_spec(name) is not None
+        for name in ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin")
+    ):
+        return "gpu", 1
+    match = re.search(
+        r"xla_force_host_platform_device_count=(\d+)", os.environ.get("XLA_FLAGS", "")
+    )
+    return "cpu", int(match.group(1)) if match else 1
+
+
+def _initialized_device():
+    """The first JAX device if JAX is already imported (never imports it), else None; a
+    command that estimates before it computes has usually imported JAX already."""
+    if "jax" not in sys.modules:
+        return None
+    try:
+        return sys.modules["jax"].devices()[0]
+    except Exception:  # no usable backend: fall back to the host's memory
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# datasets (tasks.make), before they are built
+
+#: Samples of each built-in task from its parameters (defaults filled in); checked against
+#: `tasks.make` in tests/test_budget.py.
+_SAMPLES = {
+    "add": lambda p: p["N"] ** 2,
+    "sub": lambda p: p["N"] ** 2,
+    "mul": lambda p: p["N"] ** 2,
+    "mod": lambda p: p["N"] ** 2,
+    "modulus": lambda p: p["N"] ** 2,
+    "modsum": lambda p: p["N"] ** p["L"],
+    "minmax": lambda p: 2 * p["N"] ** 2,
+    "task4": lambda p: p["n_x"] * p["n_a"] ** 2,
+    "label_law": lambda p: (p["x_max"] + 1) ** (3 if p["labels"] == "expected" else 2),
+    "anchor_parity": lambda p: p["n"],
+    "rb_anchor": lambda p: p["n"],
+}
+#: Copies of the sample arrays alive while a task is built (enumeration, labels, weights).
+_BUILD_COPIES = 3
+
+
+def dataset_samples(task: str, params: dict) -> int | None:
+    """Samples ``n`` that `tasks.make(task, **params)` would build, without building it; None
+    for a task without a formula or parameters that are not plain integers (then `tasks.make`
+    validates them)."""
+    from ctx_staircase import tasks
+
+    if task not in _SAMPLES or task not in tasks.names():
+        return None
+    full = {**tasks.describe(task), **params}
+    try:
+        return int(_SAMPLES[task](full))
+    except (TypeError, ValueError, KeyError, OverflowError):
+        return None
+
+
+def dataset_bytes(task: str, params: dict) -> int:
+    """Peak bytes of building a task: ``n`` samples of ``L`` int32 tokens, an int32 label and a
+    float64 weight, `_BUILD_COPIES` times (0 when `dataset_samples` has no formula)."""
+    from ctx_staircase import tasks
+
+    n = dataset_samples(task, params)
+    if n is None or n <= 0:
+        return 0
+    L = {**tasks.describe(task), **params}.get("L", 3)
+    L = L if isinstance(L, int) and L > 0 else 3
+    return int(_BUILD_COPIES * n * (4 * L + 4 + 8))
+
+
+# --------------------------------------------------------------------------------------------
+# training (train.make_run, sweep.train_sweep)
+
+#: Optimizer state, in copies of the parameters.
+_OPTIMIZER_COPIES = {"gd": 0, "sgd": 0, "adam": 2, "adamw": 2}
+#: A step holds the parameters, their gradient, the update and the new parameters, plus the old
+#: and the new optimizer state; fitted to XLA: 6.2 P (Adam) and 2.7 P (GD), P = parameter bytes.
+_STEP_PARAMETER_COPIES = 3.0
+_STEP_OPTIMIZER_FACTOR = 1.5
+#: Finished trajectories live twice: the sweep's output and the stacked `SweepResult`.
+_HELD_COPIES = 2
+
+
+def model_parameters(
+    model: str,
+    *,
+    vocab_size: int,
+    L: int,
+    d: int = 128,
+    d_k: int = 64,
+    d_ff: int | None = None,
+    positional: bool = True,
+) -> int:
+    """Parameter count of a `models` model (``"ffn"``, ``"ffn_fixed"``, ``"attention"``,
+    ``"transformer"``): ``W_E, W_U [V, d]`` plus the model's own matrices (models.py)."""
+    V = vocab_size
+    if model == "ffn":
+        return 2 * V * d
+    if model == "ffn_fixed":
+        return V * d + 1
+    if model == "attention":
+        return 2 * V * d + (L * d if positional else 0) + 4 * d_k * d
+    if model == "transformer":
+        return 2 * V * d + L * d + 4 * d * d + 2 * (4 * d if d_ff is None else d_ff) * d
+    raise ValueError(f"model must be one of ffn, ffn_fixed, attention, transformer; got {model!r}")
+
+
+def _activations(model: str, rows: int, L: int, V: int, d: int, d_k: int, d_ff: int) -> int:
+    """Elements a forward + backward pass over ``rows`` sequences keeps alive (fitted to XLA).
+
+    FFN: the gathered embeddings ``[rows, L, d]``, the hidden vector and its activation
+    ``[rows, d]``, the logits and their gradient ``[rows, V]``. Attention: the embedded
+    sequence and its keys ``[rows, L, d + d_k]``, with their gradients. Transformer: also the
+    FFN block ``[rows, d_ff]``.
+    """
+    if model in ("ffn", "ffn_fixed"):
+        return rows * (L * d + 2 * d + 2 * V)
+    if model == "attention":
+        return rows * (2 * L * (d + d_k) + 4 * d + 2 * V)
+    return rows * (4 * L * d + 2 * d_ff + 6 * d + 2 * V)
+
+
+def _record(model: str, n: int, L: int, V: int, d: int, d_k: int, d_ff: int, groups: int) -> int:
+    """Elements of one snapshot's forward pass over all ``n`` samples (no gradient)."""
+    per_row = V + L * d + 2 * d + (2 + groups) * L
+    if model == "attention":
+        per_row += L * (d + d_k)
+    if model == "transformer":
+        per_row += 2 * L * d + d_ff
+    return n * per_row
+
+
+def _snapshot_elements(V: int, d: int, L: int, groups: int, record_weights: bool) -> int:
+    """Elements one snapshot records: ``W_E, W_U [V, d]`` and the scalars of a `Trajectory`."""
+    return (2 * V * d if record_weights else 0) + L + 4 + 2 * groups + 4
+
+
+def train_lane_bytes(
+    model: str,
+    ds,
+    config,
+    *,
+    d: int = 128,
+    vocab_size: int | None = None,
+    dtype="float32",
+    d_k: int = 64,
+    d_ff: int | None = None,
+    positional: bool = True,
+    **_other_model_kwargs,
+) -> int:
+    """Peak bytes of one compiled training lane, ``jax.jit(train.make_run(...))`` (arguments +
+    temporaries + outputs, as XLA's ``memory_analysis`` counts them).
+
+    Counts: the parameters P (`model_parameters`) as the argument; inside the step
+    ``(3 + 1.5 k) P`` for the parameters, gradient, update and k optimizer copies (Adam: k = 2,
+    GD/SGD: 0); the larger of one step's activations over the batch (``batch_size`` or all n
+    sequences; `_activations`: e.g. FFN ``n (L d + 2 d + 2 V)``, the logits ``[n, V]`` twice) and
+    one snapshot's forward pass over all n sequences; the data (tokens ``[n, L]``, labels,
+    weights); and the recorded trajectory, ``S`` snapshots of ``W_E, W_U [V, d]`` and scalars.
+    ``model_kwargs`` that do not change memory (activation, init, gamma...) are accepted and
+    ignored.
+    """
+    V = ds.vocab_size if vocab_size is None else int(vocab_size)
+    n, L = ds.n, ds.L
+    itemsize = np.dtype(dtype).itemsize
+    d_ff = 4 * d if d_ff is None else d_ff
+    groups = len(ds.groups)
+    params = model_parameters(
+        model, vocab_size=V, L=L, d=d, d_k=d_k, d_ff=d_ff, positional=positional
+    )
+    copies = _STEP_PARAMETER_COPIES + _STEP_OPTIMIZER_FACTOR * _OPTIMIZER_COPIES[config.optimizer]
+    rows = n if config.batch_size is None else min(config.batch_size, n)
+    working = max(
+        _activations(model, rows, L, V, d, d_k, d_ff),
+        _record(model, n, L, V, d, d_k, d_ff, groups),
+    )
+    data = n * (L * 4 + 4 + itemsize)
+    snapshots = len(config.snapshots)
+    recorded = snapshots * _snapshot_elements(V, d, L, groups, config.record_weights)
+    return int(itemsize * ((1 + copies) * params + working + recorded) + data)
+
+
+def train_bytes(
+    model: str,
+    ds,
+    config,
+    *,
+    lanes: int = 1,
+    concurrent: int | None = None,
+    chunk: int | None = None,
+    d: int = 128,
+    vocab_size: int | None = None,
+    dtype="float32",
+    d_k: int = 64,
+    d_ff: int | None = None,
+    positional: bool = True,
+    **_other_model_kwargs,
+) -> int:
+    """Peak bytes of ``sweep.train_sweep(model, ds, config, ..., **model_kwargs)`` over ``lanes``
+    (gamma x seed x lr) lanes, run ``chunk`` lanes per call (default all).
+
+    ``concurrent`` lanes (default `lanes_in_flight` of a chunk: on CPU one per core, on an
+    accelerator all) each hold a lane's working memory (`train_lane_bytes` less its
+    trajectory); every lane's trajectory (``S`` snapshots of ``W_E, W_U [V, d]``...) is held
+    twice, as the sweep's output and as the stacked result. The model keywords are
+    `train_lane_bytes`'s.
+    """
+    kwargs = dict(
+        d=d, vocab_size=vocab_size, dtype=dtype, d_k=d_k, d_ff=d_ff, positional=positional
+    )
+    lane = train_lane_bytes(model, ds, config, **kwargs)
+    V = ds.vocab_size if vocab_size is None else int(vocab_size)
+    trajectory = (
+        np.dtype(dtype).itemsize
+        * len(config.snapshots)
+        * _snapshot_elements(V, d, ds.L, len(ds.groups), config.record_weights)
+    )
+    size = min(lanes, chunk or lanes)
+    in_flight = min(size, concurrent or lanes_in_flight(size))
+    return int(in_flight * (lane - trajectory) + _HELD_COPIES * lanes * trajectory)
+
+
+# --------------------------------------------------------------------------------------------
+# signatures (geometry.signature_geometry)
+
+
+def _axis_sizes(ds) -> tuple[int, int]:
+    """``(Vnu, P)``: labels and context tokens, from the task's groups (every `tasks` group set
+    covers exactly the tokens its samples use), else the whole vocabulary. Counting the tokens
+    themselves would cost a pass over the data."""
+    V = ds.vocab_size
+    labels = ds.groups.get("labels")
+    Vnu = V if labels is None else min(V, labels.size)
+    inputs = [ids for name, ids in ds.groups.items() if name != "labels"]
+    P = min(V, np.unique(np.concatenate(inputs)).size) if inputs else V
+    return Vnu, P
+
+
+def signature_shapes(ds, max_order: int, group: str | None = None) -> dict[str, tuple[int, ...]]:
+    """Shapes of the dense float64 tensors `geometry.signature_geometry` counts.
+
+    ``order{m}``: ``[A, Vnu, P^m]`` (A: the token group, Vnu: labels, P: context tokens) for
+    ``m = 0..max_order``, and for ``max_order >= 1`` the within-group order-1 tensor
+    ``order1_within`` ``[A, Vnu, A]``. Each must stay under `signatures.MAX_OUTPUT_BYTES`.
+    """
+    from ctx_staircase import geometry
+
+    Vnu, P = _axis_sizes(ds)
+    name = group or geometry.default_group(ds)
+    A = P if name == "occurring" else ds.groups[name].size if name in ds.groups else P
+    shapes = {f"order{m}": (A, Vnu, *([P] * m)) for m in range(max_order + 1)}
+    if max_order >= 1:
+        shapes["order1_within"] = (A, Vnu, A)
+    return shapes
+
+
+def check_signature_shapes(ds, max_order: int, group: str | None = None, *, what, knob) -> None:
+    """Refuse up front a request whose signatures `signatures` would refuse one order at a time
+    (a dense tensor over `signatures.MAX_OUTPUT_BYTES`), after computing the lower orders.
+
+    Raises:
+        ValueError: one line, ``"{what}: the order3 signature would be a dense float64 array of
+        shape (60, 60, 60, 60, 60) (6.22 GB), over the 4.29 GB one signature may take; {knob}"``.
+    """
+    from ctx_staircase import signatures
+
+    for name, shape in signature_shapes(ds, max_order, group).items():
+        size = 8 * math.prod(shape)
+        if size > signatures.MAX_OUTPUT_BYTES:
+            raise ValueError(
+                f"{what}: the {name} signature would be a dense float64 array of shape {shape} "
+                f"({format_bytes(size)}), over the {format_bytes(signatures.MAX_OUTPUT_BYTES)} "
+                f"one signature may take; {knob}"
+            )
+
+
+#: The cosine matrix and PCA of the largest signature hold this many copies of it (fitted to
+#: XLA: the input, its square and unit rows, the centred copy and the SVD's right vectors).
+_PCA_COPIES = 5
+
+
+def signature_bytes(ds, max_order: int, group: str | None = None) -> int:
+    """Peak bytes of ``geometry.signature_geometry(ds, max_order, group=group)``.
+
+    Every order's tensor ``[A, Vnu, P^m]`` float64 is kept until the end (`signature_shapes`),
+    so they count all at once; the largest also counts once more for the full-size ``bincount``
+    of its counting (when it is small next to a chunk of the data) and five times more for its
+    float64 cosine matrix and PCA in JAX (the input, unit rows, the centred copy, the SVD).
+    Plus the ``[A, A]`` similarity matrices and the counting's index chunks
+    (`signatures.CHUNK_INDICES` indices at most).
+    """
+    counting, processing = _signature_parts(ds, max_order, group)
+    return counting + processing
+
+
+def _signature_parts(ds, max_order: int, group: str | None) -> tuple[int, int]:
+    """``(NumPy bytes of the counting, JAX bytes of the cosine matrices and PCA)``."""
+    from ctx_staircase import signatures
+
+    shapes = signature_shapes(ds, max_order, group)
+    sizes = [math.prod(shape) for shape in shapes.values()]
+    A = next(iter(shapes.values()))[0]
+    largest = max(sizes)
+    tuples = math.perm(ds.L, max_order + 1)
+    rows = min(ds.n, max(1, signatures.CHUNK_INDICES // tuples))
+    chunks = (max_order + 6) * rows
+    # `signatures._scatter` adds through a full-size bincount only when the output is small
+    # next to the chunk; larger outputs are scattered in place
+    bincount = largest if largest <= 4 * rows else 0
+    counting = 8 * (sum(sizes) + bincount + chunks + ds.vocab_size)
+    matrices = (max_order + 1 + 2 * (max_order >= 1)) * A * A
+    return counting, 8 * (_PCA_COPIES * largest + matrices)
+
+
+# --------------------------------------------------------------------------------------------
+# the language model (lm.train_lm, lm.lm_metrics)
+
+
+def lm_lane_bytes(config, vocab_size: int, *, tokens: int = 0) -> int:
+    """Peak bytes of one compiled GPT lane of `lm.train_lm` (arguments + temporaries + outputs).
+
+    Counts (float32): the parameters P (``W_E, W_U [V, d]``, per layer ``W_Q, W_K, W_V, W_O
+    [d, d]``, ``W_gate, W_up, W_down`` with the SwiGLU width h) and ``(3 + 1.5 * 2) P`` for
+    gradient, update and the AdamW moments; one step's activations over the batch (per layer
+    ``B T (12 d + 4 h)`` and the attention ``3 B H T^2``, the logits ``3 B T V``); the
+    snapshot's forward pass over the signature windows W (logits ``[W, T, V]``, the stacked
+    attention maps ``[layers, W, H, T, T]``, the eq. 22 scatter), which XLA places beside the
+    step's buffers rather than over them (`_LM_RECORD_SHARE` of it); the data (``tokens`` of the
+    training stream, the windows) and the recorded trajectory (per snapshot: tracked ``W_E,
+    W_U``, value paths ``[layers, A, d]``, attention-signature cosines ``[layers, A, A]``; the
+    final ``W_E [V, d]``).
+    """
+    from ctx_staircase import models
+
+    V, d, layers, heads = vocab_size, config.d, config.n_layers, config.n_heads
+    T, B, W = config.context_length, config.batch_size, config.signature_windows
+    hidden = models.swiglu_hidden(d)
+    A = min(config.tracked, V)
+    params = (1 if config.tied else 2) * V * d + layers * (4 * d * d + 3 * hidden * d + 2 * d) + d
+    copies = _STEP_PARAMETER_COPIES + _STEP_OPTIMIZER_FACTOR * 2
+    step = layers * (B * T * (12 * d + 4 * hidden) + 3 * B * heads * T * T) + 3 * B * T * V
+    logits = W * T * (V + 4 * d + hidden)
+    attention = (layers + 1) * W * heads * T * T + 3 * W * T * T
+    record = logits + attention + (A + 1) * V
+    recorded = len(config.snapshots) * (2 + (2 + layers) * A * d + layers * A * A) + V * d
+    data = tokens + (W + config.validation_windows) * (T + 1)
+    working = step + _LM_RECORD_SHARE * record
+    return int(4 * ((1 + copies) * params + working + recorded + data))
+
+
+#: Share of a GPT snapshot's forward pass that adds to the step's buffers (fitted to XLA on 8
+#: shapes: 0.5-0.7; the two live in different loops of the program and share little).
+_LM_RECORD_SHARE = 0.65
+
+
+def lm_bytes(
+    config, vocab_size: int, lanes: int = 2, *, tokens: int = 0, concurrent: int | None = None
+) -> int:
+    """Peak bytes of ``lm_text.train_and_measure(corpus, config, gammas=<lanes values>)``.
+
+    ``concurrent`` lanes (default `lanes_in_flight`) each hold `lm_lane_bytes`; every lane holds
+    its own copy of the training stream (``tokens``, broadcast over lanes) and its trajectory
+    twice; then `lm.lm_metrics` holds the cosine matrices ``[lanes, S, A, A]`` (four kinds,
+    float64) and fits the prefix probe on ``[A, K, K]`` per snapshot and restart.
+    """
+    in_flight = min(lanes, concurrent or lanes_in_flight(lanes))
+    lane = lm_lane_bytes(config, vocab_size, tokens=tokens)
+    A, K = min(config.tracked, vocab_size), min(config.probe_vocabulary, vocab_size)
+    S = len(config.snapshots)
+    trajectory = 4 * (S * (2 + (2 + config.n_layers) * A * config.d) + vocab_size * config.d)
+    metrics = 8 * lanes * S * (4 * A * A + 4 * 4 * A * K) + 8 * 2 * A * K * K
+    return int(in_flight * lane + lanes * (4 * tokens + _HELD_COPIES * trajectory) + metrics)
+
+
+# --------------------------------------------------------------------------------------------
+# the theory (comparison.theory_vs_training)
+
+#: Explicit Runge-Kutta state held by the adaptive solver, in copies of y (Tsit5: 7 stages,
+#: the state, its error estimate and the next step's candidates).
+_SOLVER_COPIES = 12
+
+
+def ode_bytes(
+    state_elements: int,
+    snapshots: int,
+    *,
+    lanes: int = 1,
+    concurrent: int | None = None,
+    field_elements: int = 0,
+    itemsize: int = 8,
+) -> int:
+    """Peak bytes of ``lanes`` `ode.integrate` solves run through `sweep.sweep_map`.
+
+    Per lane: the saved trajectory ``[snapshots, state]``; per lane in flight (``concurrent``,
+    default `lanes_in_flight`), the solver's Runge-Kutta state (`_SOLVER_COPIES` copies of the
+    state) and the vector field's temporaries (``field_elements``).
+    """
+    in_flight = min(lanes, concurrent or lanes_in_flight(lanes))
+    saved = lanes * snapshots * state_elements
+    working = in_flight * (_SOLVER_COPIES * state_elements + field_elements)
+    return int(itemsize * (saved + working))
+
+
+class _GDConfig(NamedTuple):
+    """The fields of `train.TrainConfig` the estimators read: full-batch GD with weights."""
+
+    snapshots: Sequence[int]
+    optimizer: str = "gd"
+    batch_size: int | None = None
+    record_weights: bool = True
+
+
+def theory_snapshots(steps: int | None, snapshot_every: int | None) -> int:
+    """How many snapshots `comparison.theory_vs_training` records (an upper bound when ``steps``
+    is None: the horizon then comes from the predicted escape, at most `comparison.MAX_STEPS`)."""
+    from ctx_staircase import comparison
+
+    if steps is None:
+        if snapshot_every is None:
+            return comparison.MAX_SNAPSHOTS + 2
+        steps = comparison.MAX_STEPS
+    if snapshot_every is not None or steps // 10 <= comparison.MAX_SNAPSHOTS:
+        return steps // (snapshot_every or 10) + 2
+    return comparison.MAX_SNAPSHOTS + 2
+
+
+def theory_bytes(ds, **settings) -> int:
+    """Peak bytes of ``comparison.theory_vs_training(ds, **settings)`` (float64 throughout):
+    the largest of its stages (`theory_stages`, which takes the same settings)."""
+    return max(theory_stages(ds, **settings).values())
+
+
+def theory_stages(
+    ds,
+    *,
+    model: str = "ffn",
+    d: int = 128,
+    gammas: Sequence[float] | None = None,
+    max_orders: Sequence[int] = (0, 1),
+    steps: int | None = None,
+    snapshot_every: int | None = None,
+    prediction: str = "linear",
+    concurrent: int | None = None,
+    **_other_settings,
+) -> dict[str, int]:
+    """Peak bytes of each stage of `comparison.theory_vs_training`, in the order they run;
+    settings that do not change memory (lr, threshold, activation, seed...) are ignored.
+
+    All stages hold the drive matrix, its SVD and the count second moment (``[V, V]`` each)
+    and the data. Then:
+
+    - ``escape`` (FFN): the closed form's predicted escape, the logit scale on its time
+      grid, `comparison.ESCAPE_CHUNK` points at a time: the gathered hidden states
+      ``[chunk, n, (L + 1) d]`` (fitted to XLA) and the weights ``[chunk, V, d]``;
+    - ``training``: `train_bytes` of the G gamma lanes (full-batch GD, float64, T snapshots);
+    - ``ode``: the training trajectories, the signature tables up to the order the flow uses
+      (``[A, Vnu + 1, P^m]``) and `ode_bytes` of the G x orders lanes (the field's contractions
+      ``[A, Vnu, P^(m-1), d]`` and, with ``prediction="linear"``, the hidden states
+      ``[A, P^(L-1), 2 V + 4 d]``);
+    - ``compare``: every trajectory (training, ODE, the two closed forms) and the comparison's
+      temporaries (the logit scale ``[T, n, (L + 1) d]``, the Gram matrices ``[T, V, V]``).
+    """
+    from ctx_staircase import comparison
+
+    G = len(comparison.DEFAULT_GAMMAS[model] if gammas is None else gammas)
+    orders = (0,) if model == "attention" else tuple(max_orders)
+    T = theory_snapshots(steps, snapshot_every)
+    n, L, V = ds.n, ds.L, ds.vocab_size
+    Vnu, P = _axis_sizes(ds)
+    A = P
+    weights = 2 * V * d  # W_E and W_U
+    base = 8 * (5 * V * V + n * (L + 2))
+    config = _GDConfig(snapshots=range(T))  # a TrainConfig would list and sort T steps
+    kwargs = dict(d=d, dtype="float64", positional=False)
+    training = train_bytes(model, ds, config, lanes=G, concurrent=concurrent, **kwargs)
+    trained = 8 * G * T * weights
+    if model == "ffn":
+        top = comparison.signature_order(ds, model, orders, prediction)
+        tables = sum(A * (Vnu + 1) * P**m for m in range(top + 1))
+        field = sum(2 * d * max(A * Vnu * P ** max(m - 1, 0), A * P**m) for m in range(top + 1))
+        if prediction == "linear":
+            field += A * P ** (L - 1) * (2 * V + 4 * d)
+        lanes, state = G * len(orders), weights
+        escape = 8 * comparison.ESCAPE_CHUNK * (2 * weights + n * (L + 1) * d)
+        closed = 8 * 2 * G * T * weights
+    else:
+        tables = V * (Vnu + 1)
+        lanes, state = G, weights + 2 * d * 64  # W_O [d, d_k], W_V [d_k, d]
+        field = 4 * state
+        escape = closed = 0
+    ode = ode_bytes(state, T, lanes=lanes, concurrent=concurrent, field_elements=field)
+    solved = 8 * lanes * T * state
+    compare = 8 * T * (n * (L + 1) * d + n * V * (model == "attention") + 3 * V * V)
+    stages = {
+        "escape": base + escape,
+        "training": base + training,
+        "ode": base + trained + 8 * tables + ode,
+        "compare": base + trained + 8 * tables + solved + closed + compare,
+    }
+    if model != "ffn":
+        del stages["escape"]
+    return {name: int(value) for name, value in stages.items()}
+
+
+__all__ = [
+    "DEFAULT_FRACTION",
+    "ENV_VAR",
+    "MAX_SEED",
+    "MAX_STEPS",
+    "Limit",
+    "available_bytes",
+    "check",
+    "check_int",
+    "check_seed",
+    "check_signature_shapes",
+    "check_steps",
+    "format_bytes",
+    "lanes_in_flight",
+    "limit_bytes",
+    "lm_bytes",
+    "lm_lane_bytes",
+    "memory_limit",
+    "model_parameters",
+    "ode_bytes",
+    "parse_size",
+    "signature_bytes",
+    "signature_shapes",
+    "theory_bytes",
+    "theory_snapshots",
+    "theory_stages",
+    "train_bytes",
+    "train_lane_bytes",
+]

@@ -1,0 +1,153 @@
+"""Resumable work: each finished unit is saved atomically, and a rerun computes only the rest.
+
+A `UnitStore` is a folder holding ``spec.json`` (what is being computed: the settings and the
+source fingerprint of the code computing it) and ``units/KEY.npz``, one file per finished unit
+(a lane, a gamma, an experiment). Rerunning the same work into the same folder loads the finished
+units and computes the others, so an interrupted run resumes; since every unit is computed by
+the same compiled program whatever else runs (`sweep.sweep_map`), the resumed result equals the
+uninterrupted one bitwise.
+
+What a folder may hold, and what happens to it:
+
+- the same spec: its units are reused;
+- another spec and no finished summary (a crashed or interrupted run of other settings or of
+  older code): it is cleared and restarted, with one line on stderr, so a crash never blocks
+  its folder;
+- another spec and a finished summary (``done``, written last by `UnitStore.finish`): refused with a
+  ``ValueError`` naming the folder, since clearing it would lose a finished result;
+- a unit file that cannot be read back (truncated by a kill, not a zip, missing arrays): one line
+  on stderr, the file is removed and the unit is recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+import sys
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctx_staircase import results
+
+SPEC_FILE = "spec.json"
+UNITS = "units"
+_cache_roots: list[Path] = []
+
+
+class UnitStore:
+    """A folder of finished units of one piece of work (see the module docstring).
+
+    Args:
+        root: the folder (created on the first save).
+        spec: JSON-able description of the work; the source fingerprint is added to it.
+        done: the file name, inside ``root``, that `finish` writes last; its presence marks the
+            work finished.
+        parameter: how error messages name ``root`` (e.g. ``"--out"``).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        spec: Mapping[str, Any],
+        *,
+        done: str = "finished.json",
+        parameter: str = "out",
+    ) -> None:
+        self.root = Path(root)
+        self.spec = json.loads(
+            json.dumps({**spec, "source_fingerprint": results.source_fingerprint()}, default=str)
+        )
+        self.done = done
+        self.parameter = parameter
+        self._opened = False
+
+    def open(self) -> UnitStore:
+        """Check the folder against the spec, clearing a stale unfinished run; idempotent."""
+        if self._opened:
+            return self
+        spec_path = self.root / SPEC_FILE
+        if spec_path.exists():
+            try:
+                saved = json.loads(spec_path.read_text())
+            except (ValueError, OSError):
+                saved = None
+            if saved != self.spec:
+                if (self.root / self.done).exists():
+                    raise ValueError(
+                        f"{self.parameter} {str(self.root)!r} holds a finished run of other "
+                        "settings or older code; choose another folder or delete it"
+                    )
+                log(f"{self.root}: discarding an unfinished run of other settings; starting over")
+                shutil.rmtree(self.root / UNITS, ignore_errors=True)
+                spec_path.unlink()
+        if not spec_path.exists():
+            results.write_json(spec_path, self.spec)
+        self._opened = True
+        return self
+
+    def path(self, key: str) -> Path:
+        return self.root / UNITS / f"{key}.npz"
+
+    def load(self, key: str, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
+        """The arrays of finished unit ``key``, or None if it is absent or unreadable (then it
+        is reported in one line, removed and must be recomputed). ``required``: array names the
+        unit must hold."""
+        self.open()
+        path = self.path(key)
+        if not path.exists():
+            return None
+        try:
+            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
+                arrays = {name: np.asarray(data[name]) for name in data.files}
+            missing = sorted(set(required) - set(arrays))
+            if missing:
+                raise ValueError(f"missing arrays {missing}")
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+            log(f"{path}: corrupt or partial unit file ({type(err).__name__}: {err}); recomputing")
+            path.unlink(missing_ok=True)
+            return None
+        return arrays
+
+    def save(self, key: str, **arrays: np.ndarray) -> None:
+        self.open()
+        results.write_npz(self.path(key), **arrays)
+
+    def finish(self, **summary: Any) -> None:
+        """Mark the work finished (writes ``done``, atomically, with the spec and ``summary``)."""
+        self.open()
+        results.write_json(self.root / self.done, {"spec": self.spec, **summary})
+
+    def finished(self) -> bool:
+        return (self.root / self.done).exists()
+
+
+@contextlib.contextmanager
+def caching(root: str | Path) -> Iterator[Path]:
+    """Inside the block, library calls that take ``out=`` but got none (`sweep.train_sweep`,
+    `lm.train_lm`) save their units under ``root``, one folder per distinct spec, so a whole
+    experiment resumes without passing folders through its code."""
+    _cache_roots.append(Path(root))
+    try:
+        yield Path(root)
+    finally:
+        _cache_roots.pop()
+
+
+def cached_store(kind: str, spec: Mapping[str, Any], **kwargs) -> UnitStore | None:
+    """The `UnitStore` of ``spec`` under the active `caching` folder, or None outside one."""
+    if not _cache_roots:
+        return None
+    text = json.dumps({"kind": kind, **spec}, sort_keys=True, default=str)
+    key = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return UnitStore(_cache_roots[-1] / f"{kind}_{key}", spec, **kwargs)
+
+
+def log(message: str) -> None:
+    """One line of progress or warning on stderr (tables go to stdout)."""
+    print(message, file=sys.stderr, flush=True)

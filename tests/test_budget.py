@@ -1,0 +1,390 @@
+"""Memory estimates (ctx_staircase.budget): the limit, the refusal line, the integer bounds, and
+the calibration of every estimator against XLA's own buffer assignment (``memory_analysis``) or
+NumPy's traced allocations, on configurations that differ in n, d, V and L."""
+
+import math
+import time
+import tracemalloc
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ctx_staircase import (
+    budget,
+    closed_form,
+    comparison,
+    geometry,
+    lm,
+    metrics,
+    signatures,
+    sweep,
+    tasks,
+    text,
+    train,
+)
+from ctx_staircase.experiments import lm_text, staircase
+
+GiB = 2**30
+#: The machine the measured failures came from: requests are checked against 24 GiB.
+LIMIT = budget.Limit(24 * GiB, "test: 24 GiB")
+#: An estimate must lie within this factor of XLA's (or NumPy's) own number.
+LOW, HIGH = 0.5, 2.0
+
+
+# --------------------------------------------------------------------------------------------
+# the limit and the refusal line
+
+
+@pytest.mark.parametrize(
+    ("text_", "expected"),
+    [
+        ("8GiB", 8 * GiB),
+        ("8 gib", 8 * GiB),
+        ("500MB", 500 * 10**6),
+        ("1.5G", int(1.5 * GiB)),
+        ("2T", 2 * 2**40),
+        ("123", 123),
+        ("1e9", 10**9),
+        (4096, 4096),
+        (2.5e9, 2_500_000_000),
+    ],
+)
+def test_parse_size_reads_units(text_, expected):
+    assert budget.parse_size(text_) == expected
+
+
+def test_parse_size_percent_is_a_share_of_available_memory():
+    half = budget.parse_size("50%")
+    assert half == pytest.approx(0.5 * budget.available_bytes(), rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "abc", "-1GB", "0", "0GiB", "nan", "inf", "8XB", "GB", "1e-3", True, -5, 0.0]
+)
+def test_parse_size_refuses_bad_sizes_naming_the_flag(bad):
+    with pytest.raises(ValueError, match="--max-memory"):
+        budget.parse_size(bad)
+    with pytest.raises(ValueError, match=budget.ENV_VAR):
+        budget.parse_size(bad, name=budget.ENV_VAR)
+
+
+def test_limit_override_beats_environment_beats_default(monkeypatch):
+    monkeypatch.delenv(budget.ENV_VAR, raising=False)
+    default = budget.memory_limit()
+    assert default.source == "80% of available memory"
+    assert default.bytes == pytest.approx(
+        budget.DEFAULT_FRACTION * budget.available_bytes(), rel=0.05
+    )
+    monkeypatch.setenv(budget.ENV_VAR, "3GiB")
+    assert budget.memory_limit() == (3 * GiB, budget.ENV_VAR)
+    assert budget.memory_limit("500MB") == (500 * 10**6, "--max-memory")
+    assert budget.limit_bytes(1234) == 1234
+    monkeypatch.setenv(budget.ENV_VAR, "lots")
+    with pytest.raises(ValueError, match=budget.ENV_VAR):
+        budget.memory_limit()
+
+
+def test_available_bytes_is_positive_and_cheap():
+    start = time.perf_counter()
+    available = budget.available_bytes()
+    assert available > 2**20
+    assert time.perf_counter() - start < 0.05
+
+
+def test_check_refuses_in_one_line_naming_request_estimate_limit_and_knob():
+    assert budget.check(10 * GiB, what="x", knob="y", limit=LIMIT) == 10 * GiB
+    with pytest.raises(ValueError) as error:
+        budget.check(
+            int(81.4e9),
+            what="train modsum N=70 L=4",
+            knob="lower --param N, --d or the number of lanes",
+            limit=budget.Limit(int(19.2e9), "80% of available memory"),
+        )
+    assert str(error.value) == (
+        "train modsum N=70 L=4: needs about 81.4 GB (estimate), over the 19.2 GB limit (80% of "
+        "available memory); lower --param N, --d or the number of lanes, or raise --max-memory"
+    )
+    with pytest.raises(ValueError, match=r"over the 1 GB limit \(--max-memory\)"):
+        budget.check(2 * 10**9, what="x", knob="y", limit="1GB")
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [(12, "12 B"), (1500, "1.5 kB"), (5e8, "500 MB"), (81.4e9, "81.4 GB"), (5.3e14, "530 TB")],
+)
+def test_format_bytes(size, shown):
+    assert budget.format_bytes(size) == shown
+
+
+def test_integer_bounds_are_the_code_s_own():
+    # steps: int32 step counters (train: snapshot steps and diverged_step are int32)
+    assert budget.MAX_STEPS == np.iinfo(np.int32).max
+    assert budget.check_steps(budget.MAX_STEPS) == budget.MAX_STEPS
+    for bad in (0, budget.MAX_STEPS + 1, 10**12, True, 1.0):
+        with pytest.raises(ValueError, match=r"--steps must be an integer in \[1, 2147483647\]"):
+            budget.check_steps(bad)
+    # seeds: train_sweep casts them to uint32
+    assert budget.MAX_SEED == np.iinfo(np.uint32).max
+    assert budget.check_seed(budget.MAX_SEED) == budget.MAX_SEED
+    with pytest.raises(ValueError, match="uint32"):
+        budget.check_seed(2**32, "--seeds")
+    with pytest.raises(ValueError, match="--seed must be"):
+        budget.check_seed(-1)
+    assert budget.check_int(np.int64(5), "k", low=0, high=9) == 5
+
+
+def test_lanes_in_flight_mirrors_the_sweep_layout():
+    cores = sweep.default_concurrent_calls("cpu")
+    # CPU, lane by lane: one lane per thread, `concurrent_calls` threads (default one per core)
+    assert budget.lanes_in_flight(8, platform="cpu", devices=1, concurrent_calls=2) == 2
+    assert budget.lanes_in_flight(8, platform="cpu", devices=4) == min(8, cores)
+    assert budget.lanes_in_flight(1, platform="cpu", devices=1, concurrent_calls=2) == 1
+    # vmapped lanes: a group of `lanes_per_batch` per call; an accelerator vmaps all at once
+    assert (
+        budget.lanes_in_flight(8, platform="cpu", devices=1, concurrent_calls=1, lanes_per_batch=4)
+        == 4
+    )
+    assert budget.lanes_in_flight(8, platform="gpu", devices=1) == 8
+    assert budget.lanes_in_flight(8, platform="gpu", devices=2) == 8
+
+
+# --------------------------------------------------------------------------------------------
+# calibration against XLA and NumPy
+
+
+def _xla_bytes(compiled) -> int:
+    analysis = compiled.memory_analysis()
+    return (
+        analysis.argument_size_in_bytes
+        + analysis.output_size_in_bytes
+        + analysis.temp_size_in_bytes
+        - analysis.alias_size_in_bytes
+    )
+
+
+def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
+    graphdef, state = train.init_state(model, ds, gamma=1.0, seed=0, **model_kwargs)
+    run = train.make_run(graphdef, ds, config)
+    lr = jnp.asarray(config.lr, dtype=train._dtype(state))
+    return _xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0)).compile())
+
+
+TRAIN_CASES = {
+    # the `ctx-staircase train add` default: the 34 recorded snapshots dominate
+    "ffn add N=20 d=128": ("ffn", "add", dict(N=20), dict(steps=100), dict(d=128)),
+    # long sequences: the gathered embeddings [n, L, d] dominate
+    "ffn modsum N=12 L=4 d=32": (
+        "ffn",
+        "modsum",
+        dict(N=12, L=4),
+        dict(steps=10, snapshots=(0, 10)),
+        dict(d=32),
+    ),
+    # a wide vocabulary: the logits [n, V] and their gradient dominate
+    "ffn add N=120 V=1500 d=64": (
+        "ffn",
+        "add",
+        dict(N=120, vocab_size=1500),
+        dict(steps=10, snapshots=(0, 10)),
+        dict(d=64),
+    ),
+    "attention modsum N=8 L=4 d=64": (
+        "attention",
+        "modsum",
+        dict(N=8, L=4),
+        dict(steps=10, snapshots=(0, 10), optimizer="gd"),
+        dict(d=64),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TRAIN_CASES))
+def test_train_estimate_matches_xla(case):
+    model, task, params, settings, model_kwargs = TRAIN_CASES[case]
+    ds = tasks.make(task, **params)
+    config = train.TrainConfig(**settings)
+    measured = _train_xla_bytes(model, ds, config, **model_kwargs)
+    estimate = budget.train_lane_bytes(model, ds, config, **model_kwargs)
+    assert LOW <= estimate / measured <= HIGH, (case, estimate, measured)
+
+
+def test_lm_estimate_matches_xla():
+    corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=3000), vocab_size=None)
+    config = lm_text.lm_config(tiny=True)
+    measured = _lm_xla_bytes(config, corpus)
+    estimate = budget.lm_lane_bytes(config, corpus.vocab_size, tokens=corpus.train.size)
+    assert LOW <= estimate / measured <= HIGH, (estimate, measured)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(d=128, n_layers=2, n_heads=4, context_length=64, batch_size=32),
+        dict(d=256, n_layers=1, n_heads=4, context_length=32, batch_size=64),
+        dict(d=64, n_layers=2, n_heads=2, context_length=128, batch_size=32),
+        dict(d=32, n_layers=1, n_heads=2, context_length=16, batch_size=8, tracked=24),
+        dict(d=64, n_layers=1, n_heads=2, context_length=32, batch_size=8, signature_windows=512),
+    ],
+)
+def test_lm_estimate_matches_xla_at_larger_shapes(shape):
+    corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=3000), vocab_size=None)
+    config = lm.LMConfig(**shape, steps=40, snapshot_every=10, min_count=5)
+    measured = _lm_xla_bytes(config, corpus)
+    estimate = budget.lm_lane_bytes(config, corpus.vocab_size, tokens=corpus.train.size)
+    assert LOW <= estimate / measured <= HIGH, (estimate, measured)
+
+
+def _lm_xla_bytes(config, corpus) -> int:
+    V, T = corpus.vocab_size, config.context_length
+    tracked = lm.eligible_tokens(
+        corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
+    )
+    position = np.full(V, -1, np.int32)
+    position[tracked] = np.arange(tracked.size, dtype=np.int32)
+    lane = lm._lane_function(config, V, position.tobytes())
+    states = jax.eval_shape(lambda: lm._initial_states(config, V, np.ones(1), 0))
+    state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), states)
+    windows = (
+        lm._spread(text.windows(corpus.train, T), config.signature_windows),
+        lm._spread(text.windows(corpus.validation, T), config.validation_windows),
+    )
+    args = (
+        state,
+        jnp.asarray(corpus.train, jnp.int32),
+        jnp.asarray(tracked, jnp.int32),
+        *(jnp.asarray(w, jnp.int32) for w in windows),
+        jnp.asarray(0, jnp.uint32),
+    )
+    return _xla_bytes(jax.jit(lane).lower(*args).compile())
+
+
+SIGNATURE_CASES = {
+    "add N=60 order 1": ("add", dict(N=60), 1),
+    "modsum N=12 L=3 order 2": ("modsum", dict(N=12, L=3), 2),
+    "modsum N=10 L=4 order 3": ("modsum", dict(N=10, L=4), 3),
+    "label_law order 2 (V=101)": ("label_law", dict(), 2),
+}
+
+
+@pytest.mark.parametrize("case", list(SIGNATURE_CASES))
+def test_signature_estimate_matches_numpy_and_xla(case):
+    task, params, order = SIGNATURE_CASES[case]
+    ds = tasks.make(task, **params)
+    alphas = geometry.group_tokens(ds, geometry.default_group(ds))
+    axes = dict(labels=np.unique(ds.labels[ds.weights > 0]), context=np.unique(ds.tokens))
+    # the counting, as geometry.signature_geometry does it: every order kept to the end
+    tracemalloc.start()
+    kept = [signatures.label_signature(ds, m, alphas=alphas, **axes) for m in range(order + 1)]
+    kept.append(
+        signatures.label_signature(ds, 1, alphas=alphas, labels=axes["labels"], context=alphas)
+    )
+    counted = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert {
+        name: phi.shape for name, phi in zip(budget.signature_shapes(ds, order), kept, strict=True)
+    } == (budget.signature_shapes(ds, order))
+    # the JAX part: cosine matrix and PCA of the largest order's vectors
+    largest = max(kept, key=np.size)
+    rows = jax.ShapeDtypeStruct((largest.shape[0], largest.size // largest.shape[0]), jnp.float64)
+    processing = _xla_bytes(
+        jax.jit(lambda X: (metrics.cosine_matrix(X), metrics.pca(X))).lower(rows).compile()
+    )
+    estimate = budget.signature_bytes(ds, order)
+    assert LOW <= estimate / (counted + processing) <= HIGH, (estimate, counted, processing)
+
+
+@pytest.mark.parametrize("N", [20, 40])
+def test_theory_escape_stage_matches_xla(N):
+    # the closed form's escape search: the logit scale on one chunk of the escape grid
+    add = tasks.make("add", N=N)
+    d, grid = 128, comparison.ESCAPE_CHUNK
+    weights = jax.ShapeDtypeStruct((grid, add.vocab_size, d), jnp.float64)
+    compiled = closed_form.logit_scale.lower(weights, weights, add.tokens, (1.0, 0.5)).compile()
+    estimate = budget.theory_stages(add, d=d)["escape"]
+    assert LOW <= estimate / _xla_bytes(compiled) <= HIGH
+    assert budget.theory_bytes(add, d=d) >= estimate
+
+
+@pytest.mark.parametrize(
+    ("steps", "every"), [(900, None), (1000, 7), (4000, None), (50_000, None), (123, 10)]
+)
+def test_theory_snapshots_bound_the_comparison_s_own(steps, every):
+    count = len(comparison._snapshot_steps(steps, every))
+    # an upper bound: past MAX_SNAPSHOTS the geometric steps round onto each other
+    assert count <= budget.theory_snapshots(steps, every) <= 1.25 * count + 2
+    assert budget.theory_snapshots(None, None) >= comparison.MAX_SNAPSHOTS
+
+
+def test_signature_cap_is_checked_for_every_order_up_front():
+    ds = tasks.random_dataset(n=200, L=5, vocab_size=120)  # no groups: every axis is V
+    assert budget.signature_shapes(ds, 3)["order3"] == (120, 120, 120, 120, 120)
+    budget.check_signature_shapes(ds, 1, what="signatures", knob="k")
+    with pytest.raises(ValueError, match=r"^signatures x: the order3 signature would be .* k$"):
+        budget.check_signature_shapes(ds, 3, what="signatures x", knob="k")
+    with pytest.raises(ValueError, match="signature would be a dense float64 array"):
+        signatures.label_signature(ds, 3)  # the cap the check anticipates
+    assert budget.signature_bytes(ds, 3, group="occurring") > signatures.MAX_OUTPUT_BYTES
+
+
+# --------------------------------------------------------------------------------------------
+# the measured failures are refused, the defaults accepted
+
+
+def test_measured_failures_are_refused_under_24_gib():
+    # `train modsum --param N=70 --param L=4`: XLA RESOURCE_EXHAUSTED at 81 GB
+    modsum = tasks.make("modsum", N=70, L=4)
+    estimate = budget.train_bytes("ffn", modsum, train.TrainConfig(), lanes=1, d=128)
+    assert LOW <= estimate / 81e9 <= HIGH
+    with pytest.raises(ValueError, match="train modsum N=70 L=4: needs about"):
+        budget.check(estimate, what="train modsum N=70 L=4", knob="lower --param N", limit=LIMIT)
+    # `theory add --param N=2000`: its training alone asked for 264 GB
+    add = tasks.make("add", N=2000)
+    assert budget.theory_bytes(add) > 264e9
+    with pytest.raises(ValueError, match="theory add N=2000"):
+        budget.check(budget.theory_bytes(add), what="theory add N=2000", knob="k", limit=LIMIT)
+    # `lm --d 65536`: asked for 68 GB (one allocation of many)
+    config = lm.LMConfig(d=65536, steps=1000, snapshot_every=20)
+    assert budget.lm_bytes(config, 145, 2) > 68e9
+    with pytest.raises(ValueError, match="lm d=65536"):
+        budget.check(budget.lm_bytes(config, 145, 2), what="lm d=65536", knob="k", limit=LIMIT)
+
+
+def test_default_configurations_are_accepted_under_24_gib():
+    add = tasks.make("add")
+    corpus = text.prepare_corpus(text.builtin_corpus(), vocab_size=None)
+    cli_lm = lm.LMConfig(steps=1000, snapshot_every=20)
+    estimates = {
+        "train add": budget.train_bytes("ffn", add, train.TrainConfig(), d=128),
+        "theory add": budget.theory_bytes(add),
+        "theory add attention": budget.theory_bytes(add, model="attention"),
+        "signatures add": budget.signature_bytes(add, 1),
+        "lm (built-in)": budget.lm_bytes(cli_lm, corpus.vocab_size, 2, tokens=corpus.train.size),
+        "lm (text, 2000 words)": budget.lm_bytes(cli_lm, 2001, 2, tokens=1_000_000),
+        "lm_text experiment": budget.lm_bytes(lm_text.lm_config(), 2001, 2, tokens=1_000_000),
+        "run (flagship)": staircase.memory_bytes(),
+        "run --tiny": staircase.memory_bytes(tiny=True),
+    }
+    for what, estimate in estimates.items():
+        assert budget.check(estimate, what=what, knob="k", limit=LIMIT) == estimate
+    largest = max(math.prod(s) for s in budget.signature_shapes(add, 1).values())
+    assert 8 * largest <= signatures.MAX_OUTPUT_BYTES
+
+
+def test_estimators_are_cheap():
+    add = tasks.make("add")
+    config = train.TrainConfig()
+    calls = {
+        "train": lambda: budget.train_bytes("ffn", add, config, lanes=4),
+        "signatures": lambda: budget.signature_bytes(add, 1),
+        "theory": lambda: budget.theory_bytes(add),
+        "lm": lambda: budget.lm_bytes(lm.LMConfig(), 2001, 2),
+    }
+    for name, call in calls.items():
+        call()  # imports
+        start = time.perf_counter()
+        for _ in range(10):
+            call()
+        assert (time.perf_counter() - start) / 10 < 0.02, name
