@@ -15,6 +15,9 @@
     first call, so it includes compiling), and the ratio of (a)'s ``train add`` validation to
     it. ``--default-run-seconds S`` uses a time measured elsewhere instead of running it.
 
+(d) The CLI's whole validation phase per command: `cli.main` on the default request with
+    ``--max-memory 1B``, refused at the memory check after every other check has run.
+
 Usage: python benchmarks/validation.py [--repeats 200] [--calibrate]
 [--default-run | --default-run-seconds S]
 """
@@ -194,6 +197,40 @@ def calibration() -> list[tuple[str, int, int]]:
     return rows
 
 
+#: Whole validation phases of the CLI: each request is refused by the memory check with
+#: ``--max-memory 1B``, so `cli.main` runs every check a real run makes (parsing, the output
+#: folder, the task's size, building the task, the config, the estimate) and then stops.
+CLI_REQUESTS = {
+    "train add": ["train", "add"],
+    "theory add": ["theory", "add"],
+    "signatures add": ["signatures", "add"],
+    "lm": ["lm"],
+    "run": ["run"],
+}
+
+
+def time_cli_validation(repeats: int) -> dict[str, float]:
+    """Median seconds of `cli.main` refusing each `CLI_REQUESTS` entry at its memory check."""
+    import contextlib
+    import io
+
+    from ctx_staircase import cli
+
+    medians = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for command, argv in CLI_REQUESTS.items():
+            full = [*argv, "--out", str(Path(folder) / "never"), "--max-memory", "1B"]
+            times = []
+            for _ in range(repeats + 1):  # the first call imports: not timed
+                start = time.perf_counter()
+                with contextlib.redirect_stderr(io.StringIO()) as err:
+                    code = cli.main(full)
+                times.append(time.perf_counter() - start)
+                assert code == 2 and "needs about" in err.getvalue(), err.getvalue()
+            medians[command] = statistics.median(times[1:])
+    return medians
+
+
 def default_run_seconds() -> float:
     """Wall time of one default ``ctx-staircase train add`` (first call: compiles)."""
     from ctx_staircase import cli
@@ -251,11 +288,16 @@ def main() -> None:
     seconds = args.default_run_seconds
     if args.default_run:
         seconds = default_run_seconds()
+    phases = time_cli_validation(max(3, args.repeats // 20))
+    print("\n(d) the CLI's whole validation phase (refused at the memory check), median ms")
+    for command, value in phases.items():
+        print(f"{command:16s} {value * 1e3:10.2f}")
     if seconds is not None:
         validation = rows["train add"]["median_us"] * 1e-6
         print(
             f"\n(c) `train add` validation {validation * 1e6:.1f} µs against the default run "
-            f"{seconds:.1f} s: ratio {validation / seconds:.2e}"
+            f"{seconds:.1f} s: ratio {validation / seconds:.2e}; the whole validation phase "
+            f"{phases['train add'] * 1e3:.1f} ms: ratio {phases['train add'] / seconds:.2e}"
         )
 
 
