@@ -354,3 +354,104 @@ def test_feedback_escape_tracks_the_linear_softmax_flow(coefficients):
         t_flow = closed_form.crossing_time(ts, scale, 0.5)
         assert t_damped / t_flow == pytest.approx(1.0, abs=0.02), gamma
         assert abs(t_plain / t_flow - 1) > 0.04, gamma
+
+
+def test_logit_scale_is_the_largest_centred_logit_by_hand():
+    """(C7) by hand: a constant offset of every W_U row shifts all logits alike, and centring
+    removes it. d = 1, W_E = (1, 2, 0), X = (0, 1): h = 3, sigma(h) = 3 + 3^2/2 = 7.5;
+    W_U = (1, -1, 0) + 10: logits 7.5 (11, 9, 10) = (82.5, 67.5, 75), centred (7.5, -7.5, 0)."""
+    W_E = jnp.asarray([[1.0], [2.0], [0.0]])
+    offset = 10.0
+    W_U = jnp.asarray([[1.0], [-1.0], [0.0]]) + offset
+    tokens = np.array([[0, 1], [2, 2]])  # the second sample has h = 0: logits all 0
+    got = closed_form.logit_scale(W_E, W_U, tokens, (1.0, 0.5))
+    assert float(got) == pytest.approx(7.5, rel=1e-15)  # uncentred: 82.5
+    # rows all equal: every logit vector is constant across nu, the statistic exactly 0
+    assert float(closed_form.logit_scale(W_E, jnp.full((3, 1), 3.0), tokens, (1.0, 0.5))) == 0.0
+    # leading time axes [T, V, d] -> [T], each entry the statistic of its own snapshot
+    scales = jnp.asarray([0.0, 1.0, -2.0])[:, None, None]
+    batched = closed_form.logit_scale(scales * W_E, W_U + 0 * scales, tokens, (1.0, 0.5))
+    # h = 3 s: sigma = 3 s + 4.5 s^2; centred logits sigma * (1, -1, 0)
+    np.testing.assert_allclose(batched, [0.0, 7.5, abs(-6.0 + 18.0)], rtol=1e-15)
+
+
+def _centred_logit_scale_numpy(W_E, W_U, tokens, coefficients) -> float:
+    """An independent NumPy (C7): max over samples and labels of |f_nu - mean_nu f|."""
+    h = np.asarray(W_E)[np.asarray(tokens)].sum(axis=1)
+    hidden = sum(C * h**k for k, C in enumerate(coefficients, start=1))
+    logits = hidden @ np.asarray(W_U).T
+    return float(np.max(np.abs(logits - logits.mean(axis=1, keepdims=True))))
+
+
+def test_trained_logit_scale_is_the_centred_statistic_of_the_recorded_weights():
+    """Training records (C7) of its own logits; for sigma = z + z^2/2 it equals
+    `closed_form.logit_scale` and a NumPy recomputation from the recorded W_E, W_U at every
+    snapshot. A constant offset added to every W_U row makes centring matter: without it the
+    statistic would be several times larger."""
+    ds = tasks.make("add", N=5)
+    graphdef, state = train.init_state(
+        "ffn", ds, gamma=0.3, seed=0, d=8, activation="poly:1,0.5", dtype="float64"
+    )
+    offset = jnp.asarray(5.0 * np.random.default_rng(0).normal(size=8))
+    state["W_U"] = jax.tree.map(lambda w: w + offset, state["W_U"])
+    config = train.TrainConfig(optimizer="gd", lr=0.1, steps=4, snapshots=(0, 2, 4))
+    run = train.make_run(graphdef, ds, config)
+    trajectory = run(state, jnp.asarray(0.1), jax.random.key(0))
+    recorded = np.asarray(trajectory.logit_scale)
+    assert recorded.shape == (3,)
+    coefficients = (1.0, 0.5)
+    formula = closed_form.logit_scale(trajectory.W_E, trajectory.W_U, ds.tokens, coefficients)
+    np.testing.assert_allclose(recorded, formula, rtol=1e-12)
+    for s in range(3):
+        W_E, W_U = np.asarray(trajectory.W_E[s]), np.asarray(trajectory.W_U[s])
+        reference = _centred_logit_scale_numpy(W_E, W_U, ds.tokens, coefficients)
+        assert recorded[s] == pytest.approx(reference, rel=1e-12)
+        uncentred = np.max(np.abs(_logits(W_E, W_U, ds.tokens, coefficients)))
+        assert uncentred > 1.5 * reference  # the offset dominates the raw logits
+    assert recorded[-1] != recorded[0]  # the weights moved between snapshots
+
+
+def _logits(W_E, W_U, tokens, coefficients) -> np.ndarray:
+    h = W_E[tokens].sum(axis=1)
+    return sum(C * h**k for k, C in enumerate(coefficients, start=1)) @ W_U.T
+
+
+def test_predicted_rho0_equals_an_independent_evaluation_of_c6(add_drive):
+    """(C6) from scratch: Sigma(t) from the matrix exponential of the linear flow (not the SVD),
+    cosine noise variance (1 - c^2)^2 / d, shrink sqrt(var / (var + noise))."""
+    ds, M = add_drive
+    numbers = ds.groups["numbers"]
+    S_sig = _normalised_label_gram(ds, numbers)
+    V, d, sigma_E, sigma_U, rate = ds.vocab_size, 32, 0.02, 0.03, 0.8
+    ts = np.array([3.0, 40.0, 120.0])
+    got = closed_form.predicted_rho0(
+        M, jnp.asarray(ts), S_sig, numbers, d=d, sigma_E=sigma_E, sigma_U=sigma_U, rate=rate
+    )
+    generator = np.block([[np.zeros((V, V)), M.T], [M, np.zeros((V, V))]])
+    rows, cols = np.triu_indices(numbers.size, k=1)
+    want = []
+    for t in ts:
+        propagator = np.asarray(jax.scipy.linalg.expm(jnp.asarray(rate * t * generator)))
+        A, B = propagator[:V, :V], propagator[:V, V:]  # W_E(t) = A W_E(0) + B W_U(0)
+        Sigma = sigma_E**2 * A @ A.T + sigma_U**2 * B @ B.T
+        Sigma = Sigma[np.ix_(numbers, numbers)]
+        corr = Sigma / np.sqrt(np.outer(np.diag(Sigma), np.diag(Sigma)))
+        c = corr[rows, cols]
+        noise = np.mean((1 - c**2) ** 2) / d
+        shrink = np.sqrt(np.var(c) / (np.var(c) + noise))
+        want.append(np.corrcoef(c, S_sig[rows, cols])[0, 1] * shrink)
+    np.testing.assert_allclose(got, want, rtol=1e-8)
+    assert np.all(np.asarray(want) > 0.1)  # measured 0.168, 0.966, 0.928
+
+
+def test_count_second_moment_is_float64_without_x64():
+    """count_second_moment promises float64 [V, V] whatever JAX's flag (NumPy)."""
+    ds = tasks.make("add", N=4)
+    with jax.enable_x64(False):
+        Gamma = closed_form.count_second_moment(ds)
+        assert not jax.config.jax_enable_x64
+    assert Gamma.dtype == np.float64
+    counts = np.stack([np.bincount(row, minlength=ds.vocab_size) for row in ds.tokens])
+    want = (ds.probabilities[:, None] * counts).T @ counts
+    np.testing.assert_allclose(Gamma, want, rtol=1e-15)
+    np.testing.assert_allclose(np.trace(Gamma), ds.probabilities @ np.sum(counts**2, axis=1))

@@ -170,6 +170,39 @@ def test_theory_runs_in_float64_whatever_the_global_flag():
         c = run["comparisons"]["uniform_attention_flow"]
         assert np.isfinite(c["escape_time"]["simulation"]) and np.isfinite(c["escape_ratio"])
         assert run["solver"]["uniform_attention_flow"] == {"ok": True, "result": "ok"}
+    # the time grid is t = lr * step on steps 0, 10, .., horizon, and its first snapshot is the
+    # initial state: the seed-0 draw at d^-gamma
+    steps = out["horizon"]["steps"]
+    np.testing.assert_array_equal(out["ts"], 0.5 * np.arange(0, steps + 1, 10))
+    for run in out["runs"]:
+        _, state = train.init_state(
+            "attention", ds, gamma=run["gamma"], seed=0, d=16, positional=False, dtype="float64"
+        )
+        np.testing.assert_allclose(run["simulation"].W_E[0], state["W_E"][...], rtol=1e-12)
+    # attention slopes are d ln t / d gamma: through two points, the slope of the line
+    gammas = np.asarray(out["escape"]["gamma"])
+    for name, times in out["escape"].items():
+        if name == "gamma":
+            continue
+        log_t = np.log(np.asarray(times))
+        by_hand = (log_t[1] - log_t[0]) / (gammas[1] - gammas[0])
+        assert out["escape_slope"][name] == pytest.approx(by_hand, rel=1e-9), name
+
+
+def test_snapshot_grid_starts_at_step_0_and_ends_at_the_horizon():
+    """Every 10 steps (or ``every``) from step 0, the horizon included; geometric past
+    `MAX_SNAPSHOTS`, still from step 0 (the initial state is the first snapshot)."""
+    assert comparison._snapshot_steps(50, None) == (0, 10, 20, 30, 40, 50)
+    assert comparison._snapshot_steps(45, 20) == (0, 20, 40, 45)
+    assert comparison._snapshot_steps(3, 1) == (0, 1, 2, 3)
+    steps = 10 * (comparison.MAX_SNAPSHOTS + 1)
+    geometric = comparison._snapshot_steps(steps, None)
+    assert geometric[:11] == tuple(range(11)) and geometric[-1] == steps
+    assert len(geometric) <= comparison.MAX_SNAPSHOTS
+    assert np.all(np.diff(geometric) > 0)
+    assert comparison._slope([0.5, 1.0, 2.0], [1.0, 2.0, 4.0]) == pytest.approx(2.0)
+    assert comparison._slope([0.5, 1.0, 2.0], [1.0, np.nan, 4.0]) == pytest.approx(2.0)
+    assert np.isnan(comparison._slope([0.5, 1.0], [1.0, np.inf]))
 
 
 def test_theory_cli_prints_the_attention_law(tmp_path, capsys):

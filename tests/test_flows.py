@@ -225,3 +225,54 @@ def test_sparse_label_contraction_equals_the_dense_one(task, params, prediction)
     want = flows.ffn_signature_field(W_E, W_U, dense, coefficients, L=ds.L, prediction=prediction)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12 * float(jnp.max(jnp.abs(w))))
+
+
+def second_order_objective(W, ds, coefficients):
+    """E_D of the second-order Taylor expansion of log softmax at uniform logits:
+    ``f_y - mean f - |H f|^2 / (2V)``, whose gradient in f is ``e_y - (1/V + (1/V) H f)``,
+    the linear softmax of Remark 1 (theory/ffn.md eq. F9-F10)."""
+    logits = polynomial(coefficients, W["W_E"][ds.tokens].sum(axis=1)) @ W["W_U"].T
+    centred = logits - logits.mean(axis=-1, keepdims=True)
+    picked = centred[jnp.arange(ds.n), ds.labels]
+    penalty = jnp.sum(centred**2, axis=-1) / (2 * logits.shape[-1])
+    return jnp.sum(jnp.asarray(ds.probabilities) * (picked - penalty))
+
+
+@pytest.mark.parametrize("L", [2, 3])
+def test_linear_softmax_flow_is_the_gradient_of_the_second_order_loss(L):
+    """prediction="linear" is exactly -grad of the loss it linearizes, W_E *and* W_U.
+
+    At unit-scale weights the linear-softmax correction is as large as the rest of the field
+    (the uniform-only field is ~100% off), so a wrong sign or factor in either correction
+    term (extra_E, extra_U) is far above the 1e-12 tolerance."""
+    ds = tasks.random_dataset(40, L, 6, seed=11)  # random tokens: repeats within a sequence
+    sigs = flows.flow_signatures(signatures.signature_set(ds, L - 1))
+    coefficients = (0.9, -0.5, 0.3)
+    W = random_weights(20 + L, 6, 5, 0.7)
+    exact = jax.grad(second_order_objective)(W, ds, coefficients)
+    dW_E, dW_U = flows.ffn_signature_field(
+        W["W_E"], W["W_U"], sigs, coefficients, L=L, prediction="linear"
+    )
+    assert relative(dW_E, exact["W_E"]) <= 1e-12
+    assert relative(dW_U, exact["W_U"]) <= 1e-12
+    uniform_E, uniform_U = flows.ffn_signature_field(
+        W["W_E"], W["W_U"], sigs, coefficients, L=L, prediction="uniform"
+    )
+    # the correction is not negligible here: W_U's part is a large share of the field
+    assert relative(uniform_U, exact["W_U"]) > 0.3 and relative(uniform_E, exact["W_E"]) > 0.3
+    # the ODE wrapper gives the same field
+    field = flows.ffn_signature_flow(
+        signatures.signature_set(ds, L - 1), coefficients, prediction="linear"
+    )
+    dy = field(0.0, W, None)
+    assert relative(dy["W_U"], exact["W_U"]) <= 1e-12
+
+
+def test_drive_matrix_is_float64_without_x64():
+    """drive_matrix promises float64 (NumPy) whatever JAX's flag."""
+    ds = tasks.make("add", N=5)
+    with jax.enable_x64(False):
+        M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+        assert not jax.config.jax_enable_x64
+    assert M.dtype == np.float64
+    np.testing.assert_allclose(M.sum(axis=0), 0.0, atol=1e-15)

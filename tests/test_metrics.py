@@ -294,6 +294,30 @@ def test_distribution_match_kl_by_hand_and_jsd_bounds():
     np.testing.assert_allclose(disjoint.jsd, np.log(2), rtol=1e-12)
 
 
+def test_distribution_match_pearson_is_numpy_pearson_of_p_and_q_per_row():
+    """r of each row against an independent NumPy Pearson of that row's p and q (p != q)."""
+    rng = np.random.default_rng(19)
+    p = rng.dirichlet(np.ones(8), size=(2, 3))  # leading batch axes [2, 3]
+    q = rng.dirichlet(np.ones(8), size=(2, 3))
+    q[0, 0] = 0.9 * p[0, 0] + 0.1 * q[0, 0]  # a row that agrees well: r near 1, not 1
+    match = metrics.distribution_match(p, q)
+    assert match.pearson.shape == (2, 3)
+    reference = np.array(
+        [[np.corrcoef(p[i, j], q[i, j])[0, 1] for j in range(3)] for i in range(2)]
+    )
+    np.testing.assert_allclose(match.pearson, reference, rtol=1e-12, atol=1e-15)
+    assert 0.99 < float(match.pearson[0, 0]) < 1.0
+    assert np.all(np.abs(reference[0, 1:]) < 0.99)  # rows where p and q differ
+    # the KL and the JSD of the same rows, from scratch
+    np.testing.assert_allclose(match.kl, np.sum(p * np.log(p / q), axis=-1), rtol=1e-12)
+    m = (p + q) / 2
+    jsd = (np.sum(p * np.log(p / m), -1) + np.sum(q * np.log(q / m), -1)) / 2
+    np.testing.assert_allclose(match.jsd, jsd, rtol=1e-12)
+    # a uniform prediction is a constant row: r is undefined and reported as 0
+    uniform = metrics.distribution_match(p[0, 0], np.full(8, 1 / 8))
+    assert float(uniform.pearson) == 0.0
+
+
 # --------------------------------------------------------------------------------- PCA
 
 

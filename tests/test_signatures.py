@@ -450,3 +450,30 @@ def test_signature_geometry_is_float64_with_cosines_in_range_without_x64():
         np.testing.assert_array_equal(modsum.similarity[name], 0.0)
         np.testing.assert_array_equal(modsum.pca[name].explained_variance_ratio, 0.0)
         assert modsum.summary[name]["constant"]
+
+
+def test_signatures_are_float64_without_x64():
+    """The module promises NumPy float64 whatever JAX's flag: the same numbers with x64 off."""
+    ds = random_dataset(21, V=5, L=3, n=30)
+    windows = np.random.default_rng(21).integers(0, 5, (4, 7))
+
+    def compute():
+        sigs = signatures.signature_set(ds, 2)
+        return {
+            "r": sigs.r,
+            **{f"label{m}": p for m, p in enumerate(sigs.label)},
+            **{f"cooc{m}": p for m, p in enumerate(sigs.cooccurrence)},
+            "positional": signatures.positional_signature(ds, (0,), query=-1),
+            "fourier": signatures.fourier_projection(sigs.label[1], [0, 1, 2]),
+            "next": signatures.next_token_signature(windows, 5)[0],
+            "prefix": signatures.prefix_signature(windows, 5),
+        }
+
+    with jax.enable_x64(False):
+        off = compute()
+        assert not jax.config.jax_enable_x64
+    on = compute()
+    for name, value in off.items():
+        assert value.dtype == np.float64, name
+        np.testing.assert_array_equal(value, on[name], err_msg=name)
+    np.testing.assert_allclose(off["label2"], brute_force(ds, 2, True), atol=TOL)

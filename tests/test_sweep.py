@@ -1,6 +1,7 @@
 """Sweeps: a lane equals its run alone, the lane layout changes no bit on CPU, resume recomputes
 nothing."""
 
+import dataclasses
 import json
 
 import jax
@@ -252,3 +253,183 @@ def test_lane_layout_changes_no_bit_of_sweep_map():
         if "chunk" not in name:
             np.testing.assert_array_equal(sweep.sweep_map(fn, w, keys, **how), whole, err_msg=name)
     np.testing.assert_array_equal(sweep.sweep_map(fn, w[2:5], keys[2:5]), whole[2:5])
+
+
+# --------------------------------------------------------------------------------------------
+# device placement (issue 13): vmapped lanes shard over every device, lane by lane runs on the
+# first given device
+
+
+@pytest.mark.parametrize("layout", ["one call", "two calls", "devices 1 and 2"])
+def test_vmapped_lanes_shard_over_every_device(layout):
+    """Each lane reports the shard (``axis_index`` of the lane mesh) that computed it, and the
+    output lives on exactly the devices asked for. With the default devices (all four host
+    devices of tests/conftest.py): 2 lanes per device in one call ([0, 0, 1, 1, ...]) or one
+    lane per device in each of two concurrent calls ([0, 1, 2, 3, 0, 1, 2, 3]); given devices
+    1 and 2: 4 lanes, two on each."""
+    D = len(jax.devices())
+    if layout == "devices 1 and 2" and D < 3:
+        pytest.skip("needs three devices")
+    given = jax.devices()[1:3] if layout == "devices 1 and 2" else None
+    chosen = jax.devices() if given is None else given
+    calls = 2 if layout == "two calls" else 1
+    expected = {
+        "one call": np.repeat(np.arange(D), 2),
+        "two calls": np.tile(np.arange(D), 2),
+        "devices 1 and 2": [0, 0, 1, 1],
+    }[layout]
+    n = len(expected)
+
+    def fn(x):
+        return 2 * x, jax.lax.axis_index(sweep.LANE_AXIS)
+
+    out, shard = sweep.sweep_map(
+        fn, jnp.arange(float(n)), devices=given, lanes_per_batch=2, concurrent_calls=calls
+    )
+    np.testing.assert_array_equal(out, 2 * np.arange(n))
+    np.testing.assert_array_equal(shard, expected)
+    assert out.devices() == set(chosen)
+
+
+def test_vmapped_train_sweep_places_lanes_on_all_devices(ds, reference, monkeypatch):
+    """train_sweep with vmapped lanes (lanes_per_batch=2): its call's outputs are sharded over
+    all four devices, and the lanes equal the lane-by-lane reference up to rounding."""
+    placements = []
+    original = sweep._sharded
+
+    def spying(fn, devices, lanes_per_batch):
+        mapped, sharding = original(fn, devices, lanes_per_batch)
+
+        def call(*args):
+            out = mapped(*args)
+            placements.extend(x.devices() for x in jax.tree.leaves(out))
+            return out
+
+        return call, sharding
+
+    monkeypatch.setattr(sweep, "_sharded", spying)
+    run = sweep.train_sweep(
+        "ffn",
+        ds,
+        CONFIG,
+        gammas=[0.5, 1.0],
+        seeds=[0, 3],
+        lrs=[0.5, 1e7],
+        lanes_per_batch=2,
+        concurrent_calls=1,
+        **F64,
+    )
+    assert placements and all(p == set(jax.devices()) for p in placements)
+    assert run.status == reference.status
+    np.testing.assert_allclose(run.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12)
+
+
+@pytest.mark.parametrize("devices", [None, slice(2, 4)])
+def test_lane_by_lane_runs_every_lane_on_the_first_given_device(devices, monkeypatch):
+    """The documented CPU placement: every lane (and the stacked output) on ``devices[0]``."""
+    if jax.devices()[0].platform != "cpu":
+        pytest.skip("lane by lane is the CPU layout")
+    chosen = jax.devices() if devices is None else jax.devices()[devices]
+    lanes = []  # the devices of every one-lane call's output
+    original = sweep._compiled
+
+    def spying(mapped, example):
+        compiled = original(mapped, example)
+
+        def call(*args):
+            out = compiled(*args)
+            lanes.append(out.devices())
+            return out
+
+        return call
+
+    monkeypatch.setattr(sweep, "_compiled", spying)
+    for calls in (1, 3):
+        lanes.clear()
+        out = sweep.sweep_map(
+            lambda x: x**2,
+            jnp.arange(6.0),
+            devices=None if devices is None else chosen,
+            concurrent_calls=calls,
+        )
+        np.testing.assert_array_equal(out, np.arange(6.0) ** 2)
+        assert out.devices() == {chosen[0]}
+        assert lanes == [{chosen[0]}] * 6
+
+
+# --------------------------------------------------------------------------------------------
+# resume (issue 13): a folder of other settings is never reused
+
+
+SMALL = train.TrainConfig(optimizer="gd", lr=0.5, steps=6, snapshots=(0, 3, 6))
+SMALL_GRID = dict(gammas=[0.5, 1.0], seeds=[0], lrs=[0.5])
+
+
+def interrupt_after_one_lane(monkeypatch):
+    """Make the next sweep die after it saved one lane; returns a function that undoes it."""
+    original = sweep._LaneStore.save
+    calls = {"count": 0}
+
+    def save(self, lane, trajectory):
+        if calls["count"] == 1:
+            raise KeyboardInterrupt
+        calls["count"] += 1
+        original(self, lane, trajectory)
+
+    monkeypatch.setattr(sweep._LaneStore, "save", save)
+    return lambda: monkeypatch.setattr(sweep._LaneStore, "save", original)
+
+
+def counting_lanes(monkeypatch):
+    computed = []
+    original = sweep.sweep_map
+
+    def counting(fn, *lanes, **kwargs):
+        computed.append(int(lanes[0].shape[0]))
+        return original(fn, *lanes, **kwargs)
+
+    monkeypatch.setattr(sweep, "sweep_map", counting)
+    return computed
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(config=dataclasses.replace(SMALL, optimizer="adam", lr=0.05)),
+        dict(config=dataclasses.replace(SMALL, schedule="warmup_cosine", warmup_steps=2)),
+        dict(kwargs=dict(F64, activation="poly:1,-0.5")),
+    ],
+    ids=["optimizer", "schedule", "model_kwargs"],
+)
+def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkeypatch, change):
+    """units.UnitStore policy: an unfinished sweep of other settings in the folder is restarted
+    (no saved lane of the old settings is reused, the result equals a fresh run of the new
+    ones), a finished one is refused; the same settings reuse everything."""
+    config, kwargs = change.get("config", SMALL), change.get("kwargs", F64)
+    fresh = sweep.train_sweep("ffn", ds, config, **SMALL_GRID, **kwargs)
+    old = sweep.train_sweep("ffn", ds, SMALL, **SMALL_GRID, **F64)
+    assert not np.array_equal(fresh.trajectory.W_E, old.trajectory.W_E)  # the change matters
+
+    restore = interrupt_after_one_lane(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, chunk=1, **SMALL_GRID, **F64)
+    restore()
+    assert len(list((tmp_path / "units").glob("lane_*.npz"))) == 1
+
+    computed = counting_lanes(monkeypatch)
+    resumed = sweep.train_sweep("ffn", ds, config, out=tmp_path, chunk=1, **SMALL_GRID, **kwargs)
+    assert computed == [1, 1]  # both lanes recomputed: the saved lane was of other settings
+    got, want = jax.tree.leaves(resumed.trajectory), jax.tree.leaves(fresh.trajectory)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    spec = json.loads((tmp_path / "spec.json").read_text())
+    assert spec["config"]["optimizer"] == config.optimizer
+    assert spec["model_kwargs"]["activation"] == kwargs["activation"]
+
+    computed.clear()  # finished: the same settings reuse every lane
+    again = sweep.train_sweep("ffn", ds, config, out=tmp_path, **SMALL_GRID, **kwargs)
+    assert computed == []
+    np.testing.assert_array_equal(again.trajectory.W_E, fresh.trajectory.W_E)
+    with pytest.raises(ValueError, match="finished run of other settings"):
+        sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
+    assert computed == []

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ctx_staircase import metrics, signatures, tasks, train
+from ctx_staircase import dataset, metrics, signatures, tasks, train
 
 F64 = dict(d=16, dtype=jnp.float64, activation="poly:1,0.5,0.2")
 
@@ -130,3 +130,210 @@ def test_a_model_vocabulary_larger_than_the_data_is_fine():
     np.testing.assert_allclose(
         traj.group_norms["numbers"], np.linalg.norm(traj.W_E[:, numbers], axis=-1).mean(-1)
     )
+
+
+# --------------------------------------------------------------------------------------------
+# exact semantics against independent implementations (issue 13): sample weights, AdamW,
+# divergence step, accuracy and the recorded statistics, the warmup-cosine schedule
+
+
+def ffn_logits(W_E, W_U, tokens):
+    """The FFN of F64 written out: W_U sigma(sum_i w^E_{x_i}), sigma(z) = z + z^2/2 + z^3/5."""
+    h = W_E[tokens].sum(axis=1)
+    return (h + 0.5 * h**2 + 0.2 * h**3) @ W_U.T
+
+
+def ffn_loss(params, tokens, labels, probabilities):
+    """The probability-weighted cross-entropy of `ffn_logits`, for jax.grad."""
+    logits = ffn_logits(params["W_E"], params["W_U"], tokens)
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.sum(probabilities * logp[jnp.arange(labels.size), labels])
+
+
+def initial_params(ds, gamma, seed):
+    _, state = train.init_state("ffn", ds, gamma=gamma, seed=seed, **F64)
+    return {name: jnp.asarray(state[name][...]) for name in ("W_E", "W_U")}
+
+
+def test_minibatches_are_drawn_in_proportion_to_the_sample_weights():
+    """Six one-token samples (token i, label 6 + i % 2) of weights 4:3:2:1:0:0. After one SGD
+    step only the embedding row of a drawn sample moves, by -lr (count/B) grad_i, so the row
+    displacements give the exact draw counts: integers summing to B, none for weight 0, and
+    frequencies within binomial noise of the weights (uniform draws would give 1/6 each)."""
+    weights = np.array([4.0, 3.0, 2.0, 1.0, 0.0, 0.0])
+    p = weights / weights.sum()
+    ds = dataset.TokenDataset(
+        tokens=np.arange(6)[:, None], labels=6 + np.arange(6) % 2, vocab_size=8, weights=weights
+    )
+    B, lr = 4000, 0.1
+    config = train.TrainConfig(optimizer="sgd", lr=lr, steps=1, batch_size=B, snapshots=(0, 1))
+    traj = train.train("ffn", ds, config, gamma=0.5, seed=3, **F64)
+    params = initial_params(ds, 0.5, 3)
+    np.testing.assert_array_equal(traj.W_E[0], params["W_E"])
+    moved = np.asarray(traj.W_E[1] - traj.W_E[0])
+    np.testing.assert_array_equal(moved[6:], 0.0)  # label-only tokens are no input
+    counts = []
+    for i in range(6):
+        one = np.zeros(6)
+        one[i] = 1.0
+        grad = np.asarray(jax.grad(ffn_loss)(params, ds.tokens, ds.labels, one)["W_E"][i])
+        assert np.linalg.norm(grad) > 1e-3  # a drawn sample would visibly move its row
+        count = -B * moved[i] @ grad / (lr * grad @ grad)
+        np.testing.assert_allclose(moved[i], -lr * count / B * grad, atol=1e-13)
+        counts.append(count)
+    counts = np.asarray(counts)
+    np.testing.assert_allclose(counts, np.round(counts), atol=1e-6)  # whole draws
+    counts = np.round(counts)
+    assert counts.sum() == B
+    np.testing.assert_array_equal(counts[4:], 0)  # weight 0: never drawn
+    sigma = np.sqrt(p * (1 - p) / B)
+    assert np.all(np.abs(counts / B - p) <= 5 * sigma + 1e-12), (counts / B, p)
+
+
+def test_adamw_matches_optax_and_its_decay_shrinks_the_weights():
+    """AdamW: the first step is exactly W - lr (g / (|g| + eps) + wd W) (Adam's bias-corrected
+    first step is the sign of g), and three steps equal optax.adamw driven by hand."""
+    import optax
+
+    ds = tasks.make("add", N=5)
+    lr, wd = 0.05, 0.5
+    config = train.TrainConfig(
+        optimizer="adamw", lr=lr, weight_decay=wd, steps=3, snapshots=(0, 1, 2, 3)
+    )
+    traj = train.train("ffn", ds, config, gamma=0.7, seed=2, **F64)
+    params = initial_params(ds, 0.7, 2)
+    args = (jnp.asarray(ds.tokens), jnp.asarray(ds.labels), jnp.asarray(ds.probabilities))
+    grads = jax.grad(ffn_loss)(params, *args)
+    for name, recorded in (("W_E", traj.W_E), ("W_U", traj.W_U)):
+        W, g = np.asarray(params[name]), np.asarray(grads[name])
+        expected = W - lr * (g / (np.abs(g) + 1e-8) + wd * W)
+        np.testing.assert_allclose(recorded[1], expected, rtol=0, atol=1e-12)
+    optimizer = optax.adamw(lr, b1=0.9, b2=0.999, eps=1e-8, weight_decay=wd)
+    with jax.numpy_dtype_promotion("standard"):
+        opt_state = optimizer.init(params)
+        for step in range(1, 4):
+            updates, opt_state = optimizer.update(
+                jax.grad(ffn_loss)(params, *args), opt_state, params
+            )
+            params = optax.apply_updates(params, updates)
+            np.testing.assert_allclose(traj.W_E[step], params["W_E"], rtol=0, atol=1e-12)
+            np.testing.assert_allclose(traj.W_U[step], params["W_U"], rtol=0, atol=1e-12)
+
+
+def test_divergence_step_is_exact_and_the_state_freezes_there():
+    """GD at lr 10 on the cubic FFN: a hand-written loop finds the first step whose loss or
+    update is non-finite (step 7: the parameters after 7 updates are ~1e108, finite, and their
+    logits overflow); the lane records that step and keeps the parameters it had then at every
+    later snapshot."""
+    ds = tasks.make("add", N=6)
+    snapshots = (0, 3, 6, 7, 8, 10)
+    config = train.TrainConfig(optimizer="gd", lr=10.0, steps=10, snapshots=snapshots)
+    traj = train.train("ffn", ds, config, gamma=0.5, seed=0, **F64)
+
+    args = (jnp.asarray(ds.tokens), jnp.asarray(ds.labels), jnp.asarray(ds.probabilities))
+    params, states, expected_step = initial_params(ds, 0.5, 0), [], -1
+    for step in range(10):
+        states.append(params)
+        loss, grads = jax.value_and_grad(ffn_loss)(params, *args)
+        new = jax.tree.map(lambda p, g: p - 10.0 * g, params, grads)
+        if not (np.isfinite(loss) and all(np.all(np.isfinite(x)) for x in new.values())):
+            expected_step = step
+            break
+        params = new
+    assert expected_step == 7  # the problem is as designed: 7 finite updates, then overflow
+    assert int(traj.diverged_step) == expected_step
+    for i, step in enumerate(snapshots):
+        frozen = states[min(step, expected_step)]
+        for name, recorded in (("W_E", traj.W_E[i]), ("W_U", traj.W_U[i])):
+            scale = np.abs(frozen[name]).max()  # relative to the whole matrix (cancellations)
+            np.testing.assert_allclose(recorded, frozen[name], rtol=0, atol=1e-10 * scale)
+    assert np.all(np.isfinite(traj.W_E)) and np.all(np.isfinite(traj.W_U))
+    assert np.abs(traj.W_E[-1]).max() > 1e100  # frozen at the last state, not an earlier one
+    np.testing.assert_allclose(traj.loss[:3], [ffn_loss(states[s], *args) for s in (0, 3, 6)])
+
+
+def test_recorded_accuracy_loss_and_statistics_are_exact():
+    """Every recorded statistic recomputed from the recorded weights: weighted loss and argmax
+    accuracy (non-uniform weights), per-group loss and accuracy (uniform in the group, a
+    weight-0 group included), the centred logit scale and the group norms."""
+    base = tasks.make("add", N=6)
+    rng = np.random.default_rng(0)
+    weights = rng.uniform(0.2, 3.0, base.n)
+    held = np.arange(base.n) % 5 == 0
+    weights[held] = 0.0
+    ds = dataset.TokenDataset(
+        tokens=base.tokens,
+        labels=base.labels,
+        vocab_size=base.vocab_size,
+        groups=base.groups,
+        weights=weights,
+        sample_groups={"held": np.flatnonzero(held), "kept": np.flatnonzero(~held)},
+    )
+    snapshots = (0, 40, 200)
+    config = train.TrainConfig(optimizer="gd", lr=0.5, steps=200, snapshots=snapshots)
+    traj = train.train("ffn", ds, config, gamma=0.5, seed=1, **F64)
+    assert int(traj.diverged_step) == -1
+    p = ds.probabilities
+    argmin_accuracy = []
+    for i in range(len(snapshots)):
+        W_E, W_U = np.asarray(traj.W_E[i]), np.asarray(traj.W_U[i])
+        logits = np.asarray(ffn_logits(W_E, W_U, ds.tokens))
+        shifted = logits - logits.max(-1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        nll = -logp[np.arange(ds.n), ds.labels]
+        correct = (logits.argmax(-1) == ds.labels).astype(float)
+        argmin_accuracy.append(p @ (logits.argmin(-1) == ds.labels))
+        np.testing.assert_allclose(traj.loss[i], p @ nll, rtol=1e-12)
+        assert float(traj.accuracy[i]) == pytest.approx(p @ correct, abs=1e-12)
+        for name, index in ds.sample_groups.items():
+            assert traj.sample_loss[name][i] == pytest.approx(nll[index].mean(), rel=1e-12)
+            assert traj.sample_accuracy[name][i] == pytest.approx(correct[index].mean(), abs=1e-12)
+        centred = logits - logits.mean(-1, keepdims=True)
+        assert traj.logit_scale[i] == pytest.approx(np.abs(centred).max(), rel=1e-12)
+        for name, ids in ds.groups.items():
+            norms = np.linalg.norm(W_E[ids], axis=-1)
+            assert traj.group_norms[name][i] == pytest.approx(norms.mean(), rel=1e-12)
+    # not vacuous: the run learns, and argmin would score otherwise
+    assert traj.accuracy[-1] > 0.5 and traj.sample_accuracy["kept"][-1] > 0.5
+    assert not np.allclose(traj.accuracy, argmin_accuracy)
+
+
+def warmup_cosine(step, steps, warmup, ratio):
+    """The documented schedule factor: linear 0 -> 1 over ``warmup`` steps, then a cosine from 1
+    down to ``ratio`` at ``steps``."""
+    if step < warmup:
+        return step / warmup
+    return ratio + (1 - ratio) * 0.5 * (1 + np.cos(np.pi * (step - warmup) / (steps - warmup)))
+
+
+def test_warmup_cosine_schedule_follows_its_closed_form():
+    """GD with a schedule: step i moves the weights by exactly -lr s(i) grad(W_i), so each
+    recorded step reveals s(i); it must be the closed form (warm-up, then a cosine decay to
+    min_lr_ratio), for every step."""
+    ds = tasks.make("add", N=5)
+    steps, warmup, ratio, lr = 12, 3, 0.2, 0.3
+    config = train.TrainConfig(
+        optimizer="gd",
+        lr=lr,
+        steps=steps,
+        schedule="warmup_cosine",
+        warmup_steps=warmup,
+        min_lr_ratio=ratio,
+        snapshots=tuple(range(steps + 1)),
+    )
+    traj = train.train("ffn", ds, config, gamma=0.5, seed=0, **F64)
+    args = (jnp.asarray(ds.tokens), jnp.asarray(ds.labels), jnp.asarray(ds.probabilities))
+    rates = []
+    for i in range(steps):
+        params = {"W_E": jnp.asarray(traj.W_E[i]), "W_U": jnp.asarray(traj.W_U[i])}
+        grads = jax.grad(ffn_loss)(params, *args)
+        g = np.concatenate([np.ravel(grads["W_E"]), np.ravel(grads["W_U"])])
+        moved = np.concatenate(
+            [np.ravel(traj.W_E[i + 1] - traj.W_E[i]), np.ravel(traj.W_U[i + 1] - traj.W_U[i])]
+        )
+        rate = -moved @ g / (lr * g @ g)
+        np.testing.assert_allclose(moved, -lr * rate * g, atol=1e-12)  # a pure GD step
+        rates.append(rate)
+    expected = [warmup_cosine(i, steps, warmup, ratio) for i in range(steps)]
+    assert expected[0] == 0 and expected[warmup] == 1 and expected[-1] < 0.25
+    np.testing.assert_allclose(rates, expected, rtol=1e-6, atol=1e-7)
