@@ -278,8 +278,8 @@ def lm_signatures(
         previous_token=phi_previous,
         prefix=prefix,
         probe_tokens=probe_tokens,
-        S_next=np.asarray(metrics.cosine_matrix(phi_next)),
-        S_previous=np.asarray(metrics.cosine_matrix(phi_previous)),
+        S_next=np.asarray(metrics.signature_cosine_matrix(phi_next)),
+        S_previous=np.asarray(metrics.signature_cosine_matrix(phi_previous)),
     )
 
 
@@ -486,7 +486,15 @@ def _optimizer(config: LMConfig) -> optax.GradientTransformation:
         b1=0.9,
         b2=0.95,
         weight_decay=config.weight_decay,
-        mask=lambda params: jax.tree.map(lambda p: p.ndim >= 2, params),
+        mask=_decayed,
+    )
+
+
+def _decayed(params):
+    """The AdamW decay mask: the weight matrices, not the RMSNorm scales (``*_norm``, stacked
+    ``[n_layers, d]`` per layer, so their rank alone does not tell them apart)."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, p: p.ndim >= 2 and "norm" not in jax.tree_util.keystr(path), params
     )
 
 

@@ -602,17 +602,25 @@ def test_adamw_decays_the_weight_matrices_on_the_schedule_and_not_the_final_norm
     assert rates[0] == 0 and max(rates) == ADAMW_CONFIG.lr and rates[-1] < 0.2 * ADAMW_CONFIG.lr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug (issue 13): lm._optimizer masks decay by p.ndim >= 2, and the per-layer "
-    "RMSNorm scales are stacked [n_layers, d], so attention_norm and mlp_norm are decayed",
-)
 def test_adamw_does_not_decay_the_per_layer_norm_scales():
     """LMConfig.weight_decay: "decoupled decay of the weight matrices (not of the RMSNorm
     scales)": under zero gradients the stacked per-layer scales must not move."""
     _, updates = zero_gradient_updates(ADAMW_CONFIG)
     for name in ("attention_norm", "mlp_norm"):
         np.testing.assert_array_equal(updates[name], 0.0, err_msg=name)
+
+
+def test_signature_cosines_are_float64_whatever_the_x64_flag():
+    """The LM's signature cosine matrices are exact statistics: float64 even with x64 off (the
+    CLI's setting), and the same numbers as with it."""
+    corpus = text.prepare_corpus(text.builtin_corpus(), vocab_size=None)
+    tracked = lm.eligible_tokens(corpus.train, corpus.vocabulary, count=12, min_count=5)
+    with jax.enable_x64(False):
+        low = lm.lm_signatures(corpus.train, corpus.vocab_size, tracked, context_length=8)
+    high = lm.lm_signatures(corpus.train, corpus.vocab_size, tracked, context_length=8)
+    for name in ("S_next", "S_previous"):
+        assert getattr(low, name).dtype == np.float64, name
+        np.testing.assert_array_equal(getattr(low, name), getattr(high, name), err_msg=name)
 
 
 def test_rho_attention_compares_the_value_path_with_the_attention_signature(run):
