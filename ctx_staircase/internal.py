@@ -1,0 +1,134 @@
+"""Helpers shared by the library's modules: argument checks and pytree utilities.
+
+The role ``equinox.internal`` plays for equinox: not part of the user-facing API, but the one
+home of what several modules need.
+
+Every check has one signature, ``check_X(value, name, ...)``, returns the checked value, and
+raises one message style, ``"{name} must be {what is allowed}; got {value!r}"``. A wrong kind
+of value (a string where a number belongs) raises `WrongTypeError`, which is both a
+``TypeError`` and a ``ValueError`` so callers catching either see it.
+
+jax is imported inside the pytree helpers only, so the CLI can validate its arguments before
+paying for the jax import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+
+class WrongTypeError(TypeError, ValueError):
+    """A value of the wrong kind (e.g. a string where an int belongs)."""
+
+
+def _is_int(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | np.integer)
+
+
+def _is_real(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating)
+
+
+def _interval(low, high, low_open: bool = False, high_open: bool = False) -> str:
+    if high is None:
+        return f"{'>' if low_open else '>='} {low}"
+    if low is None:
+        return f"{'<' if high_open else '<='} {high}"
+    return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def check_int(
+    value: Any,
+    name: str,
+    low: int | None = 1,
+    high: int | None = None,
+    *,
+    none_ok: bool = False,
+    why: str = "",
+) -> Any:
+    """``value`` as an ``int`` in ``[low, high]`` (either bound may be None), else ``ValueError``.
+
+    ``none_ok`` lets None through unchanged; ``why`` is appended to the message (e.g. the
+    memory a larger value would need).
+    """
+    if value is None and none_ok:
+        return None
+    allowed = "an int" if low is None and high is None else f"an int {_interval(low, high)}"
+    if not _is_int(value):
+        raise WrongTypeError(f"{name} must be {allowed}; got {value!r}{why}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be {allowed}; got {value!r}{why}")
+    return int(value)
+
+
+def check_real(
+    value: Any,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    none_ok: bool = False,
+) -> Any:
+    """``value`` as a finite ``float`` in the interval the bounds give, else ``ValueError``.
+
+    NaN and ±inf are always refused; ``low_open``/``high_open`` make a bound strict.
+    """
+    if value is None and none_ok:
+        return None
+    bounds = "" if low is None and high is None else " " + _interval(low, high, low_open, high_open)
+    allowed = f"a finite number{bounds}"
+    if not _is_real(value):
+        raise WrongTypeError(f"{name} must be {allowed}; got {value!r}")
+    ok = math.isfinite(value)
+    ok = ok and (low is None or (value > low if low_open else value >= low))
+    ok = ok and (high is None or (value < high if high_open else value <= high))
+    if not ok:
+        raise ValueError(f"{name} must be {allowed}; got {value!r}")
+    return float(value)
+
+
+def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``choices``, else ``ValueError`` listing them."""
+    choices = tuple(choices)
+    try:
+        known = value in choices
+    except TypeError:  # an unhashable value in a dict/set of choices
+        known = False
+    if not known:
+        listed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {listed}; got {value!r}")
+    return value
+
+
+def check_type(value: Any, name: str, kind: type | tuple[type, ...], what: str) -> Any:
+    """``value`` if it is an instance of ``kind``, else `WrongTypeError` saying ``what``."""
+    if not isinstance(value, kind):
+        raise WrongTypeError(f"{name} must be {what}; got {type(value).__name__} {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# pytree helpers (jax imported lazily, see the module docstring)
+
+
+def all_finite(tree: Any) -> Any:
+    """A scalar bool array: every leaf of ``tree`` is finite (True for an empty tree)."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def select(keep: Any, new: Any, old: Any) -> Any:
+    """Leafwise ``where(keep, new, old)`` over two pytrees of one structure."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, old)
