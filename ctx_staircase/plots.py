@@ -1,10 +1,23 @@
-"""Figures (DESIGN.md "Figures"): heatmaps of similarity matrices and PCA scatter plots.
+"""Figures: the one figure convention of the package, its helpers, and the library's figures.
 
-Functions return Matplotlib figures; `results.save_figure` writes them. The Agg backend is used so
-that figures render on headless machines.
+The convention (ARCHITECTURE.md "Conventions"), used by every figure of `cli` and `experiments`:
+
+- line style says what a curve is (`LINE_STYLE`): training solid, closed form dashed, ODE
+  dotted, a null control dash-dot; `role_legend` explains the styles in words on the figure;
+- colour says which run: one colour per γ (`gamma_colour`, fixed by the value of γ, so the same
+  γ has the same colour in every figure) or per signature order (`order_colour`);
+- `figure` opens a constrained-layout figure under `RC` (every font ≥ `MIN_FONT` pt); axis
+  labels are mathtext, and every panel has a y-label (with units where there are any);
+- `save_figure` writes a PNG at `DPI` and a PDF beside it, each atomically.
+
+The Agg backend is used so that figures render on headless machines.
 """
 
 from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
 
 import matplotlib
 
@@ -12,58 +25,306 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
+from ctx_staircase import results
 from ctx_staircase.geometry import SignatureGeometry
 
+#: Smallest font size (pt) of any text in a figure, legends and tick labels included.
+MIN_FONT = 8.0
 
-def heatmap(ax, S: np.ndarray, ticks: np.ndarray, title: str) -> None:
-    """A similarity matrix on [-1, 1] with token ids on both axes."""
-    image = ax.imshow(S, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+#: Resolution (dots per inch) of every saved PNG.
+DPI = 200
+
+#: Matplotlib settings of every figure (`figure`, and applied when this module is imported).
+RC = {
+    "font.size": 9,
+    "axes.titlesize": 9,
+    "axes.labelsize": 9,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 8,
+    "legend.title_fontsize": 8,
+    "figure.titlesize": 10,
+    "figure.constrained_layout.use": True,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "savefig.dpi": DPI,
+    "pdf.fonttype": 42,  # TrueType in the PDF: its text stays text
+}
+matplotlib.rcParams.update(RC)
+
+#: Line style of each role a curve can play.
+LINE_STYLE = {"training": "-", "closed_form": "--", "ode": ":", "null": "-."}
+
+#: The words `role_legend` uses for each role.
+ROLE_LABEL = {
+    "training": "training",
+    "closed_form": "closed form",
+    "ode": "ODE",
+    "null": "null (labels shuffled)",
+}
+
+#: γ values are coloured on viridis over this range, so a γ keeps its colour across figures.
+GAMMA_RANGE = (0.0, 2.0)
+
+#: Axis labels shared by many figures (mathtext).
+EPOCH = "epoch"
+STEP = r"$t$ (steps)"
+FLOW_TIME = r"$t = \eta \cdot$ step"
+GAMMA = r"$\gamma$ (initial std $d^{-\gamma}$)"
+ACCURACY = "accuracy (fraction)"
+LOSS = "loss (nats)"
+COSINE = "cosine similarity"
+ALIGNMENT = r"alignment $\rho$ (corr.)"
+
+
+def gamma_colour(gamma: float):
+    """The RGBA colour of ``gamma``: viridis at γ's place in `GAMMA_RANGE` (clipped), so the
+    same γ has the same colour in every figure."""
+    low, high = GAMMA_RANGE
+    place = float(np.clip((float(gamma) - low) / (high - low), 0.0, 1.0))
+    return plt.cm.viridis(0.9 * place)
+
+
+def order_colour(order: int) -> str:
+    """The colour of signature order ``order`` (0, 1, 2, ...): Matplotlib's cycle colour
+    ``C{order}``, so order 0 is blue, order 1 orange, order 2 green in every figure."""
+    if int(order) < 0:
+        raise ValueError(f"order must be >= 0; got {order}")
+    return f"C{int(order) % 10}"
+
+
+def theory_role(name: str) -> str:
+    """The role (`LINE_STYLE` key) of the theory ``name`` of `comparison.theory_vs_training`:
+    ``closed_form*`` and the attention ``plateau_law`` -> ``"closed_form"``; an ODE flow
+    (``*_flow*``) -> ``"ode"``."""
+    if name.startswith("closed_form") or name == "plateau_law":
+        return "closed_form"
+    if "flow" in name:
+        return "ode"
+    raise ValueError(f"unknown theory {name!r}: expected closed_form* or a *flow* ODE")
+
+
+def theory_styles(name: str) -> dict:
+    """Line keywords for the theory ``name``: its role's style (`theory_role`); the feedback
+    closed form and each truncation order ``_m{m}`` of the signature flow get their own dash
+    pattern within that style, so variants of one role stay apart."""
+    role = theory_role(name)
+    if name == "closed_form_feedback":
+        return {"ls": (0, (7, 2)), "lw": 1.2}
+    if "_m" in name:
+        m = int(name.rsplit("_m", 1)[1])
+        return {"ls": (0, (1, 1 + m)), "lw": 1.4}
+    return {"ls": LINE_STYLE[role], "lw": 1.4}
+
+
+def theory_label(name: str) -> str:
+    """Words for the theory ``name`` (its role's words first: "closed form", "ODE")."""
+    if name == "closed_form":
+        return "closed form (linear phase)"
+    if name == "closed_form_feedback":
+        return "closed form with softmax feedback"
+    if name.startswith("signature_flow_m"):
+        return f"ODE: signature flow to order {int(name.rsplit('_m', 1)[1])}"
+    if name == "uniform_attention_flow":
+        return "ODE: uniform-attention flow"
+    if name == "plateau_law":
+        return r"plateau law $T_Z d^{2\gamma} - c$"
+    return f"{ROLE_LABEL[theory_role(name)]}: {name.replace('_', ' ')}"
+
+
+def role_handles(roles=("training", "closed_form", "ode")) -> list[Line2D]:
+    """Black proxy lines, one per role in ``roles``, labelled in words (`ROLE_LABEL`)."""
+    return [Line2D([], [], color="k", ls=LINE_STYLE[r], lw=1.4, label=ROLE_LABEL[r]) for r in roles]
+
+
+def role_legend(ax, roles=("training", "closed_form", "ode"), *, extra=(), **kwargs):
+    """A legend on ``ax`` with the curves' own labelled handles, then one entry per line style
+    in ``roles`` explained in words; ``extra`` adds proxy handles (e.g. from `theory_handles`).
+    Returns the legend."""
+    handles, labels = ax.get_legend_handles_labels()
+    proxies = [*role_handles(roles), *extra]
+    return ax.legend([*handles, *proxies], [*labels, *(h.get_label() for h in proxies)], **kwargs)
+
+
+def theory_handles(names) -> list[Line2D]:
+    """Black proxy lines for the theories ``names`` in their `theory_styles`, labelled with
+    `theory_label` (to pass as ``extra=`` of `role_legend`)."""
+    return [Line2D([], [], color="k", label=theory_label(n), **theory_styles(n)) for n in names]
+
+
+def gamma_handles(gammas) -> list[Line2D]:
+    """Solid proxy lines in `gamma_colour`, labelled γ = value, one per distinct γ."""
+    return [
+        Line2D([], [], color=gamma_colour(g), lw=2, label=rf"$\gamma = {g:g}$")
+        for g in dict.fromkeys(float(g) for g in gammas)
+    ]
+
+
+def figure(nrows: int = 1, ncols: int = 1, *, panel=(4.0, 3.4), suptitle: str | None = None, **kw):
+    """A constrained-layout figure of ``nrows × ncols`` panels, each ``panel`` inches (w, h),
+    under `RC`; ``kw`` goes to `plt.subplots` (``squeeze=False`` for a 2-D array).
+    Returns ``(fig, axes)``."""
+    kw.setdefault("figsize", (panel[0] * ncols, panel[1] * nrows))
+    with plt.rc_context(RC):
+        fig, axes = plt.subplots(nrows, ncols, layout="constrained", **kw)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig, axes
+
+
+def axis_labels(ax, x: str | None = None, y: str | None = None, title: str | None = None) -> None:
+    """Set the x-label, y-label and title of ``ax`` (the ones given)."""
+    if x is not None:
+        ax.set_xlabel(x)
+    if y is not None:
+        ax.set_ylabel(y)
+    if title is not None:
+        ax.set_title(title)
+
+
+def epoch_axis(ax, linthresh: float | None = None, label: str = EPOCH) -> None:
+    """Epochs on the x axis: symlog with linear part ``[0, linthresh]`` when ``linthresh`` is
+    given (so epoch 0 shows), starting at 0, labelled ``label``."""
+    if linthresh is not None:
+        ax.set_xscale("symlog", linthresh=linthresh)
+        ax.set_xlim(left=0)
+    ax.set_xlabel(label)
+
+
+def reference(ax, y: float | None = None, x: float | None = None, **kw) -> None:
+    """A thin grey reference line at ``y`` (horizontal) and/or ``x`` (vertical): thresholds,
+    chance, phase ends; ``kw`` overrides the style (``label=`` names it in the legend)."""
+    style = {"color": "0.55", "lw": 0.8, "ls": (0, (4, 2, 1, 2)), **kw}
+    if y is not None:
+        ax.axhline(y, **style)
+        style.pop("label", None)
+    if x is not None:
+        ax.axvline(x, **style)
+
+
+def legend(ax, **kw):
+    """A legend of ``ax``'s labelled curves (`RC` font), or nothing when none is labelled."""
+    if not ax.get_legend_handles_labels()[0]:
+        return None
+    return ax.legend(**kw)
+
+
+def colorbar(fig, image, axes, label: str = COSINE, **kw):
+    """A colour bar of ``image`` beside ``axes`` (an array or list of Axes), labelled."""
+    axes = np.asarray(axes, dtype=object).ravel().tolist()
+    return fig.colorbar(image, ax=axes, shrink=kw.pop("shrink", 0.8), label=label, **kw)
+
+
+def small_texts(fig, minimum: float = MIN_FONT) -> list[tuple[str, float]]:
+    """``(text, size)`` of every visible non-empty text of ``fig`` smaller than ``minimum`` pt
+    (titles, labels, tick labels, legends, annotations)."""
+    fig.canvas.draw()  # tick labels exist once drawn
+    return [
+        (t.get_text(), t.get_fontsize())
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_fontsize() < minimum
+    ]
+
+
+def raise_small_fonts(fig, minimum: float = MIN_FONT) -> None:
+    """Set every text of ``fig`` smaller than ``minimum`` pt to ``minimum`` pt."""
+    for t in fig.findobj(Text):
+        if t.get_fontsize() < minimum:
+            t.set_fontsize(minimum)
+
+
+def save_figure(fig, path: str | os.PathLike) -> tuple[Path, Path]:
+    """Write ``fig`` as ``path`` (PNG at `DPI`) and a PDF beside it (``path`` with ``.pdf``),
+    then close it; returns ``(png, pdf)``.
+
+    Both files are rendered in memory before either is written, and each is written
+    atomically (`results.atomic_write_bytes`), so a failure leaves no partial file. Fonts
+    below `MIN_FONT` pt are raised to it first.
+    """
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"path must end in .png; got {str(path)!r}")
+    try:
+        raise_small_fonts(fig)
+        rendered = {}
+        for kind in ("png", "pdf"):
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=kind, dpi=DPI, bbox_inches="tight")
+            rendered[kind] = buffer.getvalue()
+    finally:
+        plt.close(fig)
+    png = results.atomic_write_bytes(path, rendered["png"])
+    pdf = results.atomic_write_bytes(path.with_suffix(".pdf"), rendered["pdf"])
+    return png, pdf
+
+
+# --------------------------------------------------------------------------------------------
+# Panels
+
+
+def heatmap(ax, S: np.ndarray, ticks: np.ndarray, title: str, *, vmin: float = -1.0):
+    """A similarity matrix ``S`` [n, n] on [vmin, 1] with token ids ``ticks`` [n] on both axes;
+    returns the image (for `colorbar`)."""
+    image = ax.imshow(S, cmap="RdBu_r", vmin=vmin, vmax=1, interpolation="nearest")
+    ticks = np.asarray(ticks)
     step = max(1, len(ticks) // 8)
     positions = np.arange(0, len(ticks), step)
-    ax.set_xticks(positions, [str(t) for t in ticks[positions]], fontsize=7)
-    ax.set_yticks(positions, [str(t) for t in ticks[positions]], fontsize=7)
-    ax.set_xlabel("token b")
-    ax.set_ylabel("token a")
-    ax.set_title(title, fontsize=9)
+    ax.set_xticks(positions, [str(t) for t in ticks[positions]])
+    ax.set_yticks(positions, [str(t) for t in ticks[positions]])
+    ax.grid(False)
+    axis_labels(ax, "token $b$", "token $a$", title)
     return image
 
 
 def pca_scatter(ax, scores: np.ndarray, labels: np.ndarray, explained, title: str) -> None:
-    """Tokens in the plane of the first two principal components, coloured by token id."""
+    """Tokens in the plane of the first two principal components (``scores`` [n, ≥2]),
+    coloured by token id ``labels`` [n]; ``explained`` [≥1] the variance ratios."""
     ax.plot(scores[:, 0], scores[:, 1], color="0.8", lw=0.6, zorder=1)
     ax.scatter(scores[:, 0], scores[:, 1], c=labels, cmap="viridis", s=18, zorder=2)
     if len(labels) <= 60:
         for (x, y), t in zip(scores[:, :2], labels, strict=True):
-            ax.annotate(str(t), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
-    ax.set_xlabel(f"PC1 ({100 * explained[0]:.0f}% var.)")
-    ax.set_ylabel(f"PC2 ({100 * explained[1]:.0f}% var.)" if len(explained) > 1 else "PC2")
-    ax.set_title(title, fontsize=9)
+            ax.annotate(
+                str(t), (x, y), fontsize=MIN_FONT, xytext=(2, 2), textcoords="offset points"
+            )
+    second = f"PC2 ({100 * explained[1]:.0f}% var.)" if len(explained) > 1 else "PC2"
+    axis_labels(ax, f"PC1 ({100 * explained[0]:.0f}% var.)", second, title)
+
+
+# --------------------------------------------------------------------------------------------
+# The library's figures (`cli`)
 
 
 def signature_geometry_figure(geometry: SignatureGeometry, task: str):
     """Heatmaps (top) and PCA (bottom) of every signature geometry in ``geometry``."""
     names = list(geometry.similarity)
-    fig, axes = plt.subplots(
-        2, len(names), figsize=(3.3 * len(names), 6.6), squeeze=False, layout="constrained"
+    fig, axes = figure(
+        2,
+        len(names),
+        panel=(3.3, 3.3),
+        squeeze=False,
+        suptitle=f"{task}: signature geometry of the '{geometry.group}' tokens",
     )
     for column, name in enumerate(names):
-        label = _title(name)
-        image = heatmap(axes[0, column], geometry.similarity[name], geometry.alphas, label)
+        title = signature_title(name)
+        image = heatmap(axes[0, column], geometry.similarity[name], geometry.alphas, title)
         pca = geometry.pca[name]
         pca_scatter(
             axes[1, column],
             np.asarray(pca.scores),
             geometry.alphas,
             np.asarray(pca.explained_variance_ratio),
-            f"PCA of {label}",
+            f"PCA of {title}",
         )
-    fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="cosine similarity")
-    fig.suptitle(f"{task}: signature geometry of the '{geometry.group}' tokens")
+    colorbar(fig, image, axes[0, :])
     return fig
 
 
-def _title(name: str) -> str:
+def signature_title(name: str) -> str:
+    """Mathtext for a signature geometry's key: ``"order1"`` -> $S^{sig,(1)}$, ``"order1_k3"``
+    -> $S^{sig,(1)}_{k=3}$."""
     if "_k" in name:
         order, k = name.split("_k")
         return f"$S^{{sig,({order[-1]})}}_{{k={k}}}$"
@@ -71,57 +332,60 @@ def _title(name: str) -> str:
 
 
 def _lane_styles(gamma: np.ndarray, seed: np.ndarray, lr: np.ndarray):
-    """One colour per gamma, one line style per seed; labels name the lane."""
-    colours = plt.cm.viridis(np.linspace(0.0, 0.9, max(len(np.unique(gamma)), 1)))
-    colour_of = {g: colours[i] for i, g in enumerate(np.unique(gamma))}
-    styles = ("-", "--", ":", "-.")
-    style_of = {s: styles[i % len(styles)] for i, s in enumerate(np.unique(seed))}
+    """One colour per γ (`gamma_colour`); seeds after the first get thinner lines with
+    markers (line style is reserved for the role: these are all training)."""
+    markers = (None, "o", "s", "^", "v", "D")
+    marker_of = {s: markers[i % len(markers)] for i, s in enumerate(np.unique(seed))}
     for g, s, r in zip(gamma, seed, lr, strict=True):
-        yield dict(color=colour_of[g], ls=style_of[s], label=f"γ={g:g} seed={s} lr={r:g}")
+        yield dict(
+            color=gamma_colour(g),
+            ls=LINE_STYLE["training"],
+            marker=marker_of[s],
+            ms=3,
+            markevery=0.1,
+            label=rf"$\gamma$={g:g} seed={s} $\eta$={r:g}",
+        )
 
 
 def training_figure(sweep_result, curves, time_label: str):
-    """Loss, accuracy, rho_0(t) and the held-out probe correlation of every lane of a sweep."""
+    """Loss, accuracy, ρ₀(t) and the held-out probe correlation of every lane of a sweep."""
     traj = sweep_result.trajectory
     x = np.maximum(np.asarray(traj.steps[0]), 1)
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8), layout="constrained")
+    fig, axes = figure(1, 4, panel=(4.2, 3.6))
     styles = list(_lane_styles(sweep_result.gamma, sweep_result.seed, sweep_result.lr))
     for lane, style in enumerate(styles):
         axes[0].plot(x, traj.loss[lane], **style)
         axes[1].plot(x, traj.accuracy[lane], **style)
         axes[2].plot(x, curves.rho0[lane], **style)
         if curves.probe_steps.size:
-            axes[3].plot(
-                np.maximum(curves.probe_steps, 1),
-                curves.probe_corr[lane],
-                marker="o",
-                ms=3,
-                **style,
-            )
-    titles = (
-        "loss (cross-entropy, nats)",
-        "training accuracy",
-        f"$\\rho_0$: $S^{{emb}}$ vs $S^{{sig,(0)}}$ ({curves.rho0_method})",
-        "first-order probe, held-out corr.",
+            style = {**style, "marker": "o", "markevery": 1}
+            axes[3].plot(np.maximum(curves.probe_steps, 1), curves.probe_corr[lane], **style)
+    panels = (
+        (LOSS, "cross-entropy"),
+        (ACCURACY, "training accuracy"),
+        (
+            rf"$\rho_0$ ({curves.rho0_method})",
+            r"$\rho_0$: $S^{emb}$ vs $S^{sig,(0)}$",
+        ),
+        ("held-out corr.", "first-order probe"),
     )
-    for ax, title in zip(axes, titles, strict=True):
+    for ax, (y, title) in zip(axes, panels, strict=True):
         ax.set_xscale("log")
-        ax.set_xlabel(time_label)
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6, loc="best")
+        axis_labels(ax, time_label, y, title)
+    legend(axes[0], loc="best")
     return fig
 
 
 def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
-    """Embedding cosine heatmaps and PCA at chosen snapshots, next to ``S^{sig,(0)}``."""
+    """Embedding cosine heatmaps and PCA at chosen snapshots, next to ``S^{sig,(0)}``.
+
+    ``W_E`` [snapshots, vocab, d], ``steps`` [snapshots]; ``curves.alphas`` the tokens shown.
+    """
     from ctx_staircase import metrics
 
     alphas = curves.alphas
     columns = len(snapshot_indices) + 1
-    fig, axes = plt.subplots(
-        2, columns, figsize=(3.3 * columns, 6.6), squeeze=False, layout="constrained"
-    )
+    fig, axes = figure(2, columns, panel=(3.3, 3.3), squeeze=False, suptitle=title)
     S_emb = np.asarray(metrics.cosine_matrix(np.asarray(W_E)[:, alphas]))
     for column, s in enumerate(snapshot_indices):
         image = heatmap(axes[0, column], S_emb[s], alphas, f"$S^{{emb}}$ at step {steps[s]}")
@@ -135,55 +399,41 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
         )
     heatmap(axes[0, -1], curves.S_sig0, alphas, "$S^{sig,(0)}$ (signature)")
     axes[1, -1].axis("off")
-    fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="cosine similarity")
-    fig.suptitle(title)
+    colorbar(fig, image, axes[0, :])
     return fig
 
 
 def theory_overlay_figure(experiment: dict, title: str):
-    """Theory dashed over training solid: logit scale, rho_0 and rho_1 against t = lr * step."""
+    """Theory over training: logit scale, ρ₀ and ρ₁ against t = η · step, one colour per γ,
+    each theory in its role's style (`theory_styles`), the styles explained in the legend."""
     ts = experiment["ts"]
     runs = experiment["runs"]
-    colours = plt.cm.viridis(np.linspace(0.0, 0.9, len(runs)))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
-    dashes = {"closed_form": "--", "signature_flow": ":", "uniform_attention_flow": "--"}
-    for colour, run in zip(colours, runs, strict=True):
+    fig, axes = figure(1, 3, panel=(5.0, 4.0), suptitle=title)
+    names = list(runs[0]["comparisons"])
+    for run in runs:
+        colour = gamma_colour(run["gamma"])
         first = next(iter(run["comparisons"].values()))
-        axes[0].plot(
-            ts,
-            first["logit_scale"]["simulation"],
-            color=colour,
-            lw=1.8,
-            label=f"γ={run['gamma']:g} training",
-        )
+        axes[0].plot(ts, first["logit_scale"]["simulation"], color=colour, lw=1.8)
         for m in (0, 1):
             axes[1 + m].plot(ts, first["rho"]["simulation"][m], color=colour, lw=1.8)
         for name, comparison in run["comparisons"].items():
-            style = next(v for k, v in dashes.items() if name.startswith(k))
-            axes[0].plot(ts, comparison["logit_scale"]["theory"], color=colour, ls=style, lw=1.2)
+            style = {"color": colour, **theory_styles(name)}
+            axes[0].plot(ts, comparison["logit_scale"]["theory"], **style)
             for m in (0, 1):
-                axes[1 + m].plot(ts, comparison["rho"]["theory"][m], color=colour, ls=style, lw=1.2)
-    axes[0].axhline(experiment["threshold"], color="k", lw=0.8, ls="-.", label="escape threshold")
+                axes[1 + m].plot(ts, comparison["rho"]["theory"][m], **style)
+    reference(axes[0], y=experiment["threshold"], label="escape threshold")
     axes[0].set_yscale("log")
     axes[0].set_ylim(top=1e3)  # past escape the truncated theories blow up; not their regime
-    axes[0].set_title("largest centred logit (nats)", fontsize=9)
-    axes[1].set_title("$\\rho_0$: alignment with $S^{sig,(0)}$", fontsize=9)
-    axes[2].set_title("$\\rho_1$: best first-order frequency alignment", fontsize=9)
-    names = ", ".join(
-        f"{k} ({v})"
-        for k, v in dashes.items()
-        if any(n.startswith(k) for n in runs[0]["comparisons"])
-    )
-    for ax in axes:
-        ax.set_xlabel("t = lr · step")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6)
-    fig.suptitle(f"{title}\ntraining solid; theory: {names}", fontsize=10)
+    axis_labels(axes[0], FLOW_TIME, "largest centred logit (nats)", "logit scale")
+    axis_labels(axes[1], FLOW_TIME, r"$\rho_0$ (corr.)", r"alignment with $S^{sig,(0)}$")
+    axis_labels(axes[2], FLOW_TIME, r"$\rho_1$ (corr.)", "best first-order frequency alignment")
+    extra = [*gamma_handles(r["gamma"] for r in runs), *theory_handles(names)]
+    role_legend(axes[0], roles=("training",), extra=extra, loc="best")
     return fig
 
 
 def escape_time_figure(experiment: dict, title: str):
-    """Escape time against gamma: theory lines, measured points (SPEC §8 item 14).
+    """Escape time against γ: theory lines, measured points (SPEC §8 item 14).
 
     FFN: linear axes with the analytic slope ``ln d / (C_1 s_1)`` (eq. C8). Attention-only:
     log time, with the plateau law ``T_Z d^{2 gamma} - c`` and its power ``T_Z d^{2 gamma}``,
@@ -193,39 +443,27 @@ def escape_time_figure(experiment: dict, title: str):
     slopes = experiment["escape_slope"]
     gammas = np.asarray(escape["gamma"])
     attention = experiment.get("model") == "attention"
-    fig, ax = plt.subplots(figsize=(5.2, 4), layout="constrained")
+    unit = r"$d \ln t / d\gamma$" if attention else "slope"
+    measured = f"measured {unit} {slopes['simulation']:.2f}"
+    fig, ax = figure(1, 1, panel=(5.4, 4.2), suptitle=f"{title}\n{measured}")
     ax.plot(gammas, escape["simulation"], "o", color="k", label="training (measured)")
-    for name, values in escape.items():
-        if name in ("gamma", "simulation"):
-            continue
-        unit = "d ln t/dγ" if attention else "slope"
-        ax.plot(gammas, values, "--", label=f"{name} ({unit} {slopes[name]:.2f})")
+    theories = [name for name in escape if name not in ("gamma", "simulation")]
+    for i, name in enumerate(theories):
+        label = f"{theory_label(name)} ({unit} {slopes[name]:.2f})"
+        style = theory_styles(name)
+        ax.plot(gammas, escape[name], color=f"C{i + 1}", marker="x", label=label, **style)
     fine = np.linspace(gammas.min(), gammas.max(), 100)
     if attention:
         law = experiment["law"]
         d = float(np.exp(slopes["analytic"] / 2))
-        ax.plot(
-            fine,
-            law["blowup_time_T_Z"] * d ** (2 * fine),
-            ":",
-            color="0.4",
-            label=f"T_Z d^(2γ), slope 2 ln d = {slopes['analytic']:.2f}",
-        )
+        label = rf"$T_Z d^{{2\gamma}}$, slope $2 \ln d$ = {slopes['analytic']:.2f}"
+        ax.plot(fine, law["blowup_time_T_Z"] * d ** (2 * fine), color="0.4", label=label)
         ax.set_yscale("log")
     else:
         analytic = slopes["analytic"]
         anchor = np.nanmean(np.asarray(escape["simulation"]) - analytic * gammas)
-        ax.plot(
-            fine,
-            anchor + analytic * fine,
-            ":",
-            color="0.4",
-            label=f"ln d / (C_1 s_1) slope {analytic:.1f} (offset fitted)",
-        )
-    ax.set_xlabel("γ (initial std d^{-γ})")
-    ax.set_ylabel("escape time t = lr · step" + (" (log)" if attention else ""))
-    measured = f"{'d ln t/dγ' if attention else 'slope'} {slopes['simulation']:.2f}"
-    ax.set_title(f"{title}\nmeasured {measured}", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+        label = rf"$\ln d / (C_1 s_1)$, slope {analytic:.1f} (offset fitted)"
+        ax.plot(fine, anchor + analytic * fine, color="0.4", label=label)
+    axis_labels(ax, GAMMA, "escape time " + FLOW_TIME + (" (log)" if attention else ""))
+    legend(ax)
     return fig
