@@ -123,7 +123,7 @@ def theory_styles(name: str) -> dict:
 def theory_label(name: str) -> str:
     """Words for the theory ``name`` (its role's words first: "closed form", "ODE")."""
     if name == "closed_form":
-        return "closed form (linear phase)"
+        return "closed form: linear phase"
     if name == "closed_form_feedback":
         return "closed form with softmax feedback"
     if name.startswith("signature_flow_m"):
@@ -131,7 +131,7 @@ def theory_label(name: str) -> str:
     if name == "uniform_attention_flow":
         return "ODE: uniform-attention flow"
     if name == "plateau_law":
-        return r"plateau law $T_Z d^{2\gamma} - c$"
+        return r"closed form: plateau law $T_Z d^{2\gamma} - c$"
     return f"{ROLE_LABEL[theory_role(name)]}: {name.replace('_', ' ')}"
 
 

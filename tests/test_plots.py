@@ -1,0 +1,350 @@
+"""The figure convention of `plots` (styles, colours, role legend, fonts) and `save_figure`
+(PNG at >= 150 dpi and a PDF beside it, atomically), and the library's figures on small input."""
+
+from __future__ import annotations
+
+import ast
+import io
+from pathlib import Path
+
+import matplotlib.colors as mcolors
+import numpy as np
+import pytest
+from PIL import Image
+
+from ctx_staircase import plots, results
+
+EXPERIMENTS = Path(plots.__file__).parent / "experiments"
+
+
+def _line_style(ls):
+    """The dash pattern Matplotlib draws for ``ls`` (so '--' and (0, (3.7, 1.6)) compare)."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], ls=ls, lw=1.0)._unscaled_dash_pattern
+
+
+# --------------------------------------------------------------------------------------------
+# the convention
+
+
+def test_line_styles_are_the_convention_and_distinct():
+    assert plots.LINE_STYLE["training"] == "-"
+    assert plots.LINE_STYLE["closed_form"] == "--"
+    assert plots.LINE_STYLE["ode"] == ":"
+    patterns = [_line_style(ls) for ls in plots.LINE_STYLE.values()]
+    assert len({str(p) for p in patterns}) == len(patterns)
+
+
+@pytest.mark.parametrize(
+    "name, role",
+    [
+        ("closed_form", "closed_form"),
+        ("closed_form_feedback", "closed_form"),
+        ("plateau_law", "closed_form"),
+        ("signature_flow_m1", "ode"),
+        ("signature_flow_m3", "ode"),
+        ("uniform_attention_flow", "ode"),
+    ],
+)
+def test_theories_take_their_roles_style_and_words(name, role):
+    assert plots.theory_role(name) == role
+    style = plots.theory_styles(name)
+    label = plots.theory_label(name)
+    assert label.startswith(plots.ROLE_LABEL[role])
+    dashes = _line_style(style["ls"])[1]
+    if role == "ode":  # dotted: short on-segments
+        assert dashes is not None and dashes[0] <= 1.0
+    else:  # dashed: long on-segments
+        assert dashes is not None and dashes[0] >= 3.0
+    assert _line_style(style["ls"]) != _line_style(plots.LINE_STYLE["training"])
+
+
+def test_plain_theories_use_exactly_their_roles_line_style():
+    assert plots.theory_styles("closed_form")["ls"] == plots.LINE_STYLE["closed_form"]
+    assert plots.theory_styles("uniform_attention_flow")["ls"] == plots.LINE_STYLE["ode"]
+
+
+def test_variants_of_one_role_are_told_apart():
+    names = ["closed_form", "closed_form_feedback", "signature_flow_m1", "signature_flow_m2"]
+    patterns = {str(_line_style(plots.theory_styles(n)["ls"])) for n in names}
+    assert len(patterns) == len(names)
+    assert len({plots.theory_label(n) for n in names}) == len(names)
+
+
+def test_an_unknown_theory_is_refused():
+    with pytest.raises(ValueError, match="unknown theory"):
+        plots.theory_role("mystery")
+
+
+def test_gamma_colour_depends_on_gamma_only_and_orders_them():
+    assert plots.gamma_colour(0.8) == plots.gamma_colour(np.float64(0.8))
+    gammas = [0.2, 0.5, 0.8, 1.0, 1.5]
+    colours = [mcolors.to_hex(plots.gamma_colour(g)) for g in gammas]
+    assert len(set(colours)) == len(gammas)
+    # the same γ has the same colour whatever the other γ of the figure
+    assert mcolors.to_hex(plots.gamma_colour(1.0)) == colours[3]
+    # monotone along viridis: blue-purple for small γ, yellow-green for large
+    low, high = (mcolors.to_rgb(plots.gamma_colour(g)) for g in (0.0, 2.0))
+    assert low[2] > low[1] and high[1] > high[2]
+
+
+def test_order_colour_is_the_cycle_colour_of_the_order():
+    assert [plots.order_colour(m) for m in range(3)] == ["C0", "C1", "C2"]
+    assert len({mcolors.to_hex(plots.order_colour(m)) for m in range(4)}) == 4
+    with pytest.raises(ValueError):
+        plots.order_colour(-1)
+
+
+def test_role_legend_explains_line_styles_in_words():
+    fig, ax = plots.figure()
+    ax.plot([0, 1], [0, 1], color=plots.gamma_colour(0.5), label=r"$\gamma = 0.5$")
+    legend = plots.role_legend(ax, extra=plots.theory_handles(["signature_flow_m2"]))
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert texts == [
+        r"$\gamma = 0.5$",
+        "training",
+        "closed form",
+        "ODE",
+        "ODE: signature flow to order 2",
+    ]
+    lines = legend.get_lines()
+    for line, role in zip(lines[1:4], ("training", "closed_form", "ode"), strict=True):
+        assert _line_style(line.get_linestyle()) == _line_style(plots.LINE_STYLE[role])
+    plots.plt.close(fig)
+
+
+def test_reference_line_and_legend_helpers():
+    fig, ax = plots.figure()
+    assert plots.legend(ax) is None  # nothing labelled, no empty legend box
+    plots.reference(ax, y=0.5, x=2.0, label="threshold")
+    assert [line.get_label() for line in ax.get_lines()][0] == "threshold"
+    assert len(ax.get_lines()) == 2
+    assert plots.legend(ax) is not None
+    plots.plt.close(fig)
+
+
+def test_epoch_axis_is_symlog_from_zero():
+    fig, ax = plots.figure()
+    ax.plot([0, 10, 100], [0, 1, 2])
+    plots.epoch_axis(ax, linthresh=10)
+    assert ax.get_xscale() == "symlog" and ax.get_xlim()[0] == 0
+    assert ax.get_xlabel() == plots.EPOCH
+    plots.plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# fonts
+
+
+def test_a_produced_figure_has_no_font_under_the_minimum():
+    fig, axes = plots.figure(1, 2, suptitle="title")
+    axes[0].plot([1, 2], [3, 4], label="a")
+    axes[0].annotate("note", (1, 3))
+    plots.axis_labels(axes[0], plots.FLOW_TIME, plots.LOSS, "panel")
+    plots.role_legend(axes[0])
+    plots.heatmap(axes[1], np.eye(3), np.arange(3), "$S$")
+    assert plots.small_texts(fig) == []
+    assert plots.MIN_FONT >= 8
+    plots.plt.close(fig)
+
+
+def test_small_texts_sees_a_small_font_and_raise_small_fonts_fixes_it():
+    fig, ax = plots.figure()
+    ax.set_title("tiny", fontsize=5)
+    ax.legend(handles=plots.role_handles(), fontsize=6)
+    found = dict(plots.small_texts(fig))
+    assert found["tiny"] == 5 and found["training"] == 6
+    plots.raise_small_fonts(fig)
+    assert plots.small_texts(fig) == []
+    plots.plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# save_figure
+
+
+def _png_dpi(data: bytes) -> float:
+    with Image.open(io.BytesIO(data)) as image:
+        return float(image.info["dpi"][0])
+
+
+def test_save_figure_writes_png_at_150_dpi_or_more_and_a_pdf(tmp_path):
+    fig, ax = plots.figure(panel=(2.0, 1.5))
+    ax.plot([0, 1], [1, 0])
+    ax.set_title("small", fontsize=4)
+    png, pdf = plots.save_figure(fig, tmp_path / "sub" / "f.png")
+    assert png == tmp_path / "sub" / "f.png" and pdf == tmp_path / "sub" / "f.pdf"
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _png_dpi(data) >= 150
+    with Image.open(png) as image:
+        width, height = image.size
+    assert width >= 1.5 * 150 and height >= 1.0 * 150  # rendered at the dpi, not upscaled
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    assert not plots.plt.fignum_exists(fig.number)  # closed
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["f.pdf", "f.png"]
+
+
+def test_save_figure_raises_small_fonts_before_rendering(tmp_path):
+    fig, ax = plots.figure()
+    ax.set_title("small", fontsize=4)
+    plots.save_figure(fig, tmp_path / "f.png")
+    assert ax.title.get_fontsize() >= plots.MIN_FONT
+
+
+def test_save_figure_leaves_no_file_when_rendering_fails(tmp_path, monkeypatch):
+    fig, ax = plots.figure()
+    ax.plot([0, 1], [1, 0])
+    real = type(fig).savefig
+
+    def fail_on_pdf(self, fname, **kw):
+        if kw.get("format") == "pdf":
+            raise RuntimeError("disk full")
+        return real(self, fname, **kw)
+
+    monkeypatch.setattr(type(fig), "savefig", fail_on_pdf)
+    with pytest.raises(RuntimeError, match="disk full"):
+        plots.save_figure(fig, tmp_path / "f.png")
+    assert list(tmp_path.iterdir()) == []  # not the PNG alone, no temp file
+
+
+def test_save_figure_leaves_the_old_file_whole_when_writing_fails(tmp_path, monkeypatch):
+    (tmp_path / "f.png").write_bytes(b"old")
+    fig, ax = plots.figure()
+
+    def fail(path, data):
+        raise OSError("no space")
+
+    monkeypatch.setattr(results, "atomic_write_bytes", fail)
+    with pytest.raises(OSError):
+        plots.save_figure(fig, tmp_path / "f.png")
+    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]
+    assert (tmp_path / "f.png").read_bytes() == b"old"
+
+
+def test_save_figure_wants_a_png_path(tmp_path):
+    fig, _ = plots.figure()
+    with pytest.raises(ValueError, match=".png"):
+        plots.save_figure(fig, tmp_path / "f.jpg")
+    plots.plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# the library's figures on small synthetic input
+
+
+def _theory_experiment(model: str = "ffn") -> dict:
+    ts = np.linspace(0.0, 5.0, 30)
+    names = (
+        ["closed_form", "closed_form_feedback", "signature_flow_m1"]
+        if model == "ffn"
+        else ["uniform_attention_flow"]
+    )
+    runs = []
+    for gamma in (0.5, 1.0):
+        rho = np.stack([np.tanh(ts), 0.5 * np.tanh(ts)])
+        compared = {
+            "logit_scale": {"simulation": np.exp(ts / gamma) * 1e-2, "theory": np.exp(ts) * 1e-2},
+            "rho": {"simulation": rho, "theory": 0.9 * rho},
+        }
+        runs.append({"gamma": gamma, "comparisons": dict.fromkeys(names, compared)})
+    escape = {"gamma": [0.5, 1.0], "simulation": [1.0, 2.0], **{n: [1.1, 2.2] for n in names}}
+    slopes = {n: 2.2 for n in [*names, "simulation", "analytic"]}
+    if model == "attention":
+        escape["plateau_law"] = [1.0, 2.1]
+        slopes["plateau_law"] = 2.0
+    return {
+        "model": model,
+        "ts": ts,
+        "threshold": 0.5,
+        "runs": runs,
+        "escape": escape,
+        "escape_slope": slopes,
+        "law": {"blowup_time_T_Z": 0.3},
+    }
+
+
+def _texts(fig) -> list[str]:
+    from matplotlib.text import Text
+
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text().strip()]
+
+
+def _assert_convention(fig) -> None:
+    """Fonts >= MIN_FONT, a y-label on every panel with data, balanced mathtext, no raw TeX."""
+    assert plots.small_texts(fig) == []
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>" or not ax.axison:
+            continue
+        assert ax.get_ylabel(), f"panel {ax.get_title()!r} has no y-label"
+    for text in _texts(fig):
+        assert text.count("$") % 2 == 0, text
+        outside = text.split("$")[::2]
+        assert not any("\\" in part or "^{" in part or "_{" in part for part in outside), text
+
+
+@pytest.mark.parametrize("model", ["ffn", "attention"])
+def test_theory_overlay_figure_draws_each_theory_in_its_style(model, tmp_path):
+    experiment = _theory_experiment(model)
+    fig = plots.theory_overlay_figure(experiment, "overlay")
+    _assert_convention(fig)
+    names = list(experiment["runs"][0]["comparisons"])
+    legend_texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "training" in legend_texts
+    assert all(plots.theory_label(n) in legend_texts for n in names)
+    assert r"$\gamma = 0.5$" in legend_texts
+    # every theory curve carries its theory's dash pattern and its γ's colour
+    styles = {str(_line_style(plots.theory_styles(n)["ls"])) for n in names}
+    lines = fig.axes[1].get_lines()
+    drawn = {str(line._unscaled_dash_pattern) for line in lines}
+    assert styles | {str(_line_style("-"))} == drawn
+    colours = {mcolors.to_hex(line.get_color()) for line in lines}
+    assert colours == {mcolors.to_hex(plots.gamma_colour(g)) for g in (0.5, 1.0)}
+    png, pdf = plots.save_figure(fig, tmp_path / "overlay.png")
+    assert png.is_file() and pdf.is_file()
+
+
+@pytest.mark.parametrize("model", ["ffn", "attention"])
+def test_escape_time_figure_follows_the_convention(model):
+    fig = plots.escape_time_figure(_theory_experiment(model), "escape")
+    _assert_convention(fig)
+    texts = " ".join(_texts(fig))
+    assert "training (measured)" in texts and "closed form" in texts or "ODE" in texts
+    plots.plt.close(fig)
+
+
+def test_heatmap_and_pca_panels_follow_the_convention():
+    fig, axes = plots.figure(1, 2)
+    image = plots.heatmap(axes[0], np.eye(4), np.arange(4), "$S^{emb}$")
+    rng = np.random.default_rng(0)
+    plots.pca_scatter(axes[1], rng.normal(size=(4, 2)), np.arange(4), [0.6, 0.3], "PCA")
+    plots.colorbar(fig, image, axes[0])
+    _assert_convention(fig)
+    assert axes[1].get_ylabel() == "PC2 (30% var.)"
+    plots.plt.close(fig)
+
+
+# --------------------------------------------------------------------------------------------
+# the experiments draw through plots
+
+
+def _experiment_sources():
+    return sorted(p for p in EXPERIMENTS.glob("*.py") if p.name != "__init__.py")
+
+
+@pytest.mark.parametrize("path", _experiment_sources(), ids=lambda p: p.stem)
+def test_experiments_draw_through_plots(path):
+    """No experiment opens a figure, sets a font under the minimum, or saves a figure itself."""
+    tree = ast.parse(path.read_text())
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("subplots", "savefig", "tight_layout"):
+                problems.append(f"line {node.lineno}: .{node.func.attr}()")
+            for kw in node.keywords:
+                size = kw.value
+                if kw.arg == "fontsize" and isinstance(size, ast.Constant):
+                    if isinstance(size.value, int | float) and size.value < plots.MIN_FONT:
+                        problems.append(f"line {node.lineno}: fontsize={size.value}")
+    assert not problems, "\n".join(problems)
