@@ -52,7 +52,6 @@ instead of 23 (fewer probe fits; the late window keeps 700 and 1000).
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, sweep
@@ -367,8 +366,12 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
 def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime):
     shown = [int(np.flatnonzero(steps == e)[0]) for e in (10, 100, 200, 1000) if e in steps]
     columns = len(shown) + 2
-    fig, axes = plt.subplots(
-        2, columns, figsize=(3.0 * columns, 6.0), layout="constrained", squeeze=False
+    fig, axes = plots.figure(
+        2,
+        columns,
+        panel=(3.0, 3.0),
+        squeeze=False,
+        suptitle=f"Task 4 ($n_x$=20, $n_a$=10): anchor embedding geometry (seed 0); {regime.label}",
     )
     for column, t in enumerate(shown):
         image = plots.heatmap(axes[0, column], S_emb[t], anchors, f"$S^{{emb}}$, epoch {steps[t]}")
@@ -388,48 +391,54 @@ def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime
         axes[1, -2], probe_geometry[1], anchors, f"$S^{{(1)}}$ probe fit, epoch {steps[-1]}"
     )
     axes[1, -1].axis("off")
-    fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="cosine")
-    fig.suptitle(f"Task 4 (n_x=20, n_a=10): anchor embedding geometry (seed 0); {regime.label}")
+    plots.colorbar(fig, image, axes[0, :])
     return fig
 
 
 def _orders_figure(steps, curves, accuracy, null_accuracy, config, regime):
     x = steps
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        2,
+        panel=(5.5, 4.0),
+        suptitle=f"Task 4: FFN ReLU d={config['d']}, $\\gamma$={config['gamma']:g}; {regime.label}",
+    )
     ax = axes[0]
     series = (
-        ("S0_1mse", "$S^{(0)}$ (1 − MSE; exact $S^{(0)}$ ≡ 1)", "C0", "-"),
-        ("S1_probe", "$S^{(1)}$ probe, held-out corr.", "C1", "-"),
-        ("S2_probe", "$S^{(2)}$ probe, held-out corr.", "C2", "-"),
-        ("S1_flat", "flattened $S^{(1)}$ (banded), corr.", "C1", ":"),
+        ("S0_1mse", "$S^{(0)}$ (1 − MSE; exact $S^{(0)}$ ≡ 1)", 0, "o"),
+        ("S1_probe", "$S^{(1)}$ probe, held-out corr.", 1, "o"),
+        ("S2_probe", "$S^{(2)}$ probe, held-out corr.", 2, "o"),
+        ("S1_flat", "flattened $S^{(1)}$ (banded), corr.", 1, "x"),
     )
-    for key, label, colour, style in series:
+    for key, label, order, marker in series:
         values = curves[key]
-        ax.plot(x, values.mean(0), color=colour, ls=style, label=label, marker="o", ms=2.5)
-    ax.axhline(0, color="0.6", lw=0.8)
-    ax.axhline(HIGH, color="0.6", lw=0.8, ls="--")
+        colour = plots.order_colour(order)
+        ax.plot(x, values.mean(0), color=colour, label=label, marker=marker, ms=3)
+    plots.reference(ax, y=0, ls="-")
+    plots.reference(ax, y=HIGH)
     ax.axvspan(LATE_FRACTION * config["epochs"], config["epochs"], color="0.92")
-    ax.set_xscale("symlog", linthresh=SYMLOG)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("alignment with $S^{emb}$ (anchors)")
+    plots.epoch_axis(ax, SYMLOG)
     ax.set_ylim(-1.05, 1.05)
-    ax.set_title("signature orders vs embedding geometry (shaded: 'late')", fontsize=9)
-    ax.legend(fontsize=7, loc="lower left")
-    ax.grid(alpha=0.3)
-    ax = axes[1]
-    ax.plot(x, accuracy.mean(0), color="k", label="train accuracy")
-    ax.plot(x, null_accuracy.mean(0), color="k", ls=":", label="null: labels shuffled")
-    ax.plot(x, curves["offdiag_cos"].mean(0), color="C3", label="mean off-diag cos (anchors)")
-    ax.set_xscale("symlog", linthresh=SYMLOG)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("epoch")
-    ax.set_ylim(-0.05, 1.05)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    ax.set_title("training accuracy and anchor collapse", fontsize=9)
-    fig.suptitle(
-        f"Task 4: FFN ReLU d={config['d']}, γ={config['gamma']:g}; {regime.label}",
-        fontsize=10,
+    plots.axis_labels(
+        ax,
+        y=r"alignment with $S^{emb}$ (anchors, corr.)",
+        title="signature orders vs embedding geometry (shaded: 'late')",
     )
+    plots.legend(ax, loc="lower left")
+    ax = axes[1]
+    ax.plot(x, accuracy.mean(0), color="k", ls=plots.LINE_STYLE["training"], label="train accuracy")
+    ax.plot(
+        x,
+        null_accuracy.mean(0),
+        color="k",
+        ls=plots.LINE_STYLE["null"],
+        label="null: labels shuffled",
+    )
+    ax.plot(
+        x, curves["offdiag_cos"].mean(0), color="C3", label="mean off-diagonal cosine (anchors)"
+    )
+    plots.epoch_axis(ax, SYMLOG)
+    ax.set_ylim(-0.05, 1.05)
+    plots.axis_labels(ax, y="accuracy, cosine", title="training accuracy and anchor collapse")
+    plots.legend(ax)
     return fig

@@ -59,12 +59,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
-import matplotlib.pyplot as plt
 import numpy as np
 from flax import nnx
 
 from ctx_staircase import attention_dynamics as ad
-from ctx_staircase import closed_form, flows, models, signatures, train
+from ctx_staircase import closed_form, flows, models, plots, signatures, train
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, WIDE_FACTOR
@@ -497,61 +496,63 @@ def _fmt(x, spec: str = ".1f") -> str:
 
 
 def _curves_figure(by_task: dict):
-    fig, axes = plt.subplots(1, len(by_task), figsize=(6.5 * len(by_task), 4.2), squeeze=False)
+    fig, axes = plots.figure(1, len(by_task), panel=(6.0, 4.2), squeeze=False)
     for ax, (name, rows) in zip(axes[0], by_task.items(), strict=True):
-        for i, r in enumerate(rows):
-            for kind, style in (("trained", "-"), ("theory", "--")):
+        for r in rows:
+            for kind, role in (("trained", "training"), ("theory", "ode")):
                 path = r[kind]
                 keep = np.isfinite(path.attention) & (path.ts > 0)
                 ax.plot(
                     path.ts[keep],
                     _relative(path, r["baseline"])[keep],
-                    style,
-                    color=f"C{i}",
-                    label=f"γ={r['gamma']:g} {kind}",
+                    ls=plots.LINE_STYLE[role],
+                    color=plots.gamma_colour(r["gamma"]),
                 )
         for level in (THRESHOLD, -THRESHOLD):
-            ax.axhline(level, color="0.5", ls=":", lw=0.8)
+            plots.reference(ax, y=level)
         ax.set_xscale("log")
         ax.set_ylim(-0.6, 1.0)
-        ax.set_xlabel("t = lr · step")
-        ax.set_ylabel("(A − A_0) / A_0, target attention")
-        ax.set_title(f"{name}: solid trained, dashed first-order theory", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
-    fig.tight_layout()
+        plots.axis_labels(
+            ax,
+            plots.FLOW_TIME,
+            r"$(A - A_0) / A_0$ (target attention)",
+            f"{name}: training vs first-order flow (eq. A9)",
+        )
+        extra = plots.gamma_handles(r["gamma"] for r in rows)
+        plots.role_legend(ax, roles=("training", "ode"), extra=extra, ncol=2)
     return fig
 
 
 def _times_figure(numbers: dict):
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = plots.figure(1, 1, panel=(5.8, 4.4))
     for i, (name, rows) in enumerate(numbers.items()):
         gammas = [r["gamma"] for r in rows.values()]
-        for key, marker, label in (("trained", "o", "trained"), ("theory", "x", "predicted")):
+        for key, marker, label in (("trained", "o", "training"), ("theory", "x", "ODE")):
             values = [np.nan if r[key] is None else r[key] for r in rows.values()]
-            ax.plot(gammas, values, marker, color=f"C{i}", label=f"{name} {label}")
+            ax.plot(gammas, values, marker, color=f"C{i}", label=f"{name}: {label}")
         finite = [r["trained"] for r in rows.values() if r["trained"] is not None]
         if finite:
             ax.axhline(
                 np.mean(finite),
                 color=f"C{i}",
-                ls="--",
+                ls=plots.LINE_STYLE["null"],
                 lw=0.8,
                 label=f"{name} null: constant = mean trained",
             )
         ax.plot(
             gammas,
             [r["t_max"] for r in rows.values()],
-            ":",
             color=f"C{i}",
-            lw=0.8,
-            label=f"{name} horizon",
+            lw=0.6,
+            alpha=0.6,
+            label=f"{name}: horizon",
         )
     ax.set_yscale("log")
-    ax.set_xlabel("γ (init std d^-γ)")
-    ax.set_ylabel("departure time t")
-    ax.set_title("attention departure (|A − A_0| ≥ 0.25 A_0)", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
+    plots.axis_labels(
+        ax,
+        plots.GAMMA,
+        r"departure time $t = \eta \cdot$ step",
+        r"attention departure ($|A - A_0| \geq 0.25 A_0$)",
+    )
+    plots.legend(ax)
     return fig

@@ -37,7 +37,6 @@ Conventions ([GAP] choices, also in ``config``):
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, sweep, tasks
@@ -271,11 +270,20 @@ def _heatmap(fig, ax, S: np.ndarray, ticks: np.ndarray, title: str) -> None:
     image = ax.images[0]
     image.set_cmap("viridis")
     image.set_clim(float(_offdiag(S).min()), 1.0)
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    plots.colorbar(fig, image, ax)
 
 
 def _figure(task, S_emb, S_sig, emb_pca, sig_pca, alphas, entry, cfg, regime: Regime):
-    fig, axes = plt.subplots(1, 4, figsize=(16, 3.9), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        4,
+        panel=(4.0, 3.9),
+        suptitle=(
+            f"{task}, N={cfg['N']}, ReLU FFN, $\\gamma$={cfg['gamma']:g}, seed 0; "
+            f"{regime.label}: Pearson $\\rho_0$={entry['rho0_pearson']:.3f}, "
+            f"Spearman={entry['rho0_spearman']:.3f}"
+        ),
+    )
     _heatmap(fig, axes[0], S_emb, alphas, f"$S^{{emb}}$ at epoch {cfg['epoch']}")
     _heatmap(fig, axes[1], S_sig, alphas, "$S^{sig,(0)}$")
     plots.pca_scatter(
@@ -291,10 +299,5 @@ def _figure(task, S_emb, S_sig, emb_pca, sig_pca, alphas, entry, cfg, regime: Re
         alphas,
         np.asarray(sig_pca.explained_variance_ratio),
         "PCA of $\\varphi^{y;0}_a$",
-    )
-    fig.suptitle(
-        f"{task}, N={cfg['N']}, ReLU FFN, γ={cfg['gamma']:g}, seed 0; {regime.label}: "
-        f"Pearson ρ₀={entry['rho0_pearson']:.3f}, Spearman={entry['rho0_spearman']:.3f}",
-        fontsize=10,
     )
     return fig

@@ -37,10 +37,9 @@ compiled training run); ``full=True`` adds seeds 1 and 2.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import metrics, signatures, sweep, tasks
+from ctx_staircase import metrics, plots, signatures, sweep, tasks
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
@@ -250,7 +249,17 @@ def _uniform_empirical_claim(runs: list[dict], regime: Regime) -> Claim:
 
 
 def _figure(curves: dict, numbers: dict, regime: Regime):
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6.2), layout="constrained", squeeze=False)
+    fig, axes = plots.figure(
+        2,
+        2,
+        panel=(4.6, 3.3),
+        squeeze=False,
+        suptitle=(
+            f"Task 1, epoch {EPOCHS}: $p_a$ vs "
+            "$\\hat p_a=\\mathrm{softmax}(W^U\\sigma(w^E_a))$ "
+            f"(ReLU FFN d=128, $\\gamma$=1; {regime.label})"
+        ),
+    )
     for ax in axes.ravel()[len(curves) :]:
         ax.set_visible(False)
     for ax, law in zip(axes.ravel(), curves, strict=False):
@@ -260,23 +269,24 @@ def _figure(curves: dict, numbers: dict, regime: Regime):
         lo, hi = max(support.min() - 2, 0), min(support.max() + 2, p.size - 1)
         ax.bar(y, p, color="0.75", width=0.9, label="$p_a$ (prescribed)")
         ax.plot(y, q, "o-", ms=3, lw=1, color="C0", label=f"$\\hat p_a$, epoch {EPOCHS}")
-        ax.plot(y, q0, ":", lw=1, color="C3", label="$\\hat p_a$ at init (null)")
+        ax.plot(
+            y,
+            q0,
+            ls=plots.LINE_STYLE["null"],
+            lw=1,
+            color="C3",
+            label="$\\hat p_a$ at init (null)",
+        )
         ax.set_xlim(lo - 0.5, hi + 0.5)
         s = numbers["laws"][law]["runs"][0]
         r = "n/a" if law == "uniform" else f"{s['ffn']['pearson']:.2f}"
         r0 = "n/a" if law == "uniform" else f"{s['init']['ffn']['pearson']:.2f}"
-        ax.set_title(
+        plots.axis_labels(
+            ax,
+            "label $y \\in X$",
+            "probability",
             f"{law}: r={r} KL={s['ffn']['kl']:.3f} JSD={s['ffn']['jsd']:.3f}\n"
             f"init: r={r0} JSD={s['init']['ffn']['jsd']:.3f}",
-            fontsize=8,
         )
-        ax.set_xlabel("label y ∈ X")
-        ax.set_ylabel("probability")
-        ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle(
-        f"Task 1, epoch {EPOCHS}: $p_a$ vs $\\hat p_a=\\mathrm{{softmax}}(W^U\\sigma(w^E_a))$ "
-        f"(ReLU FFN d=128, γ=1; {regime.label})",
-        fontsize=10,
-    )
+    plots.legend(axes[0, 0])
     return fig

@@ -57,7 +57,6 @@ epoch 100 and add's rho_0 declines by epoch 1200, at N = 40 neither.)
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, sweep
@@ -433,56 +432,81 @@ def _claims(data: dict, cfg: dict, regime: Regime) -> list[Claim]:
 
 
 def _curves_figure(data: dict, cfg: dict, regime: Regime):
-    fig, axes = plt.subplots(2, 4, figsize=(16, 6.6), layout="constrained")
+    fig, axes = plots.figure(
+        2,
+        4,
+        panel=(4.0, 3.4),
+        suptitle=(
+            f"Fig. 3 (N={cfg['N']}, ReLU FFN d={cfg['d']}, $\\gamma$={cfg['gamma']:g}, seed 0; "
+            f"{regime.label}): dotted vertical line: the run reaches {ACC_PHASE:.0%} accuracy "
+            "(end of its early phase [R])"
+        ),
+    )
+    train, null = plots.LINE_STYLE["training"], plots.LINE_STYLE["null"]
     for row, task in enumerate(TASKS):
-        d, null = data[(task, "trained")], data[(task, "shuffled")]
+        d, shuffled = data[(task, "trained")], data[(task, "shuffled")]
         x = d["steps"]
         method = "1−MSE" if d["rho0_method"] == "1-mse" else d["rho0_method"]
-        axes[row, 0].plot(x, d["loss"], "k-", label="trained")
-        axes[row, 0].plot(x, null["loss"], "k:", label="null: labels shuffled")
-        axes[row, 1].plot(x, d["accuracy"], "k-", label="trained")
-        axes[row, 1].plot(x, null["accuracy"], "k:", label="null: labels shuffled")
-        axes[row, 1].plot(x, d["mean_offdiag_S_emb"], "C2-", label="mean off-diagonal $S^{emb}$")
-        axes[row, 2].plot(x, d["rho0"], "C0-", label=f"ρ₀ ({method})")
-        axes[row, 2].plot(x, null["rho0"], "C0:", label=f"ρ₀ ({method}), labels shuffled")
+        axes[row, 0].plot(x, d["loss"], color="k", ls=train, label="trained")
+        axes[row, 0].plot(x, shuffled["loss"], color="k", ls=null, label="null: labels shuffled")
+        axes[row, 1].plot(x, d["accuracy"], color="k", ls=train, label="trained")
+        axes[row, 1].plot(
+            x, shuffled["accuracy"], color="k", ls=null, label="null: labels shuffled"
+        )
+        axes[row, 1].plot(
+            x, d["mean_offdiag_S_emb"], color="C2", label="mean off-diagonal $S^{emb}$"
+        )
+        order0, order1 = plots.order_colour(0), plots.order_colour(1)
+        axes[row, 2].plot(x, d["rho0"], color=order0, label=f"$\\rho_0$ ({method})")
+        axes[row, 2].plot(
+            x,
+            shuffled["rho0"],
+            color=order0,
+            ls=null,
+            label=f"$\\rho_0$ ({method}), labels shuffled",
+        )
         axes[row, 2].plot(
             d["probe_steps"],
             d["probe_corr"],
-            "C3-",
+            color=order1,
             marker="o",
             ms=3,
             label="probe $\\tilde S^{sig,(1)}$ held-out corr",
         )
-        axes[row, 3].plot(x, d["mse0"], "C0-", label="MSE to $S^{sig,(0)}$")
+        axes[row, 3].plot(x, d["mse0"], color=order0, label="MSE to $S^{sig,(0)}$")
         axes[row, 3].plot(
-            d["probe_steps"], d["probe_mse"], "C3-", marker="o", ms=3, label="probe held-out MSE"
+            d["probe_steps"],
+            d["probe_mse"],
+            color=order1,
+            marker="o",
+            ms=3,
+            label="probe held-out MSE",
         )
-        axes[row, 0].set_ylabel(task, fontsize=11)
         axes[row, 3].set_yscale("log")
-        titles = (
-            "loss",
-            "training accuracy, mean $S^{emb}$",
-            "alignment",
-            "MSE of off-diagonal similarities",
+        panels = (
+            ("loss", plots.LOSS),
+            ("training accuracy, mean $S^{emb}$", "accuracy, cosine"),
+            ("alignment", plots.ALIGNMENT),
+            ("MSE of off-diagonal similarities", "MSE (cosine$^2$)"),
         )
         phase_end = _end_of_early_phase(d)
-        for ax, title in zip(axes[row], titles, strict=True):
-            ax.set_title(f"{task}: {title}", fontsize=9)
-            ax.set_xlabel("epoch")
-            ax.grid(alpha=0.3)
-            ax.axvline(phase_end, color="0.6", lw=0.6, ls=":")
-            ax.legend(fontsize=6)
-    fig.suptitle(
-        f"Fig. 3 (N={cfg['N']}, ReLU FFN d={cfg['d']}, γ={cfg['gamma']:g}, seed 0; "
-        f"{regime.label}): dotted vertical line: the run reaches {ACC_PHASE:.0%} accuracy "
-        "(end of its early phase [R])",
-        fontsize=10,
-    )
+        for ax, (title, y) in zip(axes[row], panels, strict=True):
+            plots.axis_labels(ax, plots.EPOCH, y, f"{task}: {title}")
+            plots.reference(ax, x=phase_end, ls=":")
+            plots.legend(ax)
     return fig
 
 
 def _geometry_figure(data: dict, cfg: dict, regime: Regime):
-    fig, axes = plt.subplots(2, 4, figsize=(15, 7.2), layout="constrained")
+    fig, axes = plots.figure(
+        2,
+        4,
+        panel=(3.75, 3.6),
+        suptitle=(
+            f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
+            f"{regime.label}"
+        ),
+    )
     for row, task in enumerate(TASKS):
         d = data[(task, "trained")]
         alphas = d["alphas"]
@@ -498,10 +522,5 @@ def _geometry_figure(data: dict, cfg: dict, regime: Regime):
                 np.asarray(g["pca"].explained_variance_ratio),
                 f"{task}: PCA of $w^E$, epoch {t}",
             )
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, location="right", label="cosine")
-    fig.suptitle(
-        f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
-        f"{regime.label}",
-        fontsize=10,
-    )
+    plots.colorbar(fig, image, axes, shrink=0.5, location="right")
     return fig
