@@ -205,6 +205,21 @@ def reference(ax, y: float | None = None, x: float | None = None, **kw) -> None:
         ax.axvline(x, **style)
 
 
+def outline_cell(ax, row: int, column: int, colour: str = "r") -> None:
+    """A box around cell ``(row, column)`` of an image drawn with `imshow` on ``ax``."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, ec=colour, lw=1.5))
+
+
+def annotate_cells(ax, values: np.ndarray, fmt: str = ".2f", dark_below: float = 0.6) -> None:
+    """Write each entry of ``values`` [rows, columns] in its `imshow` cell (white on cells
+    below ``dark_below``, black above)."""
+    for (i, j), v in np.ndenumerate(np.asarray(values)):
+        colour = "w" if v < dark_below else "k"
+        ax.text(j, i, format(v, fmt), ha="center", va="center", color=colour)
+
+
 def legend(ax, **kw):
     """A legend of ``ax``'s labelled curves (`RC` font), or nothing when none is labelled."""
     if not ax.get_legend_handles_labels()[0]:

@@ -57,10 +57,9 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import metrics, signatures, sweep
+from ctx_staircase import metrics, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
@@ -499,7 +498,15 @@ def _heatmap_figure(data: dict, config: dict, regime: Regime):
         (("mod", config["activation"]), "mod, ReLU (primary)"),
         (("mod", config["diagnostic_activation"]), "mod, GELU (diagnostic)"),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        3,
+        panel=(5.0, 4.2),
+        suptitle=(
+            f"Fig. 4A,B: frequency-resolved alignment (N = p = {config['N']}); {regime.label}; "
+            "k=0 of mod is 1−MSE ($S^{sig,(1)}_0$ constant)"
+        ),
+    )
     for ax, (key, title) in zip(axes, panels, strict=True):
         d = data[key]
         image = ax.imshow(
@@ -511,18 +518,17 @@ def _heatmap_figure(data: dict, config: dict, regime: Regime):
             vmax=1,
             interpolation="nearest",
         )
+        ax.grid(False)
         ticks = np.arange(len(d["epochs"]))
-        ax.set_xticks(ticks[::2], [str(s) for s in d["epochs"][::2]], fontsize=7, rotation=45)
-        ax.set_yticks(KS[::2], [_k_text(int(k), d["constant"]) for k in KS[::2]], fontsize=7)
-        ax.set_xlabel("epoch (snapshot)")
-        ax.set_ylabel("frequency k")
-        ax.set_title(f"$\\rho_{{(1),k}}(t)$: {title}, seed 0", fontsize=9)
-    fig.colorbar(image, ax=axes.tolist(), shrink=0.85, label="Pearson (1−MSE where marked)")
-    fig.suptitle(
-        f"Fig. 4A,B: frequency-resolved alignment (N = p = {config['N']}); {regime.label}; "
-        "k=0 of mod is 1−MSE (S^sig,(1)_0 constant)",
-        fontsize=10,
-    )
+        ax.set_xticks(ticks[::2], [str(s) for s in d["epochs"][::2]], rotation=45)
+        ax.set_yticks(KS[::2], [_k_text(int(k), d["constant"]) for k in KS[::2]])
+        plots.axis_labels(
+            ax,
+            "epoch (snapshot)",
+            "frequency $k$",
+            f"$\\rho_{{(1),k}}(t)$: {title}, seed 0",
+        )
+    plots.colorbar(fig, image, axes, label="Pearson (1−MSE where marked)", shrink=0.85)
     return fig
 
 
@@ -536,7 +542,7 @@ def _ring_order(k: int, N: int) -> np.ndarray | None:
 
 def _pca_panel(ax, pca, alphas, title, *, path=None, degenerate=False):
     """Tokens in the PC1-PC2 plane, coloured and labelled by id; grey line along ``path``."""
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title)
     if degenerate:
         ax.text(
             0.5,
@@ -545,10 +551,10 @@ def _pca_panel(ax, pca, alphas, title, *, path=None, degenerate=False):
             ha="center",
             va="center",
             transform=ax.transAxes,
-            fontsize=9,
         )
         ax.set_xticks([])
         ax.set_yticks([])
+        plots.axis_labels(ax, "PC1", "PC2")
         return
     scores = np.asarray(pca.scores)
     explained = np.asarray(pca.explained_variance_ratio)
@@ -556,9 +562,10 @@ def _pca_panel(ax, pca, alphas, title, *, path=None, degenerate=False):
         ax.plot(scores[path, 0], scores[path, 1], color="0.8", lw=0.6, zorder=1)
     ax.scatter(scores[:, 0], scores[:, 1], c=alphas, cmap="viridis", s=16, zorder=2)
     for (x, y), t in zip(scores[:, :2], alphas, strict=True):
-        ax.annotate(str(t), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
-    ax.set_xlabel(f"PC1 ({100 * explained[0]:.0f}% var.)")
-    ax.set_ylabel(f"PC2 ({100 * explained[1]:.0f}% var.)")
+        ax.annotate(str(t), (x, y), xytext=(2, 2), textcoords="offset points")
+    plots.axis_labels(
+        ax, f"PC1 ({100 * explained[0]:.0f}% var.)", f"PC2 ({100 * explained[1]:.0f}% var.)"
+    )
 
 
 def _pca_figure(data: dict, config: dict, regime: Regime):
@@ -567,7 +574,16 @@ def _pca_figure(data: dict, config: dict, regime: Regime):
         (("mod", config["activation"]), "mod ReLU", None),
         (("mod", config["diagnostic_activation"]), "mod GELU (diag.)", None),
     ]
-    fig, axes = plt.subplots(3, 4, figsize=(14, 9.8), layout="constrained")
+    fig, axes = plots.figure(
+        3,
+        4,
+        panel=(4.0, 3.4),
+        suptitle=(
+            "Fig. 4C,D: embeddings (seed 0) vs signature components; k=20 for add, the run's own "
+            "$k^* = \\mathrm{argmax}_{k>10}$ for mod (grey: token order for add, the ring "
+            f"$a \\to a+k^{{-1}}$ mod N for mod when gcd(k, N) = 1); {regime.label}"
+        ),
+    )
     late_epoch = config["seed_epoch"]
     N = config["N"]
     for row, (key, name, k_late) in enumerate(rows):
@@ -593,17 +609,11 @@ def _pca_figure(data: dict, config: dict, regime: Regime):
                 axes[row, col],
                 d["h_pca"][k],
                 alphas,
-                f"{name}: PCA of $h_{{\\alpha,{k}}}$ (ρ{'=1−MSE' if d['constant'][k] else ''}="
-                f"{rho:.2f} at {late_epoch})",
+                f"{name}: PCA of $h_{{\\alpha,{k}}}$ ($\\rho$"
+                f"{'=1−MSE' if d['constant'][k] else ''}={rho:.2f} at {late_epoch})",
                 path=np.arange(N) if (task == "add" and k == 0) else _ring_order(k, N),
                 degenerate=degenerate,
             )
-    fig.suptitle(
-        "Fig. 4C,D: embeddings (seed 0) vs signature components; k=20 for add, the run's own "
-        "k* = argmax_{k>10} for mod (grey: token order for add, the ring a → a+k⁻¹ mod N for "
-        f"mod when gcd(k, N) = 1); {regime.label}",
-        fontsize=10,
-    )
     return fig
 
 
@@ -613,36 +623,34 @@ def _seed_curves_figure(data: dict, config: dict, regime: Regime):
         (("mod", config["activation"]), "mod, ReLU"),
         (("mod", config["diagnostic_activation"]), "mod, GELU (diagnostic)"),
     ]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained", sharey=True)
-    colours = plt.cm.tab10(np.arange(10))
+    fig, axes = plots.figure(
+        1,
+        3,
+        panel=(5.0, 4.0),
+        sharey=True,
+        suptitle=(
+            "App. D: correlation vs k per seed; $k^*$ searched over k > 10 (right of the dotted "
+            "line); " + regime.label
+        ),
+    )
     for ax, (key, title) in zip(axes, panels, strict=True):
         d = data[key]
-        for s, colour in zip(d["seeds"], colours, strict=False):
+        for i, s in enumerate(d["seeds"]):
+            colour = f"C{i % 10}"
             ax.plot(
-                KS,
-                s["rho_vs_k"],
-                "-",
-                color=colour,
-                lw=1,
-                label=f"seed {s['seed']}: k*={s['k_star']}",
+                KS, s["rho_vs_k"], color=colour, lw=1, label=f"seed {s['seed']}: k*={s['k_star']}"
             )
             ax.plot(s["k_star"], s["rho_k_star"], "o", color=colour, ms=5)
             if d["constant"][0]:
                 ax.plot(0, s["rho_vs_k"][0], "s", mfc="none", color=colour, ms=6)
-        ax.axvline(10.5, color="0.5", lw=0.7, ls=":")
-        ax.set_xlabel("frequency k" + (" (k=0 squares: 1−MSE)" if d["constant"][0] else ""))
-        ax.set_title(
-            f"{title}: epoch {config['seed_epoch']}, {len(d['seeds'])} seeds (dots: k*)",
-            fontsize=9,
+        plots.reference(ax, x=10.5, ls=":")
+        plots.axis_labels(
+            ax,
+            "frequency $k$" + (" ($k$=0 squares: 1−MSE)" if d["constant"][0] else ""),
+            "$\\rho_{(1),k}$ (corr.)",
+            f"{title}: epoch {config['seed_epoch']}, {len(d['seeds'])} seeds (dots: $k^*$)",
         )
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, ncol=2)
-    axes[0].set_ylabel("$\\rho_{(1),k}$")
-    fig.suptitle(
-        "App. D: correlation vs k per seed; k* searched over k > 10 (right of the dotted line); "
-        + regime.label,
-        fontsize=10,
-    )
+        plots.legend(ax, ncol=2)
     return fig
 
 
@@ -653,7 +661,17 @@ def _seed_pca_figure(data: dict, config: dict, regime: Regime):
     ]
     n = len(config["seeds"])
     N = config["N"]
-    fig, axes = plt.subplots(4, n, figsize=(2.0 * n, 8.4), layout="constrained", squeeze=False)
+    fig, axes = plots.figure(
+        4,
+        n,
+        panel=(2.6, 2.3),
+        squeeze=False,
+        suptitle=(
+            "App. D, mod: PCA of each seed's embeddings (epoch 1000) above its own $k^*$ "
+            "component;\ngrey lines: predicted ring $a \\to a + k^{*-1}$ mod N (when "
+            "gcd($k^*$, N) = 1); colour = token; " + regime.label
+        ),
+    )
     for block, (key, name) in enumerate(keys):
         d = data[key]
         alphas = d["alphas"]
@@ -661,7 +679,10 @@ def _seed_pca_figure(data: dict, config: dict, regime: Regime):
             k = s["k_star"]
             sets = (
                 (s["scores"], f"{name} s{s['seed']}: $w^E$"),
-                (np.asarray(d["h_pca"][k].scores), f"$h_{{\\alpha,{k}}}$ ρ={s['rho_k_star']:.2f}"),
+                (
+                    np.asarray(d["h_pca"][k].scores),
+                    f"$h_{{\\alpha,{k}}}$ $\\rho$={s['rho_k_star']:.2f}",
+                ),
             )
             for r, (scores, title) in enumerate(sets):
                 ax = axes[2 * block + r, g]
@@ -671,11 +692,5 @@ def _seed_pca_figure(data: dict, config: dict, regime: Regime):
                 ax.scatter(scores[:, 0], scores[:, 1], c=alphas, cmap="viridis", s=8, zorder=2)
                 ax.set_xticks([])
                 ax.set_yticks([])
-                ax.set_title(title, fontsize=7)
-    fig.suptitle(
-        "App. D, mod: PCA of each seed's embeddings (epoch 1000) above its own k* component; "
-        "grey lines: predicted ring a → a + k*⁻¹ mod N (when gcd(k*, N) = 1); colour = token; "
-        + regime.label,
-        fontsize=9,
-    )
+                plots.axis_labels(ax, "PC1", "PC2", title)
     return fig

@@ -51,10 +51,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import sweep
+from ctx_staircase import plots, sweep
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.regime import PRIMARY, Regime
@@ -351,77 +350,73 @@ def _grid_figure(cells, snapshots, config, regime):
     Ls, Ks, N = config["Ls"], config["Ks"], config["N"]
     grid = np.array([[cells[(L, K)]["max_accuracy"] for K in Ks] for L in Ls])
     share = np.array([[cells[(L, K)]["top_share"] for K in Ks] for L in Ls])
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        3,
+        panel=(5.0, 3.8),
+        suptitle=(
+            rf"modsum N={N}, $\sigma=z^K$; FFN d={config['d']}, $\gamma$={config['gamma']:g}, "
+            f"{config['epochs']} epochs; {regime.label}"
+        ),
+    )
     for ax, values, title, cmap in (
         (axes[0], grid, "max train accuracy", "viridis"),
         (axes[1], share, "top-eigenvalue share of $S^{emb}$ (final)", "magma"),
     ):
         image = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
-        for i in range(len(Ls)):
-            for j in range(len(Ks)):
-                ax.text(
-                    j,
-                    i,
-                    f"{values[i, j]:.2f}",
-                    ha="center",
-                    va="center",
-                    fontsize=9,
-                    color="w" if values[i, j] < 0.6 else "k",
-                )
-                if Ks[j] == Ls[i]:
-                    ax.add_patch(
-                        plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="r", lw=1.5)
-                    )
+        ax.grid(False)
+        plots.annotate_cells(ax, values)
+        for i, L in enumerate(Ls):
+            if L in Ks:
+                plots.outline_cell(ax, i, list(Ks).index(L))
         ax.set_xticks(range(len(Ks)), [f"K={K}" for K in Ks])
         ax.set_yticks(range(len(Ls)), [f"L={L}" for L in Ls])
-        ax.set_title(title + " (red box: K = L)", fontsize=9)
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        plots.axis_labels(
+            ax, r"activation power $K$", r"context length $L$", title + " (red box: K = L)"
+        )
+        plots.colorbar(fig, image, ax, label="fraction")
     ax = axes[2]
-    colours = plt.cm.viridis(np.linspace(0, 0.9, len(Ks)))
-    styles = {2: ":", 3: "--", 4: "-"}
+    colours = [plots.order_colour(i) for i in range(len(Ks))]
+    markers = dict(zip(Ls, ("o", "s", "^", "v", "D"), strict=False))
     x = np.asarray(snapshots)
     for L in Ls:
         for K, colour in zip(Ks, colours, strict=True):
-            ax.plot(x, cells[(L, K)]["curve"], color=colour, ls=styles.get(L, "-"), lw=1.2)
+            ax.plot(x, cells[(L, K)]["curve"], color=colour, marker=markers[L], ms=3, lw=1.2)
     for K, colour in zip(Ks, colours, strict=True):
         ax.plot([], [], color=colour, label=f"K={K}")
     for L in Ls:
-        ax.plot([], [], color="k", ls=styles.get(L, "-"), label=f"L={L}")
-    ax.axhline(1 / N, color="0.5", lw=0.8, ls="-.")
-    ax.set_xscale("symlog", linthresh=SYMLOG)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("epoch")
-    ax.set_title("train accuracy (chance dash-dot)", fontsize=9)
-    ax.legend(fontsize=6, ncol=3)
-    ax.grid(alpha=0.3)
-    fig.suptitle(
-        f"modsum N={N}, σ=z^K; FFN d={config['d']}, γ={config['gamma']:g}, "
-        f"{config['epochs']} epochs; {regime.label}",
-        fontsize=10,
-    )
+        ax.plot([], [], color="k", marker=markers[L], ls="none", label=f"L={L}")
+    plots.reference(ax, y=1 / N, label="chance")
+    plots.epoch_axis(ax, SYMLOG)
+    plots.axis_labels(ax, y=plots.ACCURACY, title="train accuracy")
+    plots.legend(ax, ncol=3)
     return fig
 
 
 def _cosine_figure(cells, config, regime):
     Ls, Ks, N = config["Ls"], config["Ks"], config["N"]
-    fig, axes = plt.subplots(
-        len(Ls), len(Ks), figsize=(2.2 * len(Ks), 2.3 * len(Ls)), layout="constrained"
+    fig, axes = plots.figure(
+        len(Ls),
+        len(Ks),
+        panel=(2.4, 2.4),
+        squeeze=False,
+        suptitle=(
+            f"$S^{{emb}}$ of the numbers 1..{N} at the final epoch (red titles: K < L); "
+            f"{regime.label}"
+        ),
     )
     for i, L in enumerate(Ls):
         for j, K in enumerate(Ks):
             ax = axes[i, j]
             c = cells[(L, K)]
-            image = ax.imshow(c["S"], cmap="RdBu_r", vmin=-1, vmax=1)
-            ax.set_title(
+            image = plots.heatmap(
+                ax,
+                c["S"],
+                np.arange(1, N + 1),
                 f"L={L} K={K}: acc {c['max_accuracy']:.2f}\nshare {c['top_share']:.2f}",
-                fontsize=8,
-                color="k" if K >= L else "C3",
             )
+            ax.title.set_color("k" if K >= L else "C3")
             ax.set_xticks([])
             ax.set_yticks([])
-    fig.colorbar(image, ax=axes, shrink=0.6, label="cosine")
-    fig.suptitle(
-        f"$S^{{emb}}$ of the numbers 1..{N} at the final epoch (red titles: K < L); {regime.label}",
-        fontsize=10,
-    )
+    plots.colorbar(fig, image, axes, shrink=0.6)
     return fig
