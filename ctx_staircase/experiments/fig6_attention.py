@@ -60,7 +60,6 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import (
@@ -376,8 +375,16 @@ def _arithmetic_claims(task, main, numbers, cfg, per_gamma) -> list[Claim]:
 
 def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime):
     tasks_ = list(panels)
-    fig, axes = plt.subplots(
-        len(tasks_), 5, figsize=(19, 3.9 * len(tasks_)), squeeze=False, layout="constrained"
+    fig, axes = plots.figure(
+        len(tasks_),
+        5,
+        panel=(3.8, 3.9),
+        squeeze=False,
+        suptitle=(
+            f"Attention-only (d=128, $d_k$=64), N={cfg['N']}, {regime.label}, "
+            f"$\\gamma$={cfg['primary_gamma']} (heatmaps, thick curves); thin with crosses: "
+            "the other $\\gamma$"
+        ),
     )
     for row, task in enumerate(tasks_):
         p = panels[task]
@@ -393,27 +400,28 @@ def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime):
             axes[row, 3],
             p["S_sig1"],
             p["alphas"],
-            f"{task}: $S^{{sig,(1)}}_{{k={p['k_star']}}}$ (late best k≥1)",
+            f"{task}: $S^{{sig,(1)}}_{{k={p['k_star']}}}$ (late best $k \\geq 1$)",
         )
         ax = axes[row, 4]
-        others = iter(("--", ":", "-."))
         for (rho0, rho1), gamma in zip(p["curves"], p["gammas"], strict=True):
             x = np.maximum(p["steps"][: len(rho0)], 1)
-            style = "-" if gamma == cfg["primary_gamma"] else next(others)
-            ax.plot(x, rho0, "C0" + style, label=f"ρ0 ({p['method']}), γ={gamma:g}")
-            ax.plot(x, rho1, "C3" + style, label=f"max$_{{k≥1}}$ ρ$_{{(1),k}}$, γ={gamma:g}")
-        ax.axvline(cfg["early_epoch"], color="0.6", lw=0.8)
+            primary = gamma == cfg["primary_gamma"]
+            style = dict(lw=1.8) if primary else dict(lw=0.9, marker="x", ms=3, markevery=0.1)
+            label0 = f"$\\rho_0$ ({p['method']}), $\\gamma$={gamma:g}"
+            label1 = f"$\\max_{{k \\geq 1}} \\rho_{{(1),k}}$, $\\gamma$={gamma:g}"
+            ax.plot(x, rho0, color=plots.order_colour(0), label=label0, **style)
+            ax.plot(x, rho1, color=plots.order_colour(1), label=label1, **style)
+        plots.reference(ax, x=cfg["early_epoch"], ls="-")
         ax.set_xscale("log")
         ax.set_ylim(-0.3, 1.05)
-        ax.set_xlabel("epoch (= flow time under GD lr 1)")
-        ax.set_title(f"{task}: alignment over training", fontsize=9)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
-    fig.colorbar(image, ax=axes[:, :4].ravel().tolist(), shrink=0.6, label="cosine similarity")
-    fig.suptitle(
-        f"Attention-only (d=128, d_k=64), N={cfg['N']}, {regime.label}, "
-        f"γ={cfg['primary_gamma']} (heatmaps, solid curves); dashed: γ=1.0"
-    )
+        plots.axis_labels(
+            ax,
+            "epoch (= flow time under GD lr 1)",
+            plots.ALIGNMENT,
+            f"{task}: alignment over training",
+        )
+        plots.legend(ax, loc="lower left")
+    plots.colorbar(fig, image, axes[:, :4], shrink=0.6)
     return fig
 
 
@@ -593,30 +601,30 @@ def _task3_geometry(W_E, anchors: np.ndarray, noise: np.ndarray) -> dict:
 
 def _task3_figure(cfg, regime, epochs, curves, cosines, anchors, noise, L, late_epoch):
     A_anchor, A_noise, E_anchor, E_noise = curves
-    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        4,
+        panel=(4.5, 4.2),
+        suptitle=(
+            f"Task 3 (anchor parity, L={L}, n={cfg['n']}), attention-only d=128, "
+            f"$\\gamma$={cfg['gamma']}, {regime.label}, {cfg['epochs']} epochs"
+        ),
+    )
     image = plots.heatmap(axes[0], cosines[0], anchors, f"anchor cosines, epoch {late_epoch}")
     plots.heatmap(axes[1], cosines[1], noise, f"noise cosines, epoch {late_epoch}")
-    fig.colorbar(image, ax=axes[:2].tolist(), shrink=0.8, label="cosine similarity")
+    plots.colorbar(fig, image, axes[:2])
     ax = axes[2]
     ax.plot(epochs, A_anchor, "C3", label="anchor (mass on the anchor)")
     ax.plot(epochs, A_noise, "C0", label=f"noise (mass on noise / {L - 1}, per token)")
-    ax.axhline(1 / L, color="0.5", ls=":", label=f"uniform 1/L = {1 / L:.3f}")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("dataset-mean attention per token")
+    plots.reference(ax, y=1 / L, label=f"uniform 1/L = {1 / L:.3f}")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("attention of the last position", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    plots.axis_labels(
+        ax, plots.EPOCH, "dataset-mean attention per token", "attention of the last position"
+    )
+    plots.legend(ax)
     ax = axes[3]
     ax.plot(epochs, E_anchor, "C3", label="anchors")
     ax.plot(epochs, E_noise, "C0", label="noise")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(r"mean $\|w^E_\alpha\|$ over the group")
-    ax.set_title("embedding norms", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.suptitle(
-        f"Task 3 (anchor parity, L={L}, n={cfg['n']}), attention-only d=128, γ={cfg['gamma']}, "
-        f"{regime.label}, {cfg['epochs']} epochs"
-    )
+    plots.axis_labels(ax, plots.EPOCH, r"mean $\|w^E_\alpha\|$ over the group", "embedding norms")
+    plots.legend(ax)
     return fig

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, models, plots, signatures, sweep
@@ -297,22 +296,29 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
 
 
 def _structure_figure(numbers, ids, runs, config, regime):
-    fig, axes = plt.subplots(1, 5, figsize=(21, 4.2), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        5,
+        panel=(4.2, 4.2),
+        suptitle=(
+            f"mod (N=40): FFN $\\gamma$={config['gamma_ffn']} vs attention-only "
+            f"$\\gamma$={config['gamma_attention']}, d=128, {regime.label}, "
+            f"{config['epochs']} epochs"
+        ),
+    )
     ax = axes[0]
-    for name, colour, style in (
-        ("ffn", "C0", "-"),
-        ("attention", "C3", "-"),
-        ("ffn_null", "C0", ":"),
+    for name, colour, role in (
+        ("ffn", "C0", "training"),
+        ("attention", "C3", "training"),
+        ("ffn_null", "C0", "null"),
     ):
         epochs = regime.epochs_of(runs[name][0].steps)
         label = "ffn, shuffled labels (null)" if name == "ffn_null" else name
-        ax.plot(epochs, numbers[name]["accuracy_curve"], colour + style, label=label)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("training accuracy")
-    ax.set_title("A: mod N=40, training accuracy", fontsize=9)
-    ax.axhline(1 / config["N"], color="0.5", ls=":", label="chance 1/N")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+        style = plots.LINE_STYLE[role]
+        ax.plot(epochs, numbers[name]["accuracy_curve"], color=colour, ls=style, label=label)
+    plots.reference(ax, y=1 / config["N"], label="chance 1/N")
+    plots.axis_labels(ax, plots.EPOCH, plots.ACCURACY, "A: mod N=40, training accuracy")
+    plots.legend(ax)
     for column, name in ((1, "ffn"), (2, "attention")):
         pca = numbers[name]["_pca"]
         plots.pca_scatter(
@@ -328,13 +334,9 @@ def _structure_figure(numbers, ids, runs, config, regime):
         numbers["attention"]["_S"],
         ids,
         f"attention $S^{{emb}}$, final (best k={numbers['attention']['k_star_final']}, "
-        f"ρ={numbers['attention']['rho1_kstar_final']:.2f})",
+        f"$\\rho$={numbers['attention']['rho1_kstar_final']:.2f})",
     )
-    fig.colorbar(image, ax=axes[3:].tolist(), shrink=0.8, label="cosine similarity")
-    fig.suptitle(
-        f"mod (N=40): FFN γ={config['gamma_ffn']} vs attention-only γ={config['gamma_attention']}"
-        f", d=128, {regime.label}, {config['epochs']} epochs"
-    )
+    plots.colorbar(fig, image, axes[3:])
     return fig
 
 
@@ -494,28 +496,37 @@ def _order_claims(result: dict, null: dict, config: dict) -> list[Claim]:
 
 
 def _fixed_figure(numbers, epochs, config, regime):
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        3,
+        panel=(5.3, 4.2),
+        suptitle=(
+            "Fig. 8D, mod N=40: FFN with fixed signature embedding (i), trainable (ii), fixed "
+            f"random (iii); d=128, $\\gamma$={config['gamma_ffn']}, fixed rows of mean norm 1, "
+            f"$\\lambda(0)$=1; {regime.label}"
+        ),
+    )
     colours = {"i": "C2", "ii": "C0", "iii": "C1"}
     for arm, label in ARM_LABELS.items():
         entry, null = numbers["trained"][arm], numbers["null"][arm]
         axes[0].plot(epochs, entry["loss_curve"], colours[arm], label=f"({arm}) {label}")
         axes[1].plot(epochs, entry["accuracy_curve"], colours[arm], label=f"({arm}) {label}")
-        axes[2].plot(epochs, null["accuracy_curve"], colours[arm], label=f"({arm}) {label}")
-    axes[0].set_title("D: training loss", fontsize=9)
-    axes[1].set_title("D: training accuracy", fontsize=9)
-    axes[2].set_title("null: training accuracy on shuffled labels", fontsize=9)
+        axes[2].plot(
+            epochs,
+            null["accuracy_curve"],
+            colours[arm],
+            ls=plots.LINE_STYLE["null"],
+            label=f"({arm}) {label}",
+        )
+    plots.axis_labels(axes[0], y=plots.LOSS, title="D: training loss")
+    plots.axis_labels(axes[1], y=plots.ACCURACY, title="D: training accuracy")
+    plots.axis_labels(axes[2], y=plots.ACCURACY, title="null: training accuracy on shuffled labels")
     for ax in axes[1:]:
-        ax.axhline(config["target_accuracy"], color="0.5", ls=":", lw=0.8)
-    axes[0].axvline(config["early_epoch"], color="0.5", ls=":", lw=0.8)
+        plots.reference(ax, y=config["target_accuracy"], ls=":")
+    plots.reference(axes[0], x=config["early_epoch"], ls=":")
     for ax in axes:
-        ax.set_xlabel("epoch")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle(
-        "Fig. 8D, mod N=40: FFN with fixed signature embedding (i), trainable (ii), fixed random "
-        f"(iii); d=128, γ={config['gamma_ffn']}, fixed rows of mean norm 1, λ(0)=1; "
-        f"{regime.label}"
-    )
+        plots.epoch_axis(ax)
+        plots.legend(ax)
     return fig
 
 

@@ -49,7 +49,6 @@ import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, sweep
@@ -349,7 +348,15 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
 
 
 def _epochs_figure(Ms, epochs, censored, divides, early_cos, config):
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        2,
+        panel=(5.5, 3.8),
+        suptitle=(
+            f"$y = (x_1 + x_2)$ mod M, N=20; FFN ReLU d={config['d']}, "
+            f"$\\gamma$={config['gamma']:g}, {config['regime_label']}"
+        ),
+    )
     ax = axes[0]
     for mask, colour, label in ((divides, "C3", "M | 20"), (~divides, "C0", "M ∤ 20")):
         done = mask & ~censored
@@ -358,34 +365,37 @@ def _epochs_figure(Ms, epochs, censored, divides, early_cos, config):
         if cut.any():
             ax.plot(Ms[cut], epochs[cut], "^", color=colour, mfc="none", ms=9)
     ax.plot([], [], "^", color="k", mfc="none", label=f"never (> {config['max_epochs']})")
-    ax.axhline(SLOW_EPOCHS, color="0.5", ls=":", lw=1, label=f"{SLOW_EPOCHS} epochs")
+    plots.reference(ax, y=SLOW_EPOCHS, ls=":", label=f"{SLOW_EPOCHS} epochs")
     ax.set_yscale("log")
     ax.set_xticks(Ms)
-    ax.set_xlabel("modulus M")
-    ax.set_ylabel("epochs to 95% train accuracy")
-    ax.set_title("learning speed (seed median)", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    plots.axis_labels(
+        ax, "modulus $M$", "epochs to 95% train accuracy", "learning speed (seed median)"
+    )
+    plots.legend(ax)
     ax = axes[1]
     ax.bar(Ms, early_cos, color=np.where(divides, "C3", "C0"))
-    ax.axhline(COLLAPSE_COS, color="0.5", ls=":", lw=1)
+    plots.reference(ax, y=COLLAPSE_COS, ls=":")
     ax.set_xticks(Ms)
-    ax.set_xlabel("modulus M")
-    ax.set_ylabel(f"mean off-diag cos, epoch {COLLAPSE_EPOCH}")
-    ax.set_title("early collapse of the number embeddings (red: M | 20)", fontsize=9)
-    ax.grid(alpha=0.3)
-    fig.suptitle(
-        f"y=(x1+x2) mod M, N=20; FFN ReLU d={config['d']}, γ={config['gamma']:g}, "
-        f"{config['regime_label']}",
-        fontsize=10,
+    plots.axis_labels(
+        ax,
+        "modulus $M$",
+        f"mean off-diagonal cosine, epoch {COLLAPSE_EPOCH}",
+        "early collapse of the number embeddings (red: M | 20)",
     )
     return fig
 
 
 def _heatmap_figure(steps, curves, S_sig0, S_emb_early, config):
     Ms = sorted(S_sig0)
-    fig, axes = plt.subplots(
-        2, len(Ms) + 1, figsize=(3.0 * (len(Ms) + 1), 5.8), layout="constrained", squeeze=False
+    fig, axes = plots.figure(
+        2,
+        len(Ms) + 1,
+        panel=(3.0, 2.9),
+        squeeze=False,
+        suptitle=(
+            "zero-order signature geometry (top) and early embedding geometry (bottom); "
+            f"{config['regime_label']}"
+        ),
     )
     ticks = np.arange(1, config["N"] + 1)
     cosine_image = None
@@ -394,33 +404,25 @@ def _heatmap_figure(steps, curves, S_sig0, S_emb_early, config):
         upper = S0[np.triu_indices(len(S0), k=1)]
         ax = axes[0, column]
         low = float(upper.min())
-        if np.ptp(upper) <= 1e-12:
-            image = ax.imshow(S0, cmap="viridis", vmin=0.9, vmax=1.0)
-            title = f"$S^{{sig,(0)}}$, M={M}: ≡ 1"
-        else:
-            image = ax.imshow(S0, cmap="viridis", vmin=low, vmax=1.0)
-            title = f"$S^{{sig,(0)}}$, M={M}: [{low:.3f}, 1]"
-        ax.set_title(title, fontsize=9)
-        ax.set_xticks([0, 9, 19], ["1", "10", "20"], fontsize=7)
-        ax.set_yticks([0, 9, 19], ["1", "10", "20"], fontsize=7)
-        fig.colorbar(image, ax=ax, shrink=0.7)
+        constant = np.ptp(upper) <= 1e-12
+        title = f"$S^{{sig,(0)}}$, M={M}: " + ("≡ 1" if constant else f"[{low:.3f}, 1]")
+        image = plots.heatmap(ax, S0, ticks, title)
+        image.set_cmap("viridis")
+        image.set_clim(0.9 if constant else low, 1.0)
+        ax.set_xticks([0, 9, 19], ["1", "10", "20"])
+        ax.set_yticks([0, 9, 19], ["1", "10", "20"])
+        plots.colorbar(fig, image, ax, shrink=0.7)
         cosine_image = plots.heatmap(
             axes[1, column], S_emb_early[M], ticks, f"$S^{{emb}}$ at epoch {COLLAPSE_EPOCH}, M={M}"
         )
     ax = axes[0, -1]
-    for M, colour in zip(Ms, plt.cm.tab10(np.arange(len(Ms))), strict=True):
-        ax.plot(steps, curves[M], color=colour, label=f"M={M}")
-    ax.axhline(THRESHOLD, color="0.5", ls=":", lw=1)
-    ax.set_xscale("symlog", linthresh=SYMLOG)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("epoch")
-    ax.set_title("train accuracy (seed 0)", fontsize=9)
-    ax.legend(fontsize=7)
+    for i, M in enumerate(Ms):
+        ax.plot(steps, curves[M], color=f"C{i % 10}", label=f"M={M}")
+    plots.reference(ax, y=THRESHOLD, ls=":")
+    plots.epoch_axis(ax, SYMLOG)
+    plots.axis_labels(ax, y=plots.ACCURACY, title="train accuracy (seed 0)")
+    plots.legend(ax)
     axes[1, -1].axis("off")
     if cosine_image is not None:
-        fig.colorbar(cosine_image, ax=axes[1, -1], fraction=0.5, label="cosine")
-    fig.suptitle(
-        "zero-order signature geometry (top) and early embedding geometry (bottom); "
-        f"{config['regime_label']}"
-    )
+        plots.colorbar(fig, cosine_image, axes[1, -1], fraction=0.5, shrink=1.0)
     return fig
