@@ -27,10 +27,9 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import lm, metrics, models, semantics, signatures, text
+from ctx_staircase import lm, metrics, models, plots, semantics, signatures, text
 from ctx_staircase.experiments import Claim, Outcome, lm_text
 
 NAME = "lm_builtin"
@@ -60,7 +59,14 @@ def semantic_figure(phi_next: np.ndarray, W_E: np.ndarray, vocabulary: text.Voca
     for numbers (joined in order), weekdays and months (joined as cycles), and the three
     categories together (coloured by category)."""
     panels = ("numbers", "weekdays", "months", "categories")
-    fig, axes = plt.subplots(2, len(panels), figsize=(16, 7.5))
+    fig, axes = plots.figure(
+        2,
+        len(panels),
+        panel=(4.0, 3.75),
+        suptitle=(
+            r"Built-in corpus: PCA of next-token signatures and of the final $W_E$ ($\gamma$ = 1)"
+        ),
+    )
     for row, (vectors, kind) in enumerate(((phi_next, "signature"), (W_E, "embedding"))):
         for ax, panel in zip(axes[row], panels, strict=True):
             groups = CATEGORIES if panel == "categories" else (panel,)
@@ -88,12 +94,14 @@ def semantic_figure(phi_next: np.ndarray, W_E: np.ndarray, vocabulary: text.Voca
                 )
                 ax.scatter(x, y, c=np.arange(len(ids)), cmap="viridis", s=18)
             for xi, yi, word in zip(x, y, vocabulary.decode(ids), strict=True):
-                ax.annotate(word, (xi, yi), fontsize=6, xytext=(2, 2), textcoords="offset points")
+                ax.annotate(word, (xi, yi), xytext=(2, 2), textcoords="offset points")
             explained = np.asarray(result.explained_variance_ratio)
-            ax.set_xlabel(f"PC1 ({100 * explained[0]:.0f}% var.)")
-            ax.set_ylabel(f"PC2 ({100 * explained[1]:.0f}% var.)")
-            ax.set_title(f"{kind}: {panel}", fontsize=9)
-    fig.suptitle("Built-in corpus: PCA of next-token signatures and of the final W_E (gamma = 1)")
+            plots.axis_labels(
+                ax,
+                f"PC1 ({100 * explained[0]:.0f}% var.)",
+                f"PC2 ({100 * explained[1]:.0f}% var.)",
+                f"{kind}: {panel}",
+            )
     return fig
 
 

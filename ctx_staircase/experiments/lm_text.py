@@ -41,10 +41,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import lm, text
+from ctx_staircase import lm, plots, text
 from ctx_staircase.experiments import Claim, Outcome
 
 NAME = "lm_text"
@@ -251,44 +250,44 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
 
 
 def figure(trajectory: lm.LMTrajectory, curves: lm.LMCurves, title: str):
-    """rho_next, rho_pre, rho^l_attn, the probe's MSE ratio and the losses against step."""
+    """rho_next, rho_pre, rho^l_attn, the probe's MSE ratio and the losses against step; one
+    colour per γ (`plots.gamma_colour`), a marker for each series sharing a panel."""
     steps = trajectory.steps
-    fig, axes = plt.subplots(1, 5, figsize=(21, 3.8))
-    styles = {0: "-", 1: "--", 2: ":", 3: "-."}
+    fig, axes = plots.figure(1, 5, panel=(4.2, 3.8), suptitle=title)
+    markers = ("o", "s", "^", "v", "D", "x")
     for g, gamma in enumerate(trajectory.gammas):
-        label = f"gamma={gamma:g}"
-        axes[0].plot(steps, curves.rho_next[g], styles[g % 4], label=label)
-        axes[1].plot(steps, curves.rho_previous[g], styles[g % 4], label=label)
+        label = f"$\\gamma$={gamma:g}"
+        style = {"color": plots.gamma_colour(gamma), "ms": 3, "markevery": 0.1}
+        axes[0].plot(steps, curves.rho_next[g], label=label, **style)
+        axes[1].plot(steps, curves.rho_previous[g], label=label, **style)
         for layer in range(curves.rho_attention.shape[-1]):
             axes[2].plot(
                 steps,
                 curves.rho_attention[g, :, layer],
-                styles[g % 4],
-                color=f"C{layer}",
+                marker=markers[layer % len(markers)],
                 label=f"{label}, layer {layer}",
+                **style,
             )
         ratio = curves.probe_mse[g] / np.maximum(curves.probe_baseline_mse[g], 1e-12)
-        axes[3].plot(steps, ratio, styles[g % 4], color="C0", label=f"{label} / best constant")
+        axes[3].plot(steps, ratio, marker="o", label=f"{label} / best constant", **style)
         ratio = curves.probe_mse[g] / np.maximum(curves.probe_constant_mse[g], 1e-12)
-        axes[3].plot(steps, ratio, styles[g % 4], color="C1", label=f"{label} / training mean")
-        axes[4].plot(steps, curves.loss[g], styles[g % 4], color="C0", label=f"{label} train")
+        axes[3].plot(steps, ratio, marker="s", label=f"{label} / training mean", **style)
+        axes[4].plot(steps, curves.loss[g], label=f"{label} train", **style)
         axes[4].plot(
-            steps, curves.validation_loss[g], styles[g % 4], color="C3", label=f"{label} val"
+            steps, curves.validation_loss[g], marker="x", label=f"{label} validation", **style
         )
-    titles = (
-        "rho_next: W_E vs next-token signature",
-        "rho_pre: W_U vs previous-token signature",
-        "rho_attn per layer (eq. 22)",
-        "prefix probe + readout: held-out MSE ratio",
-        "loss",
+    panels = (
+        (r"$\rho_{next}$ (corr.)", r"$\rho_{next}$: $W_E$ vs next-token signature"),
+        (r"$\rho_{pre}$ (corr.)", r"$\rho_{pre}$: $W_U$ vs previous-token signature"),
+        (r"$\rho^l_{attn}$ (corr.)", r"$\rho^l_{attn}$ per layer (eq. 22)"),
+        ("MSE ratio", "prefix probe + readout: held-out MSE ratio"),
+        (plots.LOSS, "loss"),
     )
-    for ax, name in zip(axes, titles, strict=True):
-        ax.set_title(name, fontsize=9)
-        ax.set_xscale("symlog", linthresh=max(1, int(steps[1])))  # the early peak is visible
-        ax.set_xlabel("step (symlog)")
-        ax.legend(fontsize=6)
-    axes[3].axhline(1.0, color="gray", lw=0.8)
-    fig.suptitle(title, fontsize=10)
+    for ax, (y, name) in zip(axes, panels, strict=True):
+        plots.epoch_axis(ax, max(1, int(steps[1])), plots.STEP)  # the early peak is visible
+        plots.axis_labels(ax, y=y, title=name)
+        plots.legend(ax)
+    plots.reference(axes[3], y=1.0, ls="-")
     return fig
 
 

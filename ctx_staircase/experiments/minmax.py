@@ -43,7 +43,6 @@ the ``rho_0`` claim on the untrained initialization (the run's epoch-0 snapshot)
 from __future__ import annotations
 
 import jax
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, sweep
@@ -304,7 +303,14 @@ def _superposition_figure(phi0, S0_all, inputs, N):
     x1, x2 = EXAMPLE
     controls = (N + 1, N + 2)
     nu = np.arange(1, N + 1)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.9), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        3,
+        panel=(5.0, 3.9),
+        suptitle=(
+            f"min-max (N={N}): zero-order signatures superpose; the control token breaks the tie"
+        ),
+    )
     for ax, c, name in zip(axes[:2], controls, ("a (max)", "b (min)"), strict=True):
         phi_label = "$\\varphi^{y;0}$"
         parts = [
@@ -323,22 +329,20 @@ def _superposition_figure(phi0, S0_all, inputs, N):
             xytext=(0, 6),
             textcoords="offset points",
             ha="center",
-            fontsize=9,
             color="C3",
         )
         ax.set_xticks(nu[::2] if N > 12 else nu)
-        ax.set_xlabel("label ν")
-        ax.set_ylabel(r"$\sum_s \varphi^{y;0}_{x_s}(\nu)$")
         target = max(x1, x2) if c == controls[0] else min(x1, x2)
-        ax.set_title(f"input (c={name}, {x1}, {x2}): label {target}", fontsize=9)
-        ax.legend(fontsize=7)
+        plots.axis_labels(
+            ax,
+            "label $\\nu$",
+            r"$\sum_s \varphi^{y;0}_{x_s}(\nu)$",
+            f"input (c={name}, {x1}, {x2}): label {target}",
+        )
+        plots.legend(ax)
         ax.set_ylim(0, bottom.max() * 1.15)
     image = plots.heatmap(axes[2], S0_all, inputs, "$S^{sig,(0)}$ over all input tokens")
-    fig.colorbar(image, ax=axes[2], shrink=0.8)
-    fig.suptitle(
-        f"min-max (N={N}): zero-order signatures superpose; the control token breaks the tie",
-        fontsize=10,
-    )
+    plots.colorbar(fig, image, axes[2])
     return fig
 
 
@@ -354,36 +358,44 @@ def _training_figure(
     regime,
 ):
     x = steps
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.9), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        2,
+        panel=(5.5, 3.9),
+        suptitle=(
+            f"min-max N={config['N']}: FFN ReLU d={config['d']}, "
+            f"$\\gamma$={config['gamma']:g}; {regime.label}"
+        ),
+    )
+    null = plots.LINE_STYLE["null"]
     ax = axes[0]
-    ax.plot(x, accuracy, "k-", marker="o", ms=3, label="FFN train accuracy")
-    ax.plot(x, null_accuracy, "k:", label="null: labels shuffled")
+    ax.plot(x, accuracy, color="k", marker="o", ms=3, label="FFN train accuracy")
+    ax.plot(x, null_accuracy, color="k", ls=null, label="null: labels shuffled")
     readout_label = "superposition of learned readouts softmax($W_U w^E$)"
-    ax.plot(x, readout_accuracy, "C3-", marker="s", ms=3, label=readout_label)
-    ax.set_xscale("symlog", linthresh=SYMLOG)
-    ax.set_xlim(left=0)
+    ax.plot(x, readout_accuracy, color="C3", marker="s", ms=3, label=readout_label)
+    plots.epoch_axis(ax, SYMLOG)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("epoch")
-    ax.set_title("accuracy on all 800 inputs", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    plots.axis_labels(ax, y=plots.ACCURACY, title="accuracy on all 800 inputs")
+    plots.legend(ax)
     ax = axes[1]
     rho_label = "$\\rho_0$: $S^{emb}$ vs $S^{sig,(0)}$ (Pearson)"
-    ax.plot(x, rho0, "C0-", marker="o", ms=3, label=rho_label)
+    ax.plot(x, rho0, color=plots.order_colour(0), marker="o", ms=3, label=rho_label)
     pearson_label = "readout vs $\\varphi^{y;0}$: mean Pearson"
-    ax.plot(x, readout_pearson, "C2-", marker="o", ms=3, label=pearson_label)
-    ax.plot(x, readout_jsd / np.log(2), "C2:", label="readout vs $\\varphi^{y;0}$: JSD / ln 2")
-    ax.axhline(RHO0_EARLY, color="0.6", ls="--", lw=0.8)
-    ax.axvline(EARLY_EPOCHS, color="0.6", ls=":", lw=0.8)
-    ax.set_xscale("symlog", linthresh=SYMLOG)
-    ax.set_xlim(left=0)
-    ax.set_ylim(-0.1, 1.02)
-    ax.set_xlabel("epoch")
-    ax.set_title("zero-order alignment (22 input tokens)", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.suptitle(
-        f"min-max N={config['N']}: FFN ReLU d={config['d']}, γ={config['gamma']:g}; {regime.label}",
-        fontsize=10,
+    ax.plot(x, readout_pearson, color="C2", marker="o", ms=3, label=pearson_label)
+    ax.plot(
+        x,
+        readout_jsd / np.log(2),
+        color="C2",
+        marker="x",
+        ms=3,
+        label="readout vs $\\varphi^{y;0}$: JSD / ln 2",
     )
+    plots.reference(ax, y=RHO0_EARLY)
+    plots.reference(ax, x=EARLY_EPOCHS, ls=":")
+    plots.epoch_axis(ax, SYMLOG)
+    ax.set_ylim(-0.1, 1.02)
+    plots.axis_labels(
+        ax, y="correlation, JSD / ln 2", title="zero-order alignment (22 input tokens)"
+    )
+    plots.legend(ax)
     return fig
