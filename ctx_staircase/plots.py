@@ -220,6 +220,21 @@ def annotate_cells(ax, values: np.ndarray, fmt: str = ".2f", dark_below: float =
         ax.text(j, i, format(v, fmt), ha="center", va="center", color=colour)
 
 
+def category_image(ax, codes: np.ndarray, categories) -> None:
+    """``codes`` [rows, columns] of integers 0..len(categories)-1 (NaN: blank) as coloured
+    cells; ``categories`` is ``((name, colour), ...)`` in code order; a legend names them
+    beside the panel."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    colours = ListedColormap([c for _, c in categories])
+    n = len(categories)
+    ax.imshow(codes, cmap=colours, vmin=-0.5, vmax=n - 0.5, aspect="auto", interpolation="nearest")
+    ax.grid(False)
+    handles = [Patch(color=c, label=name) for name, c in reversed(categories)]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
 def legend(ax, **kw):
     """A legend of ``ax``'s labelled curves (`RC` font), or nothing when none is labelled."""
     if not ax.get_legend_handles_labels()[0]:

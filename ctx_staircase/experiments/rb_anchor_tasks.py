@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import analysis, metrics, plots, sweep, tasks, train
@@ -326,63 +325,75 @@ def _claims(numbers: dict, i_early: int, chance: float) -> list[Claim]:
 def _loss_figure(numbers: dict, config: dict):
     by = numbers["by_gamma"]
     epochs = np.asarray(numbers["epochs"])
-    fig, axes = plt.subplots(1, len(by) + 1, figsize=(5 * (len(by) + 1), 4), layout="constrained")
+    fig, axes = plots.figure(
+        1,
+        len(by) + 1,
+        panel=(5.0, 4.0),
+        suptitle=f"[RB] anchor task (L={config['L']}, q=2, n={config['n']}), d=128; {REGIME}",
+    )
     colours = {"rsn_train": "C0", "rsn_test": "C2", "mem": "C3"}
     for ax, (gamma, entry) in zip(axes, by.items(), strict=False):
         for subset in SUBSETS:
-            ax.plot(epochs, entry["loss"][subset], colours[subset], label=subset)
-        ax.axhline(numbers["chance_ln_Z"], color="0.5", ls=":", lw=0.8, label="ln|Z|")
-        ax.axvline(numbers["early_epoch"], color="0.6", lw=0.6)
+            ax.plot(epochs, entry["loss"][subset], colours[subset], label=subset.replace("_", " "))
+        plots.reference(ax, y=numbers["chance_ln_Z"], ls=":", label="$\\ln |Z|$")
+        plots.reference(ax, x=numbers["early_epoch"], ls="-")
         ax.set_ylim(0, 7)
         clipped = " (starts near 100, clipped)" if max(entry["loss"]["mem"]) > 7 else ""
-        ax.set_title(f"γ = {gamma}: loss per data subset{clipped}", fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("mean cross-entropy (nats)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        plots.axis_labels(
+            ax,
+            plots.EPOCH,
+            "mean cross-entropy (nats)",
+            f"$\\gamma$ = {gamma}: loss per data subset{clipped}",
+        )
+        plots.legend(ax)
     ax = axes[-1]
     for (name, curves), colour in zip(numbers["memory_labels"].items(), ("C3", "C1"), strict=True):
         ax.plot(epochs, curves["mem_loss"], colour, label=f"mem loss, {name}")
-    ax.axvline(numbers["early_epoch"], color="0.6", lw=0.6)
+    plots.reference(ax, x=numbers["early_epoch"], ls="-")
     ax.set_ylim(0, 7)
-    ax.set_title("γ = 0.8: memory labels F_mem,1 vs F_mem,2", fontsize=9)
-    ax.set_xlabel("epoch")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.suptitle(f"[RB] anchor task (L={config['L']}, q=2, n={config['n']}), d=128; {REGIME}")
+    plots.axis_labels(
+        ax,
+        plots.EPOCH,
+        "mean cross-entropy (nats)",
+        "$\\gamma$ = 0.8: memory labels $F_{mem,1}$ vs $F_{mem,2}$",
+    )
+    plots.legend(ax)
     return fig
 
 
 def _anchor_figure(geometry: dict, ds):
     gammas = list(geometry)
-    fig, axes = plt.subplots(
-        2, len(gammas) + 1, figsize=(4 * (len(gammas) + 1), 7.5), layout="constrained"
+    fig, axes = plots.figure(
+        2,
+        len(gammas) + 1,
+        panel=(4.0, 3.75),
+        suptitle=f"Anchor embedding geometry at the end of training ({REGIME})",
     )
     rsn, mem = ds.groups["anchors_rsn"], ds.groups["anchors_mem"]
     for column, gamma in enumerate(gammas):
         g = geometry[gamma]
-        image = plots.heatmap(axes[0, column], g["_S_rsn"], rsn, f"γ={gamma}: reasoning anchors")
-        plots.heatmap(axes[1, column], g["_S_mem"], mem, f"γ={gamma}: memory anchors")
-    fig.colorbar(image, ax=axes[:, : len(gammas)].ravel().tolist(), shrink=0.6, label="cosine")
+        title = f"$\\gamma$={gamma}: "
+        image = plots.heatmap(axes[0, column], g["_S_rsn"], rsn, title + "reasoning anchors")
+        plots.heatmap(axes[1, column], g["_S_mem"], mem, title + "memory anchors")
+    plots.colorbar(fig, image, axes[:, : len(gammas)], shrink=0.6)
     ax = axes[0, -1]
     for gamma in gammas:
         ax.plot(
-            np.arange(1, rsn.size), geometry[gamma]["rsn_cos_by_distance"], "o-", label=f"γ={gamma}"
+            np.arange(1, rsn.size),
+            geometry[gamma]["rsn_cos_by_distance"],
+            "o-",
+            color=plots.gamma_colour(gamma),
+            label=f"$\\gamma$={gamma}",
         )
-    ax.set_xlabel("|s_i − s_j|")
-    ax.set_ylabel("mean cosine")
-    ax.set_title("reasoning anchors: cosine vs distance", fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    plots.axis_labels(ax, "$|s_i - s_j|$", "mean cosine", "reasoning anchors: cosine vs distance")
+    plots.legend(ax)
     ax = axes[1, -1]
     ax.bar(
         np.arange(len(gammas)),
         [geometry[g]["mem_cos_mean"] for g in gammas],
-        tick_label=[f"γ={g}" for g in gammas],
+        tick_label=[f"$\\gamma$={g}" for g in gammas],
         color="C3",
     )
-    ax.set_ylabel("mean pairwise cosine")
-    ax.set_title("memory anchors: mutual similarity", fontsize=9)
-    ax.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"Anchor embedding geometry at the end of training ({REGIME})")
+    ax.grid(False, axis="x")
+    plots.axis_labels(ax, y="mean pairwise cosine", title="memory anchors: mutual similarity")
     return fig

@@ -21,10 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from ctx_staircase import results
+from ctx_staircase import plots, results
 from ctx_staircase.experiments import Outcome, result_path, verdict, with_regimes
 from ctx_staircase.experiments import regime as regimes
 
@@ -142,29 +141,26 @@ def _figure(rows: list[dict]):
     codes = {"pass": 3, "vacuous": 2, "FAIL": 0, "—": 1, "missing": np.nan}
     columns = [r.name for r in regimes.ALL]
     values = np.array([[codes[row["cells"][c]["verdict"]] for c in columns] for row in rows])
-    fig, ax = plt.subplots(figsize=(9, 0.22 * max(len(rows), 4) + 1.5), layout="constrained")
-    colours = plt.matplotlib.colors.ListedColormap(["#d62728", "#bbbbbb", "#ff9f1c", "#2ca02c"])
-    ax.imshow(values, cmap=colours, vmin=-0.5, vmax=3.5, aspect="auto", interpolation="nearest")
+    fig, ax = plots.figure(
+        1,
+        1,
+        figsize=(11, 0.26 * max(len(rows), 4) + 1.8),
+        suptitle="Verdict of every claim in every regime (quick sizes; primary: gd-wide)",
+    )
+    verdicts = (
+        ("FAIL", "#d62728"),
+        ("no criterion", "#bbbbbb"),
+        ("vacuous", "#ff9f1c"),
+        ("pass", "#2ca02c"),
+    )
+    plots.category_image(ax, values, verdicts)
     ax.set_xticks(
         range(len(columns)),
         [regimes.parse(c).label for c in columns],
         rotation=30,
         ha="right",
-        fontsize=8,
     )
     labels = [f"{row['experiment']}: {row['claim'][:60]}" for row in rows]
-    ax.set_yticks(range(len(rows)), labels, fontsize=6)
-    handles = [
-        plt.matplotlib.patches.Patch(color=c, label=v)
-        for v, c in (
-            ("pass", "#2ca02c"),
-            ("vacuous", "#ff9f1c"),
-            ("FAIL", "#d62728"),
-            ("no criterion", "#bbbbbb"),
-        )
-    ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    ax.set_title(
-        "Verdict of every claim in every regime (quick sizes; primary: gd-wide)", fontsize=10
-    )
+    ax.set_yticks(range(len(rows)), labels)
+    plots.axis_labels(ax, "regime", "claim")
     return fig

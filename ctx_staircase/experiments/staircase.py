@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import jax
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import analysis, budget, comparison, metrics, plots, signatures, sweep, train
@@ -64,7 +63,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     """The flagship; ``tiny`` shrinks it to a smoke test (N=8, d=16, a few hundred steps)."""
     N, d, epochs, snapshots = sizes(full, tiny)
     claims, figures, numbers = [], {}, {}
-    staircase_axes = plt.subplots(2, 3, figsize=(15, 8), layout="constrained")
+    staircase_axes = plots.figure(2, 3, panel=(5.0, 4.0))
     for row, task in enumerate(("add", "mod")):
         ds = PRIMARY.make(task, N=N)
         config = PRIMARY.train_config(ds, epochs=epochs, snapshots=snapshots)
@@ -254,18 +253,28 @@ def _staircase_claims(task: str, n: dict) -> list[Claim]:
 
 def _draw_staircase(axes, ds, task, trajectory, curves, n) -> None:
     steps = np.maximum(n["steps"], 1)
-    axes[0].plot(steps, trajectory.loss, label="loss")
-    axes[0].plot(steps, trajectory.accuracy, label="accuracy")
-    axes[0].set_title(f"{task} N={ds.groups['numbers'].size}: loss (nats), accuracy", fontsize=9)
-    axes[1].plot(steps, n["rho0"], label=f"$\\rho_0$ vs $S^{{sig,(0)}}$ ({n['rho0_method']})")
+    axes[0].plot(steps, trajectory.loss, color="k", label="loss (nats)")
+    axes[0].plot(steps, trajectory.accuracy, color="C3", label="accuracy")
+    plots.axis_labels(
+        axes[0],
+        y="loss (nats), accuracy",
+        title=f"{task} N={ds.groups['numbers'].size}: loss, accuracy",
+    )
+    axes[1].plot(
+        steps,
+        n["rho0"],
+        color=plots.order_colour(0),
+        label=f"$\\rho_0$ vs $S^{{sig,(0)}}$ ({n['rho0_method']})",
+    )
     axes[1].plot(
         np.maximum(n["probe_steps"], 1),
         n["probe_corr"],
         "o-",
+        color=plots.order_colour(1),
         ms=3,
         label="first-order probe (held out)",
     )
-    axes[1].set_title(f"{task}: the staircase", fontsize=9)
+    plots.axis_labels(axes[1], y=plots.ALIGNMENT, title=f"{task}: the staircase")
     # the snapshots are not evenly spaced (dense early): each column spans its own epochs
     image = axes[2].pcolormesh(
         n["steps"],
@@ -276,12 +285,15 @@ def _draw_staircase(axes, ds, task, trajectory, curves, n) -> None:
         vmax=1,
         shading="nearest",
     )
-    axes[2].set_title(f"{task}: $\\rho_{{(1),k}}(t)$", fontsize=9)
-    axes[2].set_ylabel("frequency k" + (" (k = 0: 1−MSE)" if n["k0_one_minus_mse"] else ""))
-    plt.colorbar(image, ax=axes[2], label="Pearson")
+    axes[2].grid(False)
+    plots.axis_labels(
+        axes[2],
+        y="frequency $k$" + (" ($k$ = 0: 1−MSE)" if n["k0_one_minus_mse"] else ""),
+        title=f"{task}: $\\rho_{{(1),k}}(t)$",
+    )
+    plots.colorbar(axes[2].figure, image, axes[2], label="Pearson", shrink=1.0)
     for ax in axes[:2]:
         ax.set_xscale("log")
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+        plots.legend(ax)
     for ax in axes:
         ax.set_xlabel("epoch = gradient-flow time (full-batch GD, lr 1)")
