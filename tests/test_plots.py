@@ -275,7 +275,7 @@ def _assert_convention(fig) -> None:
     """Fonts >= MIN_FONT, a y-label on every panel with data, balanced mathtext, no raw TeX."""
     assert plots.small_texts(fig) == []
     for ax in fig.axes:
-        if ax.get_label() == "<colorbar>" or not ax.axison:
+        if ax.get_label() == "<colorbar>" or not ax.axison or not ax.get_visible():
             continue
         assert ax.get_ylabel(), f"panel {ax.get_title()!r} has no y-label"
     for text in _texts(fig):
@@ -349,3 +349,180 @@ def test_experiments_draw_through_plots(path):
                     if isinstance(size.value, int | float) and size.value < plots.MIN_FONT:
                         problems.append(f"line {node.lineno}: fontsize={size.value}")
     assert not problems, "\n".join(problems)
+
+
+# --------------------------------------------------------------------------------------------
+# the experiments' figure functions on tiny synthetic input
+
+
+def _experiment_figures():
+    """``(name, thunk)`` pairs: each thunk draws one experiment figure from synthetic input."""
+    from ctx_staircase.experiments import (
+        appc_task4_orders,
+        attention_departure,
+        fig2a_label_laws,
+        fig5_activation_order,
+        fig8_role,
+        fig9_modulus,
+        minmax,
+        rb_anchor_tasks,
+        regime_study,
+    )
+    from ctx_staircase.experiments import regime as regimes
+
+    rng = np.random.default_rng(0)
+    primary = regimes.PRIMARY
+    steps = np.array([0, 1, 5, 10, 50, 100, 500, 1000])
+    T = steps.size
+
+    def curve(seeds=None):
+        shape = (T,) if seeds is None else (seeds, T)
+        return np.clip(np.cumsum(rng.uniform(0, 0.2, size=shape), axis=-1), 0, 1)
+
+    def cosines(n):
+        x = rng.normal(size=(n, 3))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return x @ x.T
+
+    appc_curves = {k: curve(2) for k in ("S0_1mse", "S1_probe", "S2_probe", "S1_flat")}
+    appc_curves["offdiag_cos"] = curve(2)
+    N = 20
+    cells = {
+        (L, K): {"max_accuracy": 0.5, "top_share": 0.7, "curve": curve(), "S": cosines(N)}
+        for L in (2, 3)
+        for K in (2, 3)
+    }
+    fig5_config = {"Ls": (2, 3), "Ks": (2, 3), "N": N, "d": 16, "gamma": 1.0, "epochs": 1000}
+    arms = {
+        arm: {"loss_curve": 3 - curve(), "accuracy_curve": curve()} for arm in "i ii iii".split()
+    }
+    fixed = {"trained": arms, "null": arms}
+    fig8_config = {"gamma_ffn": 1.0, "target_accuracy": 0.9, "early_epoch": 50}
+    times = {
+        task: {
+            str(g): {"gamma": g, "trained": 10.0 * g, "theory": 12.0 * g, "t_max": 100.0}
+            for g in (0.5, 1.0)
+        }
+        for task in ("selector", "anchor")
+    }
+    rb_numbers = {
+        "by_gamma": {
+            g: {"loss": {s: 5 - 4 * curve() for s in rb_anchor_tasks.SUBSETS}} for g in (0.5, 0.8)
+        },
+        "epochs": steps,
+        "chance_ln_Z": np.log(100),
+        "early_epoch": 10,
+        "memory_labels": {"uniform": {"mem_loss": 5 - curve()}, "local": {"mem_loss": 4 - curve()}},
+    }
+    p = rng.dirichlet(np.ones(12))
+    laws_curves = {
+        law: {"p": p, "trained": p, "init": np.full(12, 1 / 12)} for law in ("zipf", "uniform")
+    }
+    stats = {"pearson": 0.9, "kl": 0.01, "jsd": 0.02}
+    laws_numbers = {
+        "laws": {law: {"runs": [{"ffn": stats, "init": {"ffn": stats}}]} for law in laws_curves}
+    }
+    verdicts = ["pass", "FAIL", "vacuous", "—"]
+    rows = [
+        {
+            "experiment": "fig3_staircase",
+            "claim": f"claim {i}",
+            "cells": {
+                r.name: {"verdict": verdicts[(i + j) % 4]} for j, r in enumerate(regimes.ALL)
+            },
+        }
+        for i in range(5)
+    ]
+    Ms = np.array([2, 3, 4, 5])
+    phi0 = rng.dirichlet(np.ones(N + 1), size=N + 3)
+    inputs = np.arange(N + 3)
+    return [
+        (
+            "appc_task4_orders.orders_figure",
+            lambda: appc_task4_orders.orders_figure(
+                steps,
+                appc_curves,
+                curve(2),
+                curve(2),
+                {"d": 16, "gamma": 1.0, "epochs": 1000},
+                primary,
+            ),
+        ),
+        ("attention_departure.times_figure", lambda: attention_departure.times_figure(times)),
+        (
+            "fig2a_label_laws.laws_figure",
+            lambda: fig2a_label_laws.laws_figure(laws_curves, laws_numbers, primary),
+        ),
+        (
+            "fig5_activation_order.grid_figure",
+            lambda: fig5_activation_order.grid_figure(cells, steps, fig5_config, primary),
+        ),
+        (
+            "fig5_activation_order.cosine_figure",
+            lambda: fig5_activation_order.cosine_figure(cells, fig5_config, primary),
+        ),
+        (
+            "fig8_role.fixed_figure",
+            lambda: fig8_role.fixed_figure(fixed, steps, fig8_config, primary),
+        ),
+        (
+            "fig9_modulus.epochs_figure",
+            lambda: fig9_modulus.epochs_figure(
+                Ms,
+                np.array([100.0, 2000, 300, 5000]),
+                np.array([False, True, False, False]),
+                np.array([True, False, True, True]),
+                np.array([0.95, 0.2, 0.9, 0.92]),
+                {"d": 16, "gamma": 1.0, "regime_label": primary.label, "max_epochs": 5000},
+            ),
+        ),
+        (
+            "fig9_modulus.heatmap_figure",
+            lambda: fig9_modulus.heatmap_figure(
+                steps,
+                {int(M): curve() for M in Ms[:3]},
+                {int(M): (np.ones((N, N)) if M == 4 else cosines(N)) for M in Ms[:3]},
+                {int(M): cosines(N) for M in Ms[:3]},
+                {"N": N, "regime_label": primary.label},
+            ),
+        ),
+        (
+            "minmax.superposition_figure",
+            lambda: minmax.superposition_figure(phi0, cosines(inputs.size), inputs, N),
+        ),
+        (
+            "minmax.training_figure",
+            lambda: minmax.training_figure(
+                steps,
+                curve(),
+                curve(),
+                curve(),
+                curve(),
+                curve(),
+                curve(),
+                {"N": N, "d": 16, "gamma": 1.0},
+                primary,
+            ),
+        ),
+        (
+            "rb_anchor_tasks.loss_figure",
+            lambda: rb_anchor_tasks.loss_figure(rb_numbers, {"L": 8, "n": 100}),
+        ),
+        ("regime_study.verdict_figure", lambda: regime_study.verdict_figure(rows)),
+    ]
+
+
+def test_every_experiment_figure_renders_to_the_convention(tmp_path):
+    """Each figure function draws from synthetic input, to fonts >= 8 pt, a y-label on every
+    panel, mathtext only; the first is saved as PNG + PDF (saving is tested above)."""
+    for i, (name, draw) in enumerate(_experiment_figures()):
+        fig = draw()
+        try:
+            _assert_convention(fig)
+        except AssertionError as err:
+            raise AssertionError(f"{name}: {err}") from err
+        if i == 0:
+            png, pdf = plots.save_figure(fig, tmp_path / f"{name}.png")
+            assert png.stat().st_size > 1000 and pdf.stat().st_size > 1000, name
+        else:
+            plots.plt.close(fig)

@@ -358,7 +358,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         "geometry": _geometry_figure(
             steps, W_E[0], S_emb[0], S1_flat, probe_geometry, anchors, regime
         ),
-        "orders": _orders_figure(steps, curves, accuracy, null_accuracy, config, regime),
+        "orders": orders_figure(steps, curves, accuracy, null_accuracy, config, regime),
     }
     return Outcome(claims, figures, numbers, config)
 
@@ -395,7 +395,10 @@ def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime
     return fig
 
 
-def _orders_figure(steps, curves, accuracy, null_accuracy, config, regime):
+def orders_figure(steps, curves, accuracy, null_accuracy, config, regime):
+    """Mean alignment of each signature order with the anchor geometry (left) and accuracy with
+    the anchor collapse (right) against epoch. ``steps`` [T]; ``curves[key]`` [seeds, T];
+    ``accuracy``, ``null_accuracy`` [seeds, T]."""
     x = steps
     fig, axes = plots.figure(
         1,

@@ -286,7 +286,7 @@ def _run(full: bool) -> Outcome:
     )
     for claim in claims:
         claim.regime = REGIME
-    figures = {"curves": _curves_figure(by_task), "times": _times_figure(numbers)}
+    figures = {"curves": _curves_figure(by_task), "times": times_figure(numbers)}
     config["seconds_per_lane"] = {
         f"{r['task']} γ={r['gamma']:g}": round(r["seconds"], 1) for r in lanes
     }
@@ -523,7 +523,9 @@ def _curves_figure(by_task: dict):
     return fig
 
 
-def _times_figure(numbers: dict):
+def times_figure(numbers: dict):
+    """Departure time against γ per task: trained, predicted (ODE), the constant null and the
+    horizon; ``numbers[task][key]`` holds ``gamma``, ``trained``, ``theory``, ``t_max``."""
     fig, ax = plots.figure(1, 1, panel=(5.8, 4.4))
     for i, (name, rows) in enumerate(numbers.items()):
         gammas = [r["gamma"] for r in rows.values()]

@@ -169,7 +169,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
 
     claims = [_claim(law, numbers["laws"][law]["runs"], regime) for law in laws]
     claims.append(_uniform_empirical_claim(numbers["laws"]["uniform"]["runs"], regime))
-    figure = _figure(curves, numbers, regime)
+    figure = laws_figure(curves, numbers, regime)
     return Outcome(claims, {"panels": figure}, numbers, cfg)
 
 
@@ -248,7 +248,9 @@ def _uniform_empirical_claim(runs: list[dict], regime: Regime) -> Claim:
     )
 
 
-def _figure(curves: dict, numbers: dict, regime: Regime):
+def laws_figure(curves: dict, numbers: dict, regime: Regime):
+    """Prescribed $p_a$ against the learned readout $\\hat p_a$ (trained and at init), one panel
+    per label law; ``curves[law]`` holds ``p``, ``trained``, ``init`` [labels]."""
     fig, axes = plots.figure(
         2,
         2,

@@ -340,13 +340,15 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     figures = {}
     if regime.primary and not quick:
         figures = {
-            "grid": _grid_figure(cells, snapshots, config, regime),
-            "cosines": _cosine_figure(cells, config, regime),
+            "grid": grid_figure(cells, snapshots, config, regime),
+            "cosines": cosine_figure(cells, config, regime),
         }
     return Outcome(claims, figures, numbers, config)
 
 
-def _grid_figure(cells, snapshots, config, regime):
+def grid_figure(cells, snapshots, config, regime):
+    """Max accuracy and top-eigenvalue share per (L, K) and the accuracy curves;
+    ``cells[(L, K)]`` holds ``max_accuracy``, ``top_share`` and ``curve`` [snapshots]."""
     Ls, Ks, N = config["Ls"], config["Ks"], config["N"]
     grid = np.array([[cells[(L, K)]["max_accuracy"] for K in Ks] for L in Ls])
     share = np.array([[cells[(L, K)]["top_share"] for K in Ks] for L in Ls])
@@ -393,7 +395,8 @@ def _grid_figure(cells, snapshots, config, regime):
     return fig
 
 
-def _cosine_figure(cells, config, regime):
+def cosine_figure(cells, config, regime):
+    """The final $S^{emb}$ [N, N] of every (L, K) cell (``cells[(L, K)]["S"]``)."""
     Ls, Ks, N = config["Ls"], config["Ks"], config["N"]
     fig, axes = plots.figure(
         len(Ls),

@@ -401,7 +401,7 @@ def _fixed_embeddings(ds, null_ds, runs: dict, config: dict, regime: Regime):
         numbers[data] = result
     claims = _order_claims(numbers["trained"], numbers["null"], config)
     epochs = regime.epochs_of(runs["ffn"][0].steps)
-    return claims, _fixed_figure(numbers, epochs, config, regime), numbers
+    return claims, fixed_figure(numbers, epochs, config, regime), numbers
 
 
 def _order_claims(result: dict, null: dict, config: dict) -> list[Claim]:
@@ -495,7 +495,9 @@ def _order_claims(result: dict, null: dict, config: dict) -> list[Claim]:
     ]
 
 
-def _fixed_figure(numbers, epochs, config, regime):
+def fixed_figure(numbers, epochs, config, regime):
+    """Loss and accuracy of the three embedding arms (trained and null) against ``epochs`` [T];
+    ``numbers[kind][arm]`` holds ``loss_curve`` and ``accuracy_curve`` [T]."""
     fig, axes = plots.figure(
         1,
         3,

@@ -341,13 +341,15 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         per_M={str(M): v for M, v in per_M.items()},
     )
     figures = {
-        "epochs": _epochs_figure(Ms, epochs, censored, divides, early_cos, config),
-        "curves_heatmaps": _heatmap_figure(steps, curves, S_sig0, S_emb_early, config),
+        "epochs": epochs_figure(Ms, epochs, censored, divides, early_cos, config),
+        "curves_heatmaps": heatmap_figure(steps, curves, S_sig0, S_emb_early, config),
     }
     return Outcome(claims, figures, numbers, config)
 
 
-def _epochs_figure(Ms, epochs, censored, divides, early_cos, config):
+def epochs_figure(Ms, epochs, censored, divides, early_cos, config):
+    """Epochs to 95% accuracy and the early collapse per modulus; ``Ms``, ``epochs``,
+    ``censored``, ``divides``, ``early_cos`` all [moduli]."""
     fig, axes = plots.figure(
         1,
         2,
@@ -385,7 +387,9 @@ def _epochs_figure(Ms, epochs, censored, divides, early_cos, config):
     return fig
 
 
-def _heatmap_figure(steps, curves, S_sig0, S_emb_early, config):
+def heatmap_figure(steps, curves, S_sig0, S_emb_early, config):
+    """$S^{sig,(0)}$ (top) and the early $S^{emb}$ (bottom) per modulus, and accuracy curves;
+    ``S_sig0[M]``, ``S_emb_early[M]`` [N, N], ``curves[M]`` [T] on ``steps`` [T]."""
     Ms = sorted(S_sig0)
     fig, axes = plots.figure(
         2,

@@ -283,8 +283,8 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         null_readout_superposition_accuracy=null_readout_accuracy.tolist(),
     )
     figures = {
-        "superposition": _superposition_figure(phi0, S0_all, inputs, N),
-        "training": _training_figure(
+        "superposition": superposition_figure(phi0, S0_all, inputs, N),
+        "training": training_figure(
             steps,
             accuracy,
             null_accuracy,
@@ -299,7 +299,9 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     return Outcome(claims, figures, numbers, config)
 
 
-def _superposition_figure(phi0, S0_all, inputs, N):
+def superposition_figure(phi0, S0_all, inputs, N):
+    """Stacked zero-order signatures of two example inputs (one per control token) and
+    ``S0_all`` [inputs, inputs], the $S^{sig,(0)}$ of all input tokens; ``phi0`` [vocab, vocab]."""
     x1, x2 = EXAMPLE
     controls = (N + 1, N + 2)
     nu = np.arange(1, N + 1)
@@ -346,7 +348,7 @@ def _superposition_figure(phi0, S0_all, inputs, N):
     return fig
 
 
-def _training_figure(
+def training_figure(
     steps,
     accuracy,
     null_accuracy,
@@ -357,6 +359,8 @@ def _training_figure(
     config,
     regime,
 ):
+    """Accuracy (trained, null, learned-readout superposition) and the zero-order alignment
+    against epoch; every curve [T] on ``steps`` [T]."""
     x = steps
     fig, axes = plots.figure(
         1,

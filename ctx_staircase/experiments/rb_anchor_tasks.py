@@ -177,7 +177,7 @@ def run(full: bool = False) -> Outcome:
     }
     claims = _claims(numbers, i_early, chance)
     figures = {
-        "losses": _loss_figure(numbers, config),
+        "losses": loss_figure(numbers, config),
         "anchors": _anchor_figure(geometry, ds),
     }
     return Outcome(claims, figures, numbers, config)
@@ -322,7 +322,9 @@ def _claims(numbers: dict, i_early: int, chance: float) -> list[Claim]:
     ]
 
 
-def _loss_figure(numbers: dict, config: dict):
+def loss_figure(numbers: dict, config: dict):
+    """Loss per data subset against epoch for each γ, and the two memory-label variants;
+    ``numbers["by_gamma"][γ]["loss"][subset]`` [T] on ``numbers["epochs"]`` [T]."""
     by = numbers["by_gamma"]
     epochs = np.asarray(numbers["epochs"])
     fig, axes = plots.figure(

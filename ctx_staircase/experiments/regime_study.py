@@ -104,7 +104,7 @@ def run(full: bool = False, root: str | Path = "sims") -> Outcome:
         "rule": "theory/regimes.md (primary regime fixed before the results)",
         "source_fingerprint": fingerprint,
     }
-    return Outcome([], {"grid": _figure(rows)}, numbers, config)
+    return Outcome([], {"grid": verdict_figure(rows)}, numbers, config)
 
 
 def table_rows(grid: dict[str, dict[str, dict | None]]) -> list[dict]:
@@ -136,8 +136,8 @@ def table_rows(grid: dict[str, dict[str, dict | None]]) -> list[dict]:
     return list(rows.values())
 
 
-def _figure(rows: list[dict]):
-    """Claims x regimes, coloured by verdict."""
+def verdict_figure(rows: list[dict]):
+    """Claims × regimes, coloured by verdict (``rows[i]["cells"][regime]["verdict"]``)."""
     codes = {"pass": 3, "vacuous": 2, "FAIL": 0, "—": 1, "missing": np.nan}
     columns = [r.name for r in regimes.ALL]
     values = np.array([[codes[row["cells"][c]["verdict"]] for c in columns] for row in rows])
