@@ -483,17 +483,18 @@ def escape_time_figure(experiment: dict, title: str):
         style = theory_styles(name)
         ax.plot(gammas, escape[name], color=f"C{i + 1}", marker="x", label=label, **style)
     fine = np.linspace(gammas.min(), gammas.max(), 100)
+    analytic_style = {"color": "0.4", "ls": LINE_STYLE["closed_form"], "lw": 1.0}
     if attention:
         law = experiment["law"]
         d = float(np.exp(slopes["analytic"] / 2))
         label = rf"$T_Z d^{{2\gamma}}$, slope $2 \ln d$ = {slopes['analytic']:.2f}"
-        ax.plot(fine, law["blowup_time_T_Z"] * d ** (2 * fine), color="0.4", label=label)
+        ax.plot(fine, law["blowup_time_T_Z"] * d ** (2 * fine), label=label, **analytic_style)
         ax.set_yscale("log")
     else:
         analytic = slopes["analytic"]
         anchor = np.nanmean(np.asarray(escape["simulation"]) - analytic * gammas)
         label = rf"$\ln d / (C_1 s_1)$, slope {analytic:.1f} (offset fitted)"
-        ax.plot(fine, anchor + analytic * fine, color="0.4", label=label)
+        ax.plot(fine, anchor + analytic * fine, label=label, **analytic_style)
     axis_labels(ax, GAMMA, "escape time " + FLOW_TIME + (" (log)" if attention else ""))
     legend(ax)
     return fig
