@@ -492,7 +492,7 @@ def _curves_figure(data: dict, cfg: dict, regime: Regime):
         phase_end = _end_of_early_phase(d)
         for ax, (title, y) in zip(axes[row], panels, strict=True):
             plots.axis_labels(ax, plots.EPOCH, y, f"{task}: {title}")
-            plots.reference(ax, x=phase_end, ls=":")
+            plots.reference(ax, x=phase_end)
             plots.legend(ax)
     return fig
 

@@ -643,7 +643,7 @@ def _seed_curves_figure(data: dict, config: dict, regime: Regime):
             ax.plot(s["k_star"], s["rho_k_star"], "o", color=colour, ms=5)
             if d["constant"][0]:
                 ax.plot(0, s["rho_vs_k"][0], "s", mfc="none", color=colour, ms=6)
-        plots.reference(ax, x=10.5, ls=":")
+        plots.reference(ax, x=10.5)
         plots.axis_labels(
             ax,
             "frequency $k$" + (" ($k$=0 squares: 1−MSE)" if d["constant"][0] else ""),

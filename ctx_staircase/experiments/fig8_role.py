@@ -524,8 +524,8 @@ def fixed_figure(numbers, epochs, config, regime):
     plots.axis_labels(axes[1], y=plots.ACCURACY, title="D: training accuracy")
     plots.axis_labels(axes[2], y=plots.ACCURACY, title="null: training accuracy on shuffled labels")
     for ax in axes[1:]:
-        plots.reference(ax, y=config["target_accuracy"], ls=":")
-    plots.reference(axes[0], x=config["early_epoch"], ls=":")
+        plots.reference(ax, y=config["target_accuracy"])
+    plots.reference(axes[0], x=config["early_epoch"])
     for ax in axes:
         plots.epoch_axis(ax)
         plots.legend(ax)

@@ -367,7 +367,7 @@ def epochs_figure(Ms, epochs, censored, divides, early_cos, config):
         if cut.any():
             ax.plot(Ms[cut], epochs[cut], "^", color=colour, mfc="none", ms=9)
     ax.plot([], [], "^", color="k", mfc="none", label=f"never (> {config['max_epochs']})")
-    plots.reference(ax, y=SLOW_EPOCHS, ls=":", label=f"{SLOW_EPOCHS} epochs")
+    plots.reference(ax, y=SLOW_EPOCHS, label=f"{SLOW_EPOCHS} epochs")
     ax.set_yscale("log")
     ax.set_xticks(Ms)
     plots.axis_labels(
@@ -376,7 +376,7 @@ def epochs_figure(Ms, epochs, censored, divides, early_cos, config):
     plots.legend(ax)
     ax = axes[1]
     ax.bar(Ms, early_cos, color=np.where(divides, "C3", "C0"))
-    plots.reference(ax, y=COLLAPSE_COS, ls=":")
+    plots.reference(ax, y=COLLAPSE_COS)
     ax.set_xticks(Ms)
     plots.axis_labels(
         ax,
@@ -422,7 +422,7 @@ def heatmap_figure(steps, curves, S_sig0, S_emb_early, config):
     ax = axes[0, -1]
     for i, M in enumerate(Ms):
         ax.plot(steps, curves[M], color=f"C{i % 10}", label=f"M={M}")
-    plots.reference(ax, y=THRESHOLD, ls=":")
+    plots.reference(ax, y=THRESHOLD)
     plots.epoch_axis(ax, SYMLOG)
     plots.axis_labels(ax, y=plots.ACCURACY, title="train accuracy (seed 0)")
     plots.legend(ax)

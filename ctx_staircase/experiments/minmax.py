@@ -395,7 +395,7 @@ def training_figure(
         label="readout vs $\\varphi^{y;0}$: JSD / ln 2",
     )
     plots.reference(ax, y=RHO0_EARLY)
-    plots.reference(ax, x=EARLY_EPOCHS, ls=":")
+    plots.reference(ax, x=EARLY_EPOCHS)
     plots.epoch_axis(ax, SYMLOG)
     ax.set_ylim(-0.1, 1.02)
     plots.axis_labels(

@@ -337,7 +337,7 @@ def loss_figure(numbers: dict, config: dict):
     for ax, (gamma, entry) in zip(axes, by.items(), strict=False):
         for subset in SUBSETS:
             ax.plot(epochs, entry["loss"][subset], colours[subset], label=subset.replace("_", " "))
-        plots.reference(ax, y=numbers["chance_ln_Z"], ls=":", label="$\\ln |Z|$")
+        plots.reference(ax, y=numbers["chance_ln_Z"], label="$\\ln |Z|$")
         plots.reference(ax, x=numbers["early_epoch"], ls="-")
         ax.set_ylim(0, 7)
         clipped = " (starts near 100, clipped)" if max(entry["loss"]["mem"]) > 7 else ""
