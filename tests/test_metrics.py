@@ -229,13 +229,13 @@ def test_probe_recovers_a_planted_first_order_vector():
     assert result.S_sig.shape == (16, 16)
     assert float(metrics.alignment(result.S_sig, S_emb).value) >= 0.99
     # compiled once per shape: a second snapshot of the same shape reuses the compiled fit
-    cache_size = metrics._fit_probe._cache_size()
+    cache_size = metrics.fit_probe._cache_size()
     metrics.probe_fit(phi, 0.5 * (S_emb + np.eye(16)), seed=1, lr=0.02)
-    assert metrics._fit_probe._cache_size() == cache_size
+    assert metrics.fit_probe._cache_size() == cache_size
     # a constant S_emb has no pairwise structure: correlation 0, never NaN
     flat = metrics.probe_fit(phi, np.ones((16, 16)))
     assert float(flat.heldout_corr) == 0.0 and np.isfinite(float(flat.heldout_mse))
-    assert metrics._fit_probe._cache_size() == cache_size
+    assert metrics.fit_probe._cache_size() == cache_size
 
 
 def test_probe_similarity_is_invariant_to_rescaling_each_vector():
