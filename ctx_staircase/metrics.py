@@ -237,8 +237,7 @@ def spearman(a, b) -> jax.Array:
     a, b = _broadcast(a=a, b=b)
     # 0-based ranks: the Pearson of ranks shifted by one rounds differently in the last bit
     ranks = [
-        (jax.scipy.stats.rankdata(x, method="average", axis=-1) - 1).astype(x.dtype)
-        for x in (a, b)
+        (jax.scipy.stats.rankdata(x, method="average", axis=-1) - 1).astype(x.dtype) for x in (a, b)
     ]
     return pearson(*ranks)
 
