@@ -18,7 +18,7 @@ Pearson branch of `metrics.alignment`, jitted; checked equal to `metrics.alignme
 - signature-flow ODE: `flows.ffn_signature_flow` (max_order 1) and `ode.integrate` (Tsit5, rtol
   1e-7, atol 1e-12, as `comparison.theory_vs_training`), then rho_0, in one compiled call over
   the 64 initial states. The truncated flow blows up in finite time after escape, so the field is
-  wrapped in `comparison._frozen_past` (cap 1.0): a lane stops once an embedding coordinate
+  wrapped in `comparison.frozen_past` (cap 1.0): a lane stops once an embedding coordinate
   reaches 1, far past escape; every lane's ok flag and step count are reported. Variants
   (``--ode``): the signatures on all V tokens (``signatures.signature_set(ds, 1)``) or on the
   tokens that occur (alphas = context = the 20 numbers, labels = the 39 that occur: the same flow
@@ -454,7 +454,7 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
         sigs1, sig1_s = timed(signatures.signature_set, ds, 1, **subsets)
         sparse = not tokens.endswith("-dense")  # the library's default: sparse where it pays
         flow = flows.ffn_signature_flow(sigs1, COEFFICIENTS, sparse=sparse)
-        field = comparison._frozen_past(flow, cap=CAP)
+        field = comparison.frozen_past(flow, cap=CAP)
         solver = ode_solver(field, ts, batching, rho0=rho0, rows=numbers)
         if batching == "sweep":
             (curve, ok, num_steps), first_s = timed(solver, y0)
@@ -570,7 +570,7 @@ def part2(steps: int, lanes: int, tile: int) -> dict:
     for ds in datasets:
         sigs1, sig_s = timed(signatures.signature_set, ds, 1)
         sigs_seen.append(sigs1)
-        field = comparison._frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
+        field = comparison.frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
         y0 = jax.jit(jax.vmap(initial_weights_fn(ds)))(jnp.asarray(gammas))
         solution, ode_compile, ode_run = compiled_and_runs(
             ode_solver(field, ts, "vmap"), y0, runs=3

@@ -628,6 +628,30 @@ def lm_bytes(
 
 # --------------------------------------------------------------------------------------------
 # the theory (comparison.theory_vs_training)
+#
+# The size of a theory run is fixed here, below the run itself: `comparison` reads these caps
+# (and checks its estimate with `check`) and budget never imports `comparison`.
+
+#: The gamma each model's theory runs at when none is given.
+THEORY_DEFAULT_GAMMAS = {"ffn": (0.6, 0.8, 1.0, 1.2, 1.4), "attention": (0.6, 0.65, 0.7, 0.75, 0.8)}
+#: The automatic horizon of a theory run may not exceed this many GD steps.
+THEORY_MAX_STEPS = 50_000
+#: Snapshots beyond this many are placed geometrically (dense early, where escapes differ most).
+THEORY_MAX_SNAPSHOTS = 400
+#: Time points of the closed form's escape search, evaluated this many at a time (the logits of
+#: every sample at every point of the grid at once would take GBs on the flagship's add N=40).
+THEORY_ESCAPE_GRID = 2000
+THEORY_ESCAPE_CHUNK = 100
+
+
+def theory_signature_order(ds, model: str, max_orders, prediction: str) -> int:
+    """The highest signature order the theory's flows contract: 0 for attention; for the FFN
+    ``L - 1`` with ``prediction="linear"`` (the linear readout sees every order), else the
+    largest of ``max_orders``."""
+    if model != "ffn":
+        return 0
+    return ds.L - 1 if prediction == "linear" else max(max_orders)
+
 
 #: Explicit Runge-Kutta state held by the adaptive solver, in copies of y (Tsit5: 7 stages,
 #: the state, its error estimate and the next step's candidates).
@@ -666,16 +690,14 @@ class _GDConfig(NamedTuple):
 
 def theory_snapshots(steps: int | None, snapshot_every: int | None) -> int:
     """How many snapshots `comparison.theory_vs_training` records (an upper bound when ``steps``
-    is None: the horizon then comes from the predicted escape, at most `comparison.MAX_STEPS`)."""
-    from ctx_staircase import comparison
-
+    is None: the horizon then comes from the predicted escape, at most `THEORY_MAX_STEPS`)."""
     if steps is None:
         if snapshot_every is None:
-            return comparison.MAX_SNAPSHOTS + 2
-        steps = comparison.MAX_STEPS
-    if snapshot_every is not None or steps // 10 <= comparison.MAX_SNAPSHOTS:
+            return THEORY_MAX_SNAPSHOTS + 2
+        steps = THEORY_MAX_STEPS
+    if snapshot_every is not None or steps // 10 <= THEORY_MAX_SNAPSHOTS:
         return steps // (snapshot_every or 10) + 2
-    return comparison.MAX_SNAPSHOTS + 2
+    return THEORY_MAX_SNAPSHOTS + 2
 
 
 def theory_bytes(ds, **settings) -> int:
@@ -704,7 +726,7 @@ def theory_stages(
     and the data. Then:
 
     - ``escape`` (FFN): the closed form's predicted escape, the logit scale on its time
-      grid, `comparison.ESCAPE_CHUNK` points at a time: the gathered hidden states
+      grid, `THEORY_ESCAPE_CHUNK` points at a time: the gathered hidden states
       ``[chunk, n, (L + 1) d]`` (fitted to XLA) and the weights ``[chunk, V, d]``;
     - ``training``: `train_bytes` of the G gamma lanes (full-batch GD, float64, T snapshots);
     - ``ode``: the training trajectories, the signature tables up to the order the flow uses
@@ -714,9 +736,7 @@ def theory_stages(
     - ``compare``: every trajectory (training, ODE, the two closed forms) and the comparison's
       temporaries (the logit scale ``[T, n, (L + 1) d]``, the Gram matrices ``[T, V, V]``).
     """
-    from ctx_staircase import comparison
-
-    G = len(comparison.DEFAULT_GAMMAS[model] if gammas is None else gammas)
+    G = len(THEORY_DEFAULT_GAMMAS[model] if gammas is None else gammas)
     orders = (0,) if model == "attention" else tuple(max_orders)
     T = theory_snapshots(steps, snapshot_every)
     n, L, V = ds.n, ds.L, ds.vocab_size
@@ -729,13 +749,13 @@ def theory_stages(
     training = train_bytes(model, ds, config, lanes=G, concurrent=concurrent, **kwargs)
     trained = 8 * G * T * weights
     if model == "ffn":
-        top = comparison.signature_order(ds, model, orders, prediction)
+        top = theory_signature_order(ds, model, orders, prediction)
         tables = sum(A * (Vnu + 1) * P**m for m in range(top + 1))
         field = sum(2 * d * max(A * Vnu * P ** max(m - 1, 0), A * P**m) for m in range(top + 1))
         if prediction == "linear":
             field += A * P ** (L - 1) * (2 * V + 4 * d)
         lanes, state = G * len(orders), weights
-        escape = 8 * comparison.ESCAPE_CHUNK * (2 * weights + n * (L + 1) * d)
+        escape = 8 * THEORY_ESCAPE_CHUNK * (2 * weights + n * (L + 1) * d)
         closed = 8 * 2 * G * T * weights
     else:
         tables = V * (Vnu + 1)
@@ -761,6 +781,11 @@ __all__ = [
     "ENV_VAR",
     "MAX_SEED",
     "MAX_STEPS",
+    "THEORY_DEFAULT_GAMMAS",
+    "THEORY_ESCAPE_CHUNK",
+    "THEORY_ESCAPE_GRID",
+    "THEORY_MAX_SNAPSHOTS",
+    "THEORY_MAX_STEPS",
     "Limit",
     "available_bytes",
     "check",
@@ -780,6 +805,7 @@ __all__ = [
     "signature_bytes",
     "signature_shapes",
     "theory_bytes",
+    "theory_signature_order",
     "theory_snapshots",
     "theory_stages",
     "train_bytes",

@@ -25,12 +25,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import closed_form, geometry, metrics, signatures
+from ctx_staircase import budget, closed_form, geometry, signatures
 from ctx_staircase.dataset import TokenDataset
 
 
-class Trajectory(NamedTuple):
-    """Weights over time: ``ts [T]``, ``W_E [T, V, d]``, ``W_U [T, V, d]``.
+class WeightTrajectory(NamedTuple):
+    """The weights of one theory or training lane over time.
+
+    ``ts [T]`` (``t = lr * step``), ``W_E [T, V, d]``, ``W_U [T, V, d]``.
 
     ``logit_scale [T]``: the escape statistic (C7) of the model the weights belong to, when it
     is not the FFN's `closed_form.logit_scale` of ``(W_E, W_U)`` (attention: the attention
@@ -43,26 +45,6 @@ class Trajectory(NamedTuple):
     logit_scale: np.ndarray | None = None
 
 
-def alignment_orders(ds: TokenDataset, W_E, *, group: str | None = None) -> np.ndarray:
-    """``rho_0(t)`` and ``rho_1(t)`` of an embedding trajectory, ``[2, T]``.
-
-    ``rho_0`` is the Pearson alignment with ``S^{sig,(0)}`` (1-MSE where that is constant);
-    ``rho_1`` is the best frequency-resolved first-order alignment ``max_{k>=1} rho_{(1),k}``
-    (SPEC §3, with the context restricted to the group, p = group size).
-    """
-    alphas = geometry.group_tokens(ds, group or geometry.default_group(ds))
-    labels = np.unique(ds.labels[ds.weights > 0])
-    S_emb = np.asarray(metrics.cosine_matrix(np.asarray(W_E)[:, alphas]))
-    phi0 = signatures.label_signature(ds, 0, alphas=alphas, labels=labels)
-    rho0 = np.asarray(metrics.alignment(S_emb, np.asarray(metrics.cosine_matrix(phi0))).value)
-    if ds.L < 2:
-        return np.stack([rho0, np.full_like(rho0, np.nan)])
-    phi1 = signatures.label_signature(ds, 1, alphas=alphas, labels=labels, context=alphas)
-    ks = np.arange(1, alphas.size // 2 + 1)
-    rho1 = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks)).max(axis=-1)
-    return np.stack([rho0, rho1])
-
-
 def onset_time(ts, curve) -> float:
     """First time the curve reaches half of its maximum (eq. C9); NaN for a flat curve."""
     curve = np.asarray(curve, dtype=np.float64)
@@ -72,8 +54,8 @@ def onset_time(ts, curve) -> float:
 
 
 def compare(
-    theory: Trajectory,
-    simulation: Trajectory,
+    theory: WeightTrajectory,
+    simulation: WeightTrajectory,
     ds: TokenDataset,
     *,
     coefficients,
@@ -106,8 +88,8 @@ def compare(
     gram_sim = np.einsum("tvd,twd->tvw", W_sim[before], W_sim[before])
     gram_error = _relative(gram_th, gram_sim, axes=(1, 2))
     rho_th, rho_sim = (
-        alignment_orders(ds, W_th, group=group),
-        alignment_orders(ds, W_sim, group=group),
+        geometry.alignment_orders(ds, W_th, group=group),
+        geometry.alignment_orders(ds, W_sim, group=group),
     )
     gap = np.abs(rho_th - rho_sim)
     return {
@@ -146,19 +128,32 @@ def _relative(a: np.ndarray, b: np.ndarray, axes) -> np.ndarray:
 
 #: The gamma each model's theory is documented for: below it the initial logits are near the
 #: escape threshold (no plateau to predict); above it the attention plateau, ~d^(2 gamma),
-#: outgrows any CPU horizon (d = 128: t* ~ 3900 at gamma = 1).
+#: outgrows any CPU horizon (d = 128: t* ~ 3900 at gamma = 1). The default gammas, the caps on
+#: steps and snapshots and the escape grid are in `budget` (`budget.THEORY_DEFAULT_GAMMAS`, ...),
+#: which sizes the run before it starts.
 GAMMA_RANGE = {"ffn": (0.5, 2.0), "attention": (0.55, 1.0)}
-DEFAULT_GAMMAS = {"ffn": (0.6, 0.8, 1.0, 1.2, 1.4), "attention": (0.6, 0.65, 0.7, 0.75, 0.8)}
-#: The automatic horizon covers the latest predicted escape with this margin ...
+#: The automatic horizon covers the latest predicted escape with this margin.
 HORIZON_MARGIN = 1.25
-#: ... and may not exceed this many GD steps.
-MAX_STEPS = 50_000
-#: Snapshots beyond this many are placed geometrically (dense early, where escapes differ most).
-MAX_SNAPSHOTS = 400
-#: Time points of the closed form's escape search, evaluated this many at a time (the logits of
-#: every sample at every point of the grid at once would take GBs on the flagship's add N=40).
-ESCAPE_GRID = 2000
-ESCAPE_CHUNK = 100
+
+
+class SolverStatus(NamedTuple):
+    """How one ODE lane's solve ended: ``ok`` and the solver's message
+    (`ode.result_message`)."""
+
+    ok: bool
+    result: str
+
+
+class TheoryLanes(NamedTuple):
+    """One theory's trajectories, one per gamma lane.
+
+    Attributes:
+        trajectories: ``[G]`` `WeightTrajectory` on the run's time grid.
+        solver: ``[G]`` `SolverStatus` of each lane's ODE solve; None for a closed form.
+    """
+
+    trajectories: tuple[WeightTrajectory, ...]
+    solver: tuple[SolverStatus, ...] | None = None
 
 
 class TheoryInputs(NamedTuple):
@@ -195,11 +190,13 @@ def check_theory_inputs(
     theory, the signatures up to the order the flows use: `budget.theory_bytes`) against
     ``memory_limit`` (a `budget.memory_limit` override; default: 80% of available memory).
     """
-    from ctx_staircase import activations, budget, flows
+    from ctx_staircase import activations, flows
 
     if model not in GAMMA_RANGE:
         raise ValueError(f"model must be one of {tuple(GAMMA_RANGE)}; got {model!r}")
-    gammas = np.asarray(DEFAULT_GAMMAS[model] if gammas is None else gammas, dtype=np.float64)
+    if gammas is None:
+        gammas = budget.THEORY_DEFAULT_GAMMAS[model]
+    gammas = np.asarray(gammas, dtype=np.float64)
     low, high = GAMMA_RANGE[model]
     if gammas.ndim != 1 or gammas.size == 0 or not np.all(np.isfinite(gammas)):
         raise ValueError(f"gamma must be one or more finite numbers; got {gammas.tolist()}")
@@ -272,11 +269,12 @@ def theory_vs_training(
       ``t* = T_Z d^{2 gamma} - c`` from one unit-scale solve (`plateau.unit_scale_escape`).
       Escape is measured with the attention logits on both sides.
 
-    ``gammas=None`` takes `DEFAULT_GAMMAS` of the model; ``steps=None`` a horizon covering every
-    predicted escape (`HORIZON_MARGIN`), ``snapshot_every=None`` every 10 steps up to
-    `MAX_SNAPSHOTS` snapshots, geometric beyond. A given horizon that misses some predicted
-    escapes is noted in ``notes``; one that misses all of them is an error. Everything runs in
-    float64 under a scoped ``jax.enable_x64``, whatever the caller's global flag. The ODE lanes
+    ``gammas=None`` takes `budget.THEORY_DEFAULT_GAMMAS` of the model; ``steps=None`` a horizon
+    covering every predicted escape (`horizon`), ``snapshot_every=None`` every 10 steps up to
+    `budget.THEORY_MAX_SNAPSHOTS` snapshots, geometric beyond (`snapshot_steps`). A given horizon
+    that misses some predicted escapes is noted in ``notes``; one that misses all of them is an
+    error. Everything runs in float64 under a scoped ``jax.enable_x64``, whatever the caller's
+    global flag. The ODE lanes
     (gamma x max_order) run through `sweep.sweep_map`. With ``out``, each trained gamma lane is
     saved there as it finishes and a rerun trains only the missing ones (`sweep.train_sweep`).
     ``memory_limit`` overrides the memory limit of `check_theory_inputs`.
@@ -331,8 +329,8 @@ def _theory_vs_training(
     else:
         law = _attention_law(ds, unit, gammas, d, threshold, top)
         predicted = np.asarray(law["escape"])
-    horizon_steps, notes = _horizon(predicted, gammas, lr, steps)
-    snapshots = _snapshot_steps(horizon_steps, snapshot_every)
+    horizon_steps, notes = horizon(predicted, gammas, lr, steps)
+    snapshots = snapshot_steps(horizon_steps, snapshot_every)
     ts = lr * np.asarray(snapshots, dtype=np.float64)
 
     config = train.TrainConfig(optimizer="gd", lr=lr, steps=horizon_steps, snapshots=snapshots)
@@ -345,15 +343,17 @@ def _theory_vs_training(
     runs = []
     for i, gamma in enumerate(gammas):
         # escape in training is read off the model's own logits (ReLU, attention: not a formula)
-        sim = Trajectory(
+        sim = WeightTrajectory(
             ts,
             trained.trajectory.W_E[i],
             trained.trajectory.W_U[i],
             trained.trajectory.logit_scale[i],
         )
-        lane = {name: theory["trajectories"][i] for name, theory in theories.items()}
+        lane = {name: theory.trajectories[i] for name, theory in theories.items()}
         solver = {
-            name: theory["solver"][i] for name, theory in theories.items() if theory["solver"]
+            name: theory.solver[i]._asdict()
+            for name, theory in theories.items()
+            if theory.solver is not None
         }
         comparisons = {
             name: compare(theory, sim, ds, coefficients=coefficients, threshold=threshold)
@@ -376,14 +376,12 @@ def _theory_vs_training(
         for name, compared in run["comparisons"].items():
             escape[name].append(compared["escape_time"]["theory"])
     if model == "ffn":
-        slopes = {
-            name: _slope(gammas, values) for name, values in escape.items() if name != "gamma"
-        }
+        slopes = {name: slope(gammas, values) for name, values in escape.items() if name != "gamma"}
         slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
     else:
         escape["plateau_law"] = list(law["plateau_law"])
         slopes = {
-            name: _slope(gammas, np.log(np.asarray(values, dtype=np.float64)))
+            name: slope(gammas, np.log(np.asarray(values, dtype=np.float64)))
             for name, values in escape.items()
             if name != "gamma"
         }
@@ -431,11 +429,11 @@ def _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top) -> np.ndarray
         end = 3 * (max(np.log(threshold / max(scale0, 1e-300)), 0.0) + 2.0) / rate
         escape = float("nan")
         for _ in range(4):
-            grid = np.linspace(0.0, end, ESCAPE_GRID)
+            grid = np.linspace(0.0, end, budget.THEORY_ESCAPE_GRID)
             scale = np.concatenate(
                 [
                     closed_form.logit_scale(*solution(part), ds.tokens, coefficients)
-                    for part in np.split(grid, ESCAPE_GRID // ESCAPE_CHUNK)
+                    for part in np.split(grid, len(grid) // budget.THEORY_ESCAPE_CHUNK)
                 ]
             )  # in chunks: the hidden states of the whole grid would take GBs
             escape = closed_form.crossing_time(grid, scale, threshold)
@@ -488,18 +486,34 @@ def uniform_attention_logit_scale(weights: dict, tokens: jax.Array) -> jax.Array
     return jnp.max(jnp.abs(centred), axis=(-2, -1))
 
 
-def _horizon(predicted: np.ndarray, gammas, lr: float, steps: int | None):
-    """GD steps of the run and the notes on escapes it cannot reach."""
+def horizon(predicted: np.ndarray, gammas, lr: float, steps: int | None) -> tuple[int, list[str]]:
+    """GD steps of a theory run and the notes on the predicted escapes it cannot reach.
+
+    Args:
+        predicted: ``[G]`` predicted escape times (``t = lr * step``; NaN where none).
+        gammas: ``[G]`` the lanes' gamma, named in the notes.
+        lr: the GD learning rate.
+        steps: the caller's horizon, or None for the automatic one: `HORIZON_MARGIN` times the
+            latest finite predicted escape, rounded up to a multiple of 10 steps (at least 10).
+
+    Returns:
+        ``(steps, notes)``: one note naming the gammas whose predicted escape lies past the
+        horizon.
+
+    Raises:
+        ValueError: no predicted escape is finite (and ``steps`` is None); the automatic horizon
+            exceeds `budget.THEORY_MAX_STEPS`; or every predicted escape lies past the horizon.
+    """
     finite = np.isfinite(predicted)
     if steps is None:
         if not finite.any():
             raise ValueError("no predicted escape is finite; give steps explicitly")
         steps = int(np.ceil(HORIZON_MARGIN * np.max(predicted[finite]) / lr / 10.0)) * 10
-        if steps > MAX_STEPS:
+        if steps > budget.THEORY_MAX_STEPS:
             raise ValueError(
                 f"gamma={float(np.asarray(gammas)[np.nanargmax(predicted)]):g}: the predicted "
                 f"escape t={np.nanmax(predicted):.4g} needs {steps} GD steps at lr={lr:g}, more "
-                f"than {MAX_STEPS}; lower gamma or raise lr"
+                f"than {budget.THEORY_MAX_STEPS}; lower gamma or raise lr"
             )
         steps = max(steps, 10)
     missed = [float(g) for g, t in zip(gammas, predicted, strict=True) if not t <= lr * steps]
@@ -517,16 +531,21 @@ def _horizon(predicted: np.ndarray, gammas, lr: float, steps: int | None):
     return steps, notes
 
 
-def _snapshot_steps(steps: int, every: int | None) -> tuple[int, ...]:
-    """Every ``every`` steps (and the last); None: every 10, or geometric past `MAX_SNAPSHOTS`."""
-    if every is not None or steps // 10 <= MAX_SNAPSHOTS:
+def snapshot_steps(steps: int, every: int | None) -> tuple[int, ...]:
+    """The sorted snapshot steps of a theory run of ``steps`` GD steps, from 0 to ``steps``.
+
+    Every ``every`` steps (and the last). With ``every=None``: every 10 steps while that gives at
+    most `budget.THEORY_MAX_SNAPSHOTS`, else steps 0..9 and `budget.THEORY_MAX_SNAPSHOTS` - 10
+    geometric steps from 10 to ``steps`` (rounded; coinciding ones merge).
+    """
+    if every is not None or steps // 10 <= budget.THEORY_MAX_SNAPSHOTS:
         return tuple(sorted({*range(0, steps + 1, every or 10), steps}))
-    geometric = np.geomspace(10, steps, MAX_SNAPSHOTS - 10)
+    geometric = np.geomspace(10, steps, budget.THEORY_MAX_SNAPSHOTS - 10)
     early = np.arange(0, 10)
     return tuple(sorted({*early.tolist(), *np.round(geometric).astype(int).tolist(), steps}))
 
 
-def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
+def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict[str, TheoryLanes]:
     """The ODE theories of every lane (gamma x max_order), solved through `sweep.sweep_map`."""
     from ctx_staircase import flows, ode, sweep
 
@@ -536,7 +555,7 @@ def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
         # flow's contractions small (4-6x faster on add; benchmarks/README.md), same numbers.
         sigs = signatures.signature_set(
             ds,
-            signature_order(ds, "ffn", inputs.max_orders, inputs.prediction),
+            budget.theory_signature_order(ds, "ffn", inputs.max_orders, inputs.prediction),
             alphas=occurring,
             labels=np.unique(ds.labels[ds.weights > 0]),
             context=occurring,
@@ -546,7 +565,7 @@ def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
     else:
         field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
         names = ["uniform_attention_flow"]
-    field = _frozen_past(field, cap=1.0)
+    field = frozen_past(field, cap=1.0)
     orders = len(inputs.max_orders)
     lanes_y0 = {k: jnp.repeat(jnp.asarray(v), orders, axis=0) for k, v in y0.items()}
     lanes_order = jnp.tile(jnp.asarray(inputs.max_orders), len(inputs.gammas))
@@ -566,15 +585,15 @@ def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict:
             if inputs.model == "attention":
                 weights = {k: jnp.asarray(v[lane]) for k, v in ys.items()}
                 scale = np.asarray(uniform_attention_logit_scale(weights, jnp.asarray(ds.tokens)))
-            trajectories.append(Trajectory(ts, ys["W_E"][lane], ys["W_U"][lane], scale))
-        solver = [
-            {"ok": bool(ok[lane]), "result": ode.result_message(result[lane])} for lane in lanes
-        ]
-        theories[name] = {"trajectories": trajectories, "solver": solver}
+            trajectories.append(WeightTrajectory(ts, ys["W_E"][lane], ys["W_U"][lane], scale))
+        solver = tuple(
+            SolverStatus(bool(ok[lane]), ode.result_message(result[lane])) for lane in lanes
+        )
+        theories[name] = TheoryLanes(tuple(trajectories), solver)
     return theories
 
 
-def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict:
+def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict[str, TheoryLanes]:
     """The closed form (C3) and the closed form with the softmax feedback, per lane."""
     Gamma = closed_form.count_second_moment(ds)
     out = {"closed_form": [], "closed_form_feedback": []}
@@ -583,14 +602,8 @@ def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict
         damped = closed_form.feedback_solution(M, Gamma, W_E0, W_U0, coefficients[0], ds.vocab_size)
         for name, solution in (("closed_form", linear), ("closed_form_feedback", damped)):
             W_E, W_U = solution(ts)
-            out[name].append(Trajectory(ts, np.asarray(W_E), np.asarray(W_U)))
-    return {name: {"trajectories": lanes, "solver": []} for name, lanes in out.items()}
-
-
-def signature_order(ds, model: str, max_orders, prediction: str) -> int:
-    if model != "ffn":
-        return 0
-    return ds.L - 1 if prediction == "linear" else max(max_orders)
+            out[name].append(WeightTrajectory(ts, np.asarray(W_E), np.asarray(W_U)))
+    return {name: TheoryLanes(tuple(lanes)) for name, lanes in out.items()}
 
 
 def experiment_summary(experiment: dict) -> dict:
@@ -636,8 +649,9 @@ def solver_failures(experiment: dict) -> list[str]:
     return lines
 
 
-def _frozen_past(field, cap: float):
-    """Stop a flow once some weight reaches ``cap`` in absolute value (far past escape).
+def frozen_past(field, cap: float):
+    """The vector field ``field(t, y, args)`` (``y`` a dict of arrays), zero once some entry of
+    ``y`` reaches ``cap`` in absolute value (far past escape): the flow stops there.
 
     The truncated flows have no softmax saturation, so with ``C_2 != 0`` they blow up in finite
     time after escape; the theory is only compared before escape, and freezing there keeps the
@@ -652,7 +666,9 @@ def _frozen_past(field, cap: float):
     return guarded
 
 
-def _slope(gammas, values) -> float:
+def slope(gammas, values) -> float:
+    """Least-squares slope of ``values`` ``[G]`` against ``gammas`` ``[G]`` over the finite
+    values; NaN with fewer than two."""
     values = np.asarray(values, dtype=np.float64)
     keep = np.isfinite(values)
     if keep.sum() < 2:

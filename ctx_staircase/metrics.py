@@ -226,24 +226,20 @@ def _broadcast(**arrays: jax.Array) -> list[jax.Array]:
         ) from None
 
 
-@functools.partial(jnp.vectorize, signature="(n)->(n)")
-def _average_ranks(x: jax.Array) -> jax.Array:
-    """0-based ranks of ``x`` with ties given their average rank (sort + searchsorted)."""
-    sorted_x = jnp.sort(x)
-    first = jnp.searchsorted(sorted_x, x, side="left")
-    last = jnp.searchsorted(sorted_x, x, side="right") - 1
-    return (first + last).astype(x.dtype) / 2
-
-
 @jax.jit
 def spearman(a, b) -> jax.Array:
     """Spearman rank correlation along the last axis: Pearson of average ranks (ties averaged).
 
-    ``a``, ``b``: ``[..., m]`` -> ``[...]``; 0 where either is constant (see ``pearson``).
+    ``a``, ``b``: ``[..., m]`` -> ``[...]``; 0 where either is constant (see ``pearson``), NaN
+    where either holds a NaN (``jax.scipy.stats.rankdata``'s ``nan_policy="propagate"``).
     """
     a, b = _as_float(a, b)
     a, b = _broadcast(a=a, b=b)
-    return pearson(_average_ranks(a), _average_ranks(b))
+    # 0-based ranks: the Pearson of ranks shifted by one rounds differently in the last bit
+    ranks = [
+        (jax.scipy.stats.rankdata(x, method="average", axis=-1) - 1).astype(x.dtype) for x in (a, b)
+    ]
+    return pearson(*ranks)
 
 
 @jax.jit
@@ -430,7 +426,7 @@ PROBE_OBJECTIVES = ("pearson", "mse")
 
 
 @functools.partial(jax.jit, static_argnames=("steps", "restarts", "objective_name"))
-def _fit_probe(
+def fit_probe(
     phi,
     triangle_emb,
     train_weights,
@@ -443,9 +439,25 @@ def _fit_probe(
     restarts,
     objective_name="pearson",
 ):
-    """Fit one probe per row of ``train_weights`` ``[F, M]`` (vmapped; the best of ``restarts``
-    initializations by training objective) and score it under the matching row of
-    ``eval_weights``. Compiled once per shape (``jax.jit``'s cache)."""
+    """The compiled core of `probe_fit`: one probe per row of ``train_weights``, scored under the
+    matching row of ``eval_weights``. Compiled once per shape (``jax.jit``'s cache).
+
+    Args:
+        phi: ``[A, V_nu, P_1, ..., P_m]`` the signature (SPEC eq. 7).
+        triangle_emb: ``[M]`` the strict upper triangle of ``S_emb`` (`upper_triangle`).
+        train_weights, eval_weights: ``[F, M]`` 0/1 masks of the pairs each fit trains on and is
+            scored on.
+        key: the PRNG key of the ``restarts`` initializations ``v_r ~ init_std[r] N(0, 1)``.
+        init_std: ``[m]`` one std per probe vector.
+        learning_rate, steps: Adam's.
+        restarts: initializations per fit, vmapped; the best by training objective is kept.
+        objective_name: ``"pearson"`` (maximized) or ``"mse"`` (minimized).
+
+    Returns:
+        ``(v, corr, mse)``: the fitted vectors (a tuple, ``[F, P_r]`` each) and ``[F]`` the
+        Pearson correlation and MSE of ``vec_△ S^sig(v)`` with ``triangle_emb`` under
+        ``eval_weights``.
+    """
     keys = jax.random.split(key, phi.ndim - 2)
     v_init = tuple(
         init_std[r] * jax.random.normal(keys[r], (restarts, size), phi.dtype)
@@ -604,7 +616,7 @@ def probe_fit(
         training, heldout = _token_split(heldout_tokens, A)
     everything = np.ones((1, n_pairs), dtype=bool)
     dtype = phi.dtype
-    v, corr, mse = _fit_probe(
+    v, corr, mse = fit_probe(
         phi,
         upper_triangle(S_emb),
         jnp.asarray(np.concatenate([training, everything]), dtype=dtype),

@@ -300,7 +300,7 @@ def test_signature_estimate_matches_numpy_and_xla(case):
 def test_theory_escape_stage_matches_xla(N):
     # the closed form's escape search: the logit scale on one chunk of the escape grid
     add = tasks.make("add", N=N)
-    d, grid = 128, comparison.ESCAPE_CHUNK
+    d, grid = 128, budget.THEORY_ESCAPE_CHUNK
     weights = jax.ShapeDtypeStruct((grid, add.vocab_size, d), jnp.float64)
     compiled = closed_form.logit_scale.lower(weights, weights, add.tokens, (1.0, 0.5)).compile()
     estimate = budget.theory_stages(add, d=d)["escape"]
@@ -312,10 +312,10 @@ def test_theory_escape_stage_matches_xla(N):
     ("steps", "every"), [(900, None), (1000, 7), (4000, None), (50_000, None), (123, 10)]
 )
 def test_theory_snapshots_bound_the_comparison_s_own(steps, every):
-    count = len(comparison._snapshot_steps(steps, every))
+    count = len(comparison.snapshot_steps(steps, every))
     # an upper bound: past MAX_SNAPSHOTS the geometric steps round onto each other
     assert count <= budget.theory_snapshots(steps, every) <= 1.25 * count + 2
-    assert budget.theory_snapshots(None, None) >= comparison.MAX_SNAPSHOTS
+    assert budget.theory_snapshots(None, None) >= budget.THEORY_MAX_SNAPSHOTS
 
 
 def test_signature_cap_is_checked_for_every_order_up_front():

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ctx_staircase import cli, closed_form, comparison, models, plateau, tasks, train
+from ctx_staircase import budget, cli, closed_form, comparison, models, plateau, tasks, train
 
 
 def test_unit_scale_escape_is_exact_on_a_scalar_blowup():
@@ -128,13 +128,13 @@ def test_too_large_a_task_is_refused_for_memory(monkeypatch):
 
 def test_a_horizon_before_every_escape_is_refused():
     with pytest.raises(ValueError, match="too short to compare anything"):
-        comparison._horizon(np.array([50.0, 80.0]), [0.6, 0.8], 0.2, 10)
-    steps, notes = comparison._horizon(np.array([50.0, 800.0]), [0.6, 0.8], 0.2, 1000)
+        comparison.horizon(np.array([50.0, 80.0]), [0.6, 0.8], 0.2, 10)
+    steps, notes = comparison.horizon(np.array([50.0, 800.0]), [0.6, 0.8], 0.2, 1000)
     assert steps == 1000 and len(notes) == 1 and "0.8" in notes[0]
-    steps, notes = comparison._horizon(np.array([50.0, 80.0]), [0.6, 0.8], 0.2, None)
+    steps, notes = comparison.horizon(np.array([50.0, 80.0]), [0.6, 0.8], 0.2, None)
     assert steps == 500 and not notes  # 1.25 x 80 / 0.2
     with pytest.raises(ValueError, match="more than"):
-        comparison._horizon(np.array([1e6]), [0.9], 0.2, None)
+        comparison.horizon(np.array([1e6]), [0.9], 0.2, None)
 
 
 @pytest.mark.parametrize(
@@ -191,18 +191,18 @@ def test_theory_runs_in_float64_whatever_the_global_flag():
 
 def test_snapshot_grid_starts_at_step_0_and_ends_at_the_horizon():
     """Every 10 steps (or ``every``) from step 0, the horizon included; geometric past
-    `MAX_SNAPSHOTS`, still from step 0 (the initial state is the first snapshot)."""
-    assert comparison._snapshot_steps(50, None) == (0, 10, 20, 30, 40, 50)
-    assert comparison._snapshot_steps(45, 20) == (0, 20, 40, 45)
-    assert comparison._snapshot_steps(3, 1) == (0, 1, 2, 3)
-    steps = 10 * (comparison.MAX_SNAPSHOTS + 1)
-    geometric = comparison._snapshot_steps(steps, None)
+    `budget.THEORY_MAX_SNAPSHOTS`, still from step 0 (the initial state is the first snapshot)."""
+    assert comparison.snapshot_steps(50, None) == (0, 10, 20, 30, 40, 50)
+    assert comparison.snapshot_steps(45, 20) == (0, 20, 40, 45)
+    assert comparison.snapshot_steps(3, 1) == (0, 1, 2, 3)
+    steps = 10 * (budget.THEORY_MAX_SNAPSHOTS + 1)
+    geometric = comparison.snapshot_steps(steps, None)
     assert geometric[:11] == tuple(range(11)) and geometric[-1] == steps
-    assert len(geometric) <= comparison.MAX_SNAPSHOTS
+    assert len(geometric) <= budget.THEORY_MAX_SNAPSHOTS
     assert np.all(np.diff(geometric) > 0)
-    assert comparison._slope([0.5, 1.0, 2.0], [1.0, 2.0, 4.0]) == pytest.approx(2.0)
-    assert comparison._slope([0.5, 1.0, 2.0], [1.0, np.nan, 4.0]) == pytest.approx(2.0)
-    assert np.isnan(comparison._slope([0.5, 1.0], [1.0, np.inf]))
+    assert comparison.slope([0.5, 1.0, 2.0], [1.0, 2.0, 4.0]) == pytest.approx(2.0)
+    assert comparison.slope([0.5, 1.0, 2.0], [1.0, np.nan, 4.0]) == pytest.approx(2.0)
+    assert np.isnan(comparison.slope([0.5, 1.0], [1.0, np.inf]))
 
 
 def test_theory_cli_prints_the_attention_law(tmp_path, capsys):

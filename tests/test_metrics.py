@@ -94,6 +94,21 @@ def test_spearman_matches_a_rank_then_pearson_reference_with_ties():
     np.testing.assert_allclose(jax.jit(metrics.spearman)(a, b), reference, rtol=1e-12)
 
 
+def test_spearman_is_batched_over_leading_axes_and_propagates_nan():
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 4, size=(3, 2, 9)).astype(float)
+    b = rng.normal(size=(9,))
+    batched = np.asarray(metrics.spearman(a, b))
+    assert batched.shape == (3, 2)
+    for i, j in np.ndindex(3, 2):
+        assert batched[i, j] == float(metrics.spearman(a[i, j], b))
+    # ranks are invariant under a monotone map of either argument
+    np.testing.assert_array_equal(batched, metrics.spearman(np.exp(a), b**3))
+    a[0, 1, 4] = np.nan
+    out = np.asarray(metrics.spearman(a, b))
+    assert np.isnan(out[0, 1]) and np.isfinite(np.delete(out.ravel(), 1)).all()
+
+
 def test_spearman_matches_scipy():
     stats = pytest.importorskip("scipy.stats")
     a, b = np.random.default_rng(5).integers(0, 4, size=(2, 25)).astype(float)
@@ -229,13 +244,13 @@ def test_probe_recovers_a_planted_first_order_vector():
     assert result.S_sig.shape == (16, 16)
     assert float(metrics.alignment(result.S_sig, S_emb).value) >= 0.99
     # compiled once per shape: a second snapshot of the same shape reuses the compiled fit
-    cache_size = metrics._fit_probe._cache_size()
+    cache_size = metrics.fit_probe._cache_size()
     metrics.probe_fit(phi, 0.5 * (S_emb + np.eye(16)), seed=1, lr=0.02)
-    assert metrics._fit_probe._cache_size() == cache_size
+    assert metrics.fit_probe._cache_size() == cache_size
     # a constant S_emb has no pairwise structure: correlation 0, never NaN
     flat = metrics.probe_fit(phi, np.ones((16, 16)))
     assert float(flat.heldout_corr) == 0.0 and np.isfinite(float(flat.heldout_mse))
-    assert metrics._fit_probe._cache_size() == cache_size
+    assert metrics.fit_probe._cache_size() == cache_size
 
 
 def test_probe_similarity_is_invariant_to_rescaling_each_vector():

@@ -23,7 +23,7 @@ Conventions ([GAP] choices, also in ``config``):
 - Model: ReLU FFN (SPEC §5.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, seed 0,
   float32. ``full`` changes nothing: the default already has the paper's sizes.
 - The probe's ``phi^{y;1}`` uses the number tokens for alpha, the occurring labels for nu and the
-  input tokens for the context axis (as ``analysis.alignment_curves``); its restarts are the
+  input tokens for the context axis (as ``geometry.alignment_curves``); its restarts are the
   library default (4).
 - Kinds: the rho_0 peak-and-decline (§8.3), both probe comparisons (§8.5) and the mod collapse
   (Fig. 3A/B) are the paper's claims ("paper"), judged by the [R] readings below where SPEC
@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import geometry, metrics, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.regime import PRIMARY, Regime
@@ -80,10 +80,6 @@ COLLAPSE = 0.9  # [R] mean off-diagonal S^emb of a collapsed geometry
 ADAM_LR = 1e-3
 
 
-def _offdiag(S: np.ndarray) -> np.ndarray:
-    return S[..., *np.triu_indices(S.shape[-1], k=1)]
-
-
 def _signatures(ds) -> dict:
     """The true data set's zero-order geometry and first-order signature (also used to score the
     label-shuffled null run)."""
@@ -96,23 +92,19 @@ def _signatures(ds) -> dict:
     return {"alphas": alphas, "S_sig0": np.asarray(S_sig0), "phi1": phi1}
 
 
-def _probe(sig: dict, S: np.ndarray, cfg: dict) -> tuple[float, float]:
-    fit = metrics.probe_fit(sig["phi1"], S, seed=cfg["probe_seed"])
-    return float(fit.heldout_corr), float(fit.heldout_mse)
-
-
 def _analyse(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
     """rho_0(t), MSE to S^{sig,(0)}, probe curves (and the probe at init) and the early/late
     geometry of one run."""
     alphas, S_sig0 = sig["alphas"], sig["S_sig0"]
     epochs = regime.epochs_of(trajectory.steps)
     W = np.asarray(trajectory.W_E)[:, alphas]  # [S, A, d]
-    S_emb = np.asarray(metrics.cosine_matrix(W))
+    S_emb = geometry.embedding_similarity(trajectory.W_E, alphas)  # [S, A, A]
     rho0 = metrics.alignment(S_emb, S_sig0)
-    mse0 = 1.0 - np.asarray(metrics.one_minus_mse(_offdiag(S_emb), _offdiag(S_sig0)))
+    offdiag = geometry.offdiagonal_statistics(S_emb, S_sig0)
     index = {int(t): i for i, t in enumerate(epochs)}
-    probes = [_probe(sig, S_emb[index[t]], cfg) for t in cfg["probe_epochs"]]
-    geometry = {
+    probe_at = [index[t] for t in cfg["probe_epochs"]]
+    probe = geometry.probe_curve(sig["phi1"], S_emb, [*probe_at, 0], seed=cfg["probe_seed"])
+    checkpoints = {
         t: {"S": S_emb[index[t]], "pca": metrics.pca(W[index[t]], k=2)} for t in (EARLY, LATE)
     }
     return {
@@ -122,13 +114,13 @@ def _analyse(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
         "accuracy": np.asarray(trajectory.accuracy),
         "rho0": np.asarray(rho0.value),
         "rho0_method": str(rho0.method),
-        "mse0": mse0,
+        "mse0": offdiag.mse,
         "probe_steps": np.asarray(cfg["probe_epochs"]),
-        "probe_corr": np.array([c for c, _ in probes]),
-        "probe_mse": np.array([m for _, m in probes]),
-        "init_probe": _probe(sig, S_emb[0], cfg),
-        "mean_offdiag_S_emb": _offdiag(S_emb).mean(axis=-1),
-        "geometry": geometry,
+        "probe_corr": probe.corr[:-1],
+        "probe_mse": probe.mse[:-1],
+        "init_probe": (float(probe.corr[-1]), float(probe.mse[-1])),
+        "mean_offdiag_S_emb": offdiag.mean,
+        "geometry": checkpoints,
     }
 
 

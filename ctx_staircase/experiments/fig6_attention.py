@@ -63,7 +63,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ctx_staircase import (
-    analysis,
     closed_form,
     flows,
     geometry,
@@ -213,10 +212,10 @@ def _arithmetic(config: dict, regime: Regime, jobs: dict, results: dict):
         per_gamma, curves_by_lane = {}, []
         for lane, gamma in enumerate(result.gamma):
             n_ok = _finite_prefix(traj, lane)
-            curves = analysis.alignment_curves(
+            curves = geometry.alignment_curves(
                 traj.W_E[lane : lane + 1, :n_ok], steps[:n_ok], ds, probe_snapshots=0
             )
-            S_emb = analysis.embedding_similarity(traj.W_E[lane, :n_ok], alphas)  # [S, A, A]
+            S_emb = geometry.embedding_similarity(traj.W_E[lane, :n_ok], alphas)  # [S, A, A]
             spectrum = np.asarray(metrics.frequency_alignment(within, S_emb, ks))  # [S, K]
             i_late = n_ok - 1
             probe = {
@@ -579,8 +578,8 @@ def _task3(config: dict, regime: Regime, ds, result):
 def _task3_geometry(W_E, anchors: np.ndarray, noise: np.ndarray) -> dict:
     """Parity structure of the anchors and alignment of the noise tokens in one snapshot."""
     W_E = np.asarray(W_E)
-    S_anchor = analysis.embedding_similarity(W_E, anchors)
-    S_noise = analysis.embedding_similarity(W_E, noise)
+    S_anchor = geometry.embedding_similarity(W_E, anchors)
+    S_noise = geometry.embedding_similarity(W_E, noise)
     parity = anchors % 2
     same = parity[:, None] == parity[None, :]
     block = np.where(same, 1.0, -1.0)

@@ -60,7 +60,7 @@ import math
 
 import numpy as np
 
-from ctx_staircase import analysis, metrics, plots, sweep, tasks, train
+from ctx_staircase import geometry, metrics, plots, sweep, tasks, train
 from ctx_staircase.experiments import Claim, Outcome
 
 NAME = "rb_anchor_tasks"
@@ -185,8 +185,8 @@ def run(full: bool = False) -> Outcome:
 
 def _anchor_geometry(W_E: np.ndarray, ds) -> dict:
     rsn, mem = ds.groups["anchors_rsn"], ds.groups["anchors_mem"]
-    S_rsn = analysis.embedding_similarity(W_E, rsn)
-    S_mem = analysis.embedding_similarity(W_E, mem)
+    S_rsn = geometry.embedding_similarity(W_E, rsn)
+    S_mem = geometry.embedding_similarity(W_E, mem)
     upper = np.triu_indices(rsn.size, k=1)
     distance = np.abs(rsn[:, None] - rsn[None, :])[upper]
     spearman = float(metrics.spearman(S_rsn[upper], distance.astype(np.float64)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ctx_staircase import analysis, budget, comparison, metrics, plots, signatures, sweep, train
+from ctx_staircase import budget, comparison, geometry, metrics, plots, signatures, sweep, train
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY
 
@@ -70,7 +70,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         result = sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[0], d=d)
         trajectory = result.lane(0)
         steps = np.asarray(trajectory.steps)
-        curves = analysis.alignment_curves(
+        curves = geometry.alignment_curves(
             result.trajectory.W_E, steps, ds, probe_snapshots=40 if full else 4 if tiny else 10
         )
         numbers[task] = _staircase_numbers(ds, trajectory, curves)
