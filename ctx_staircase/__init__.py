@@ -1,10 +1,10 @@
 """ctx_staircase: which statistics of the data does a token embedding learn, and in what order?
 
 Modules, left to right in the data flow of DESIGN.md: `tasks` (datasets), `signatures` (exact
-probability signatures), `metrics` (similarity, alignment, probes), `geometry` (signature
-geometry of a token group); the simulation side `activations`, `models` (Flax NNX), `train`
-(one compiled scan per run), `sweep` (vmapped, sharded grids) and `analysis` (alignment of a
-trajectory); the theory side `flows` (signature flows), `closed_form` (the linear phase) and
+probability signatures), `metrics` (similarity, alignment, probes), `geometry` (the
+measurement: S^emb against each signature order over time, and the signature geometry of a token
+group); the simulation side `activations`, `models` (Flax NNX), `train` (one compiled scan per
+run) and `sweep` (vmapped, sharded grids); the theory side `flows` (signature flows), `closed_form` (the linear phase) and
 `ode` (solvers); `comparison` (theory against training); the language-model arm `text` (corpora),
 `lm` (a GPT on text and its signature alignment) and `semantics` (known structure in vectors);
 then `plots`, `results`, the run-keeping helpers `units` (resumable work), `paths`, `budget`
@@ -40,7 +40,6 @@ _NAMES = {
 }
 _SUBMODULES = (
     "activations",
-    "analysis",
     "budget",
     "closed_form",
     "comparison",
