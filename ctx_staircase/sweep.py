@@ -2,7 +2,10 @@
 (DESIGN.md "Sweeps").
 
 Values (gamma, seed, lr) are lanes of one compiled program; shapes (V, L, d) are a Python loop
-of compiled programs. On an accelerator `sweep_map` vmaps the lanes and shards the lane axis
+of compiled programs. The dataset is an argument of that program (a `train.TrainData` shared by
+the lanes), so one compiled program serves every dataset of the same shapes.
+
+On an accelerator `sweep_map` vmaps the lanes and shards the lane axis
 over all devices with ``shard_map`` on a 1-D mesh, padding the lanes to a multiple of the device
 count, so the same code fills eight GPUs or a TPU slice. On CPU, where vmapping lanes costs
 cache and gains nothing, every lane is one call of the same compiled one-lane program, called
