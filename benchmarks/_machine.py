@@ -1,11 +1,9 @@
 """What the benchmarks share: what else is running (wall times on a shared machine are noisy),
-the machine's dense matmul rate, and JAX's own compile-time records."""
+the machine's dense matmul rate, and JAX's own compile-time events (``jax.monitoring``)."""
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 import subprocess
 import time
 from contextlib import contextmanager
@@ -13,13 +11,11 @@ from contextlib import contextmanager
 import jax
 import jax.numpy as jnp
 
-#: The loggers whose "Finished <stage> in <t> sec" debug records time tracing, lowering and
-#: XLA compilation.
-JAX_LOGGERS = (
-    "jax._src.dispatch",
-    "jax._src.interpreters.pxla",
-    "jax._src.compiler",
-    "jax._src.pjit",
+#: The ``jax.monitoring`` duration events that time tracing, lowering and XLA compilation.
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
 )
 
 
@@ -60,28 +56,17 @@ def matmul_peak(size: int = 2048, repeats: int = 5) -> dict:
 
 @contextmanager
 def compile_log():
-    """Collect JAX's "Finished <stage> in <t> sec" debug records as ``(stage, seconds)`` pairs:
-    the compile share of a call that compiles implicitly."""
+    """Collect JAX's compile-time events (`COMPILE_EVENTS`, from ``jax.monitoring``) as
+    ``(event, seconds)`` pairs while the block runs: the compile share of a call that compiles
+    implicitly (tracing, lowering to MLIR, XLA compile)."""
     records: list[tuple[str, float]] = []
-    pattern = re.compile(r"^Finished (.*) in ([0-9.eE+-]+) sec")
 
-    class Handler(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            match = pattern.match(record.getMessage())
-            if match:
-                records.append((match.group(1), float(match.group(2))))
+    def listen(event: str, seconds: float, **_kwargs) -> None:
+        if event in COMPILE_EVENTS:
+            records.append((event, seconds))
 
-    handler, saved = Handler(logging.DEBUG), []
-    for name in JAX_LOGGERS:
-        logger = logging.getLogger(name)
-        saved.append((logger, logger.level, logger.propagate))
-        logger.setLevel(logging.DEBUG)
-        logger.propagate = False
-        logger.addHandler(handler)
+    jax.monitoring.register_event_duration_secs_listener(listen)
     try:
         yield records
     finally:
-        for logger, level, propagate in saved:
-            logger.removeHandler(handler)
-            logger.setLevel(level)
-            logger.propagate = propagate
+        jax.monitoring.unregister_event_duration_listener(listen)

@@ -4,7 +4,7 @@ peak.
 Setup (the issue's CPU size, `lm.LMConfig` defaults): `models.GPT` d = 128, 2 layers, 4 heads
 (head_dim 32), SwiGLU hidden h = `models.swiglu_hidden(d)` = 344, untied W_U, RoPE, float32;
 context T = 64, batch B = 32 windows of T + 1 tokens; AdamW with warmup-cosine
-(`lm._optimizer`); vocabulary V = 2001 (2000 words + ``<unk>``) of tinyshakespeare
+(`lm.optimizer`); vocabulary V = 2001 (2000 words + ``<unk>``) of tinyshakespeare
 (``../shared/data/tinyshakespeare.txt`` beside the repository, ``--text`` to change it) through
 ``text.prepare_corpus(text.load_text(path))``. Without that file the built-in corpus
 (``text.builtin_corpus()``, ``vocab_size=None``, every training word) is used instead and the
@@ -17,7 +17,7 @@ Measured in one run:
     gather of the windows from the device-resident training stream, ``value_and_grad`` of the
     mean next-token cross-entropy of ``models.GPT.forward``, the AdamW update, and the
     finiteness check that freezes a diverged lane. The model and optimizer come from
-    `lm._model` / `lm._optimizer`, the initial weights from `lm._initial_states` (the same
+    `lm.gpt` / `lm.optimizer`, the initial weights from `lm.initial_states` (the same
     draws as `lm.train_lm`). One jitted function initializes AdamW and runs ``--steps``
     (default 50) steps in a ``lax.fori_loop``; it is compiled once ahead of time (trace + lower
     and XLA compile reported separately) and the compiled executable is then called
@@ -48,7 +48,7 @@ Measured in one run:
 (4) One full `lm.train_lm` call (2 lanes, ``--train-lm-steps`` = 200 steps, snapshot every
     ``--snapshot-every`` = 50, i.e. 5 snapshots at steps 0, 50, ..., 200), its first call:
     compile included, JAX's own compile records for that call (tracing, MLIR lowering, XLA
-    compilation; ``jax._src.dispatch`` debug log) subtracted to get its run time; ``--warm`` also
+    compilation; ``jax.monitoring`` duration events) subtracted to get its run time; ``--warm`` also
     times a second call (program cached by `sweep.sweep_map`) and uses that instead (another
     ~1.5 min here). That run time against ``train_lm_steps`` x the median per-step time of the
     2-lane step loop from (1) gives the overhead of snapshot recording (training-window and
@@ -80,7 +80,7 @@ from _machine import (  # benchmarks/ is sys.path[0] when run as a script
 )
 from flax import nnx
 
-from ctx_staircase import lm, models, results, sweep, text
+from ctx_staircase import lm, loop, models, results, sweep, text
 
 D, N_LAYERS, N_HEADS, CONTEXT, BATCH = 128, 2, 4, 64, 32
 GAMMAS = (1.0, 0.5)
@@ -127,8 +127,8 @@ def lane_functions(config: lm.LMConfig, V: int, steps: int):
     """`lm.step_function` without the recording of `lm.train_lm`: ``run(state, stream, key)``
     runs AdamW init + ``steps`` steps (fori_loop) and ``one_step(state, opt_state, stream,
     key)`` does one step (for XLA's cost analysis)."""
-    graphdef = nnx.split(lm._model(config, V, 1.0, jax.random.key(0)))[0]
-    optimizer = lm._optimizer(config)
+    graphdef = nnx.split(lm.gpt(config, V, 1.0, jax.random.key(0)))[0]
+    optimizer = lm.optimizer(config)
     train_step = lm.step_function(graphdef, optimizer, config)
 
     def init(state):
@@ -136,16 +136,16 @@ def lane_functions(config: lm.LMConfig, V: int, steps: int):
             return optimizer.init(state)
 
     def run(state, stream, key):
-        carry = (state, init(state), jnp.asarray(-1, jnp.int32))
+        carry = loop.initial_carry(state, init(state))
         carry = jax.lax.fori_loop(0, steps, lambda i, c: train_step(i, c, stream, key), carry)
         state, _, diverged = carry
         T = config.context_length
         windows = stream[: 8 * (T + 1)].reshape(8, T + 1)  # the first 8 windows of the stream
-        loss, _ = lm._cross_entropy(nnx.merge(graphdef, state), windows)
+        loss, _ = lm.cross_entropy(nnx.merge(graphdef, state), windows)
         return state, diverged, loss
 
     def one_step(state, opt_state, stream, key):
-        carry = (state, opt_state, jnp.asarray(-1, jnp.int32))
+        carry = loop.initial_carry(state, opt_state)
         return train_step(jnp.asarray(0, jnp.int32), carry, stream, key)
 
     return run, one_step, init
@@ -181,7 +181,7 @@ def bench_lanes(config, corpus, gammas, steps: int, repeats: int) -> dict:
     """Part (1) and the XLA count of part (2) for ``len(gammas)`` vmapped lanes (1: no vmap)."""
     V = corpus.vocab_size
     run, one_step, init = lane_functions(config, V, steps)
-    states = lm._initial_states(config, V, np.asarray(gammas, np.float64), SEED)
+    states = lm.initial_states(config, V, np.asarray(gammas, np.float64), SEED)
     stream = jnp.asarray(corpus.train, dtype=jnp.int32)
     key = jax.random.key(SEED)
     lanes = len(gammas)
@@ -239,7 +239,7 @@ def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict
         return run(state, stream, jax.random.key(seed))
 
     lanes = len(gammas)
-    states = lm._initial_states(config, V, np.asarray(gammas, np.float64), SEED)
+    states = lm.initial_states(config, V, np.asarray(gammas, np.float64), SEED)
     stream = jnp.asarray(corpus.train, dtype=jnp.int32)
     args = (states, jnp.broadcast_to(stream, (lanes, *stream.shape)), jnp.full(lanes, SEED))
     start = time.perf_counter()

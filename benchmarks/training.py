@@ -45,10 +45,10 @@ Measured in one run:
     time other processes used during the whole script (/proc/stat busy time minus this
     process's, Linux only), as a number of cores.
 (d) Compile time as a share of the sweep's first call: JAX's own timings of tracing, lowering
-    and XLA compilation during that call (its ``jax._src`` debug log records), cross-checked by a
-    cold/warm pair of the same sweep at ``--short-steps`` steps (same program, compile time does
-    not depend on the step count). ``--warm`` also times a second full call (another ~3-5 min on
-    2 cores) and uses it as the steady-state sweep time.
+    and XLA compilation during that call (its ``jax.monitoring`` duration events), cross-checked
+    by a cold/warm pair of the same sweep at ``--short-steps`` steps (same program, compile time
+    does not depend on the step count). ``--warm`` also times a second full call (another ~3-5
+    min on 2 cores) and uses it as the steady-state sweep time.
 
 No speed is asserted. Usage: python benchmarks/training.py [--loop-lanes 8] [--warm]
 [--lanes-per-batch K] [--concurrent-calls C] [--no-torch] [--torch-compile] [--json PATH]
@@ -425,17 +425,18 @@ def main() -> None:
     # (a) the same lanes one after another, jitted single run compiled once
     graphdef, _ = train.init_state("ffn", ds, gamma=1.0, seed=0, d=D, activation="relu")
     lanes = lane_states(ds, [grid[i] for i in subset])  # initialization outside the timing
-    single = jax.jit(train.make_run(graphdef, ds, cfg))
+    single = jax.jit(train.make_run(graphdef, cfg))
+    data = train.TrainData.from_dataset(ds)
     lr = jnp.asarray(LR, jnp.float32)
     with compile_log() as single_records:
         start = time.perf_counter()
-        jax.block_until_ready(single(lanes[0][0], lr, lanes[0][1]))
+        jax.block_until_ready(single(lanes[0][0], lr, lanes[0][1], data))
         single_first = time.perf_counter() - start
     single_compile = sum(seconds for _, seconds in single_records)
     start = time.perf_counter()
     loop_losses = []
     for state, key in lanes:
-        trajectory = jax.block_until_ready(single(state, lr, key))
+        trajectory = jax.block_until_ready(single(state, lr, key, data))
         loop_losses.append(np.asarray(trajectory.loss))
     loop_subset = time.perf_counter() - start
     loop_all = loop_subset * scale

@@ -156,9 +156,10 @@ def calibration() -> list[tuple[str, int, int]]:
         ds = tasks.make(task, **params)
         config = train.TrainConfig(**settings)
         graphdef, state = train.init_state(model, ds, gamma=1.0, seed=0, **kwargs)
-        run = train.make_run(graphdef, ds, config)
-        lr = jnp.asarray(config.lr, dtype=train._dtype(state))
-        measured = xla(jax.jit(run).lower(state, lr, jax.random.key(0)).compile())
+        run = train.make_run(graphdef, config)
+        lr = jnp.asarray(config.lr, dtype=train.state_dtype(state))
+        data = train.TrainData.from_dataset(ds)
+        measured = xla(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
         rows.append(
             (f"train {label}", budget.train_lane_bytes(model, ds, config, **kwargs), measured)
         )
@@ -174,11 +175,11 @@ def calibration() -> list[tuple[str, int, int]]:
         )
         position = np.full(V, -1, np.int32)
         position[tracked] = np.arange(tracked.size, dtype=np.int32)
-        lane = lm._lane_function(config, V, position.tobytes())
-        states = jax.eval_shape(functools.partial(lm._initial_states, config, V, np.ones(1), 0))
+        lane = lm.lane_function(config, V, position.tobytes())
+        states = jax.eval_shape(functools.partial(lm.initial_states, config, V, np.ones(1), 0))
         state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), states)
         windows = [
-            lm._spread(text.windows(stream, T), count)
+            lm.spread_windows(text.windows(stream, T), count)
             for stream, count in (
                 (corpus.train, config.signature_windows),
                 (corpus.validation, config.validation_windows),

@@ -39,7 +39,18 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import metrics, models, progress, signatures, sweep, text, train, units
+from ctx_staircase import (
+    internal,
+    loop,
+    metrics,
+    models,
+    progress,
+    signatures,
+    sweep,
+    text,
+    train,
+    units,
+)
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -96,14 +107,14 @@ class LMConfig:
             "signature_windows",
             "validation_windows",
         ):
-            train._check_int(getattr(self, name), name, 1, train.MAX_STEPS)  # int32 counters
+            internal.check_int(getattr(self, name), name, 1, train.MAX_STEPS)  # int32 counters
         if self.d % self.n_heads or (self.d // self.n_heads) % 2:
             raise ValueError(
                 f"n_heads: d={self.d} must split into n_heads={self.n_heads} heads of an even "
                 "head_dim (RoPE rotates pairs)"
             )
-        train._check_int(self.tracked, "tracked", 4)
-        train._check_int(self.probe_vocabulary, "probe_vocabulary", 2)
+        internal.check_int(self.tracked, "tracked", 4)
+        internal.check_int(self.probe_vocabulary, "probe_vocabulary", 2)
         if self.snapshot_every > self.steps:
             raise ValueError(
                 f"snapshot_every must be <= steps = {self.steps}; got {self.snapshot_every}"
@@ -240,8 +251,8 @@ def eligible_tokens(
     tokens are eligible; returns fewer than ``count`` when fewer are eligible.
     """
     stream = np.asarray(stream)
-    train._check_int(count, "count", 4)
-    train._check_int(min_count, "min_count", 1)
+    internal.check_int(count, "count", 4)
+    internal.check_int(min_count, "min_count", 1)
     counts = np.bincount(stream[:-1], minlength=vocabulary.size)
     word = np.array([bool(_WORD.search(t)) and t != text.UNK for t in vocabulary.tokens])
     eligible = np.nonzero(word & (counts >= min_count))[0]
@@ -356,7 +367,7 @@ def train_lm(
     gamma = np.asarray(gammas, dtype=np.float64).ravel()
     if gamma.size == 0 or not np.all(np.isfinite(gamma)):
         raise ValueError(f"gammas must be finite numbers (at least one); got {list(gammas)}")
-    train._check_int(seed, "seed", 0, 2**32 - 1)  # a uint32 PRNG seed
+    internal.check_int(seed, "seed", 0, 2**32 - 1)  # a uint32 PRNG seed
     T = config.context_length
     for name, stream in (("train", corpus.train), ("validation", corpus.validation)):
         if stream.size < T + 1:
@@ -384,7 +395,7 @@ def train_lm(
     tracked = tracked.astype(np.int64)
     alpha_position = np.full(V, -1, dtype=np.int32)
     alpha_position[tracked] = np.arange(tracked.size, dtype=np.int32)
-    lane = _lane_function(config, V, alpha_position.tobytes())
+    lane = lane_function(config, V, alpha_position.tobytes())
     spec = {
         "kind": "lm lanes",
         "config": dataclasses.asdict(config),
@@ -403,7 +414,7 @@ def train_lm(
     todo = [i for i in range(gamma.size) if i not in done]
     if todo:
         progress.expect(len(todo) * config.steps)
-        states = _initial_states(config, V, gamma, seed)
+        states = initial_states(config, V, gamma, seed)
         G = len(todo)
 
         def shared(x, dtype=jnp.int32):  # the same data for every lane
@@ -415,8 +426,8 @@ def train_lm(
             jax.tree.map(lambda x: x[np.asarray(todo)], states),
             shared(corpus.train),
             shared(tracked),
-            shared(_spread(text.windows(corpus.train, T), config.signature_windows)),
-            shared(_spread(text.windows(corpus.validation, T), config.validation_windows)),
+            shared(spread_windows(text.windows(corpus.train, T), config.signature_windows)),
+            shared(spread_windows(text.windows(corpus.validation, T), config.validation_windows)),
             shared(seed, jnp.uint32),
             devices=devices,
             lanes_per_batch=lanes_per_batch,
@@ -446,13 +457,16 @@ def train_lm(
 _LANE_FIELDS = tuple(f for f in LMTrajectory._fields if f not in ("gammas", "steps", "tracked"))
 
 
-def _spread(windows: np.ndarray, count: int) -> np.ndarray:
-    """``count`` windows evenly spread over the stream (all of them if there are fewer)."""
+def spread_windows(windows: np.ndarray, count: int) -> np.ndarray:
+    """``count`` windows ``[count, T+1]`` evenly spread over ``windows`` ``[n, T+1]`` (all of
+    them if there are fewer): the fixed windows a run records its losses and eq. 22 on."""
     index = np.unique(np.linspace(0, len(windows) - 1, min(count, len(windows))).astype(int))
     return windows[index]
 
 
-def _model(config: LMConfig, vocab_size: int, gamma, key) -> models.GPT:
+def gpt(config: LMConfig, vocab_size: int, gamma, key) -> models.GPT:
+    """The `models.GPT` of ``config`` over ``vocab_size`` tokens, initial scale ``d^{-gamma}``,
+    weights drawn from ``key``."""
     return models.GPT(
         vocab_size,
         config.context_length,
@@ -465,14 +479,18 @@ def _model(config: LMConfig, vocab_size: int, gamma, key) -> models.GPT:
     )
 
 
-def _initial_states(config: LMConfig, vocab_size: int, gamma: np.ndarray, seed: int):
+def initial_states(config: LMConfig, vocab_size: int, gamma: np.ndarray, seed: int):
+    """The initial states of the gamma lanes, an ``nnx.State`` with a leading ``[G]`` axis: one
+    standard normal draw from ``fold_in(key(seed), 0)``, scaled per lane (as `train_lm`)."""
     key = jax.random.fold_in(jax.random.key(seed), 0)
-    return jax.vmap(lambda g: nnx.split(_model(config, vocab_size, g, key))[1])(
+    return jax.vmap(lambda g: nnx.split(gpt(config, vocab_size, g, key))[1])(
         jnp.asarray(gamma, dtype=jnp.float32)
     )
 
 
-def _optimizer(config: LMConfig) -> optax.GradientTransformation:
+def optimizer(config: LMConfig) -> optax.GradientTransformation:
+    """AdamW (b1 0.9, b2 0.95) with linear warm-up over ``warmup_fraction`` of the steps, then
+    cosine decay to ``min_lr_ratio * lr``; weight decay on the weight matrices only."""
     warmup = max(1, round(config.warmup_fraction * config.steps))
     schedule = optax.warmup_cosine_decay_schedule(
         init_value=0.0,
@@ -498,15 +516,16 @@ def _decayed(params):
     )
 
 
-def _cross_entropy(module: models.GPT, windows) -> tuple[jax.Array, jax.Array]:
-    """Mean next-token cross-entropy of ``windows`` ``[n, T+1]`` and the attention maps."""
+def cross_entropy(module: models.GPT, windows) -> tuple[jax.Array, jax.Array]:
+    """Mean next-token cross-entropy of ``windows`` ``[n, T+1]`` (``module`` reads the first T
+    tokens, position s predicts token s+1) and the attention maps ``module.forward`` returns."""
     logits, maps = module.forward(windows[:, :-1])
     nll = optax.softmax_cross_entropy_with_integer_labels(logits, windows[:, 1:])
     return jnp.mean(nll), maps
 
 
 def step_function(graphdef: nnx.GraphDef, optimizer, config: LMConfig):
-    """One AdamW step of one lane: ``step(i, (state, opt_state, diverged), stream, key)``.
+    """One AdamW step of one lane: ``step(i, carry, stream, key) -> carry``, a `loop.Carry`.
 
     Draws ``batch_size`` windows of ``context_length + 1`` tokens at uniform random starts of
     ``stream`` from ``fold_in(key, i)``, so lanes sharing ``key`` see the same batches. A lane
@@ -516,46 +535,39 @@ def step_function(graphdef: nnx.GraphDef, optimizer, config: LMConfig):
     T, B = config.context_length, config.batch_size
 
     def batch_loss(state, windows):
-        return _cross_entropy(nnx.merge(graphdef, state), windows)[0]
+        return cross_entropy(nnx.merge(graphdef, state), windows)[0]
 
     def step(i, carry, stream, key):
-        state, opt_state, diverged = carry
         first = jax.random.randint(jax.random.fold_in(key, i), (B,), 0, stream.shape[0] - T)
         batch = stream[first[:, None] + jnp.arange(T + 1)]
-        loss, grads = jax.value_and_grad(batch_loss)(state, batch)
+        loss, grads = jax.value_and_grad(batch_loss)(carry.state, batch)
         with jax.numpy_dtype_promotion("standard"):  # optax's schedules mix dtypes
-            updates, new_opt_state = optimizer.update(grads, opt_state, state)
-        new_state = optax.apply_updates(state, updates)
-        finite = jnp.isfinite(loss) & train._all_finite(new_state)
-        diverged = jnp.where((diverged < 0) & ~finite, i.astype(jnp.int32), diverged)
-        keep = diverged < 0
-        return (
-            train._select(keep, new_state, state),
-            train._select(keep, new_opt_state, opt_state),
-            diverged,
-        )
+            updates, new_opt_state = optimizer.update(grads, carry.opt_state, carry.state)
+        new_state = optax.apply_updates(carry.state, updates)
+        return loop.guarded_step(i, carry, loss, new_state, new_opt_state)
 
     return step
 
 
 @functools.lru_cache(maxsize=8)
-def _lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
-    """``lane(state, stream, tracked, signature_windows, validation_windows, seed)`` ->
-    ``(recorded, final W_E, diverged_step)``: one gamma lane's whole run (for `sweep.sweep_map`,
-    which caches its compiled program per function, hence this cache)."""
+def lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
+    """One gamma lane's whole run, ``lane(state, stream, tracked, signature_windows,
+    validation_windows, seed) -> (recorded, final W_E [V, d], diverged_step)``.
+
+    ``alpha_bytes`` is the int32 ``[V]`` row of each tracked token (-1 for the others) as bytes
+    (hashable); ``recorded`` holds the per-snapshot fields of `LMTrajectory` (``[S, ...]``). The
+    function is cached because `sweep.sweep_map` caches its compiled program per function."""
     alpha_position = np.frombuffer(alpha_bytes, dtype=np.int32)
     n_tracked = int(np.sum(alpha_position >= 0))
     alpha_position = jnp.asarray(alpha_position)
-    graphdef = nnx.split(_model(config, vocab_size, 1.0, jax.random.key(0)))[0]
-    optimizer = _optimizer(config)
-    train_step = step_function(graphdef, optimizer, config)
-    snapshots = np.asarray(config.snapshots)
-    starts, lengths = snapshots[:-1], np.diff(snapshots)
+    graphdef = nnx.split(gpt(config, vocab_size, 1.0, jax.random.key(0)))[0]
+    adamw = optimizer(config)
+    train_step = step_function(graphdef, adamw, config)
 
     def record(state, tracked, signature_windows, validation_windows):
         module = nnx.merge(graphdef, state)
-        loss, maps = _cross_entropy(module, signature_windows)
-        validation_loss, _ = _cross_entropy(module, validation_windows)
+        loss, maps = cross_entropy(module, signature_windows)
+        validation_loss, _ = cross_entropy(module, validation_windows)
         weights = models.weights(module)
         W_E = weights["W_E"][tracked]
         attention = jnp.mean(maps, axis=2)  # [layers, n, T, T], averaged over heads
@@ -581,21 +593,17 @@ def _lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
         def step(i, carry):
             return train_step(i, carry, stream, key)
 
-        def segment(carry, bounds):
-            start, length = bounds
-            carry = jax.lax.fori_loop(start, start + length, step, carry)
-            progress.device_tick(length, carry[2])
-            return carry, record(carry[0], tracked, signature_windows, validation_windows)
-
         with jax.numpy_dtype_promotion("standard"):
-            opt_state = optimizer.init(state)
-        first = record(state, tracked, signature_windows, validation_windows)
-        carry = (state, opt_state, jnp.asarray(-1, jnp.int32))
-        (state, _, diverged), rest = jax.lax.scan(
-            segment, carry, (jnp.asarray(starts, jnp.int32), jnp.asarray(lengths, jnp.int32))
+            opt_state = adamw.init(state)
+        result = loop.run(
+            step,
+            loop.initial_carry(state, opt_state),
+            lambda state: record(state, tracked, signature_windows, validation_windows),
+            config.snapshots,
+            record_initial=True,
         )
-        recorded = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
-        return recorded, models.weights(nnx.merge(graphdef, state))["W_E"], diverged
+        final = models.weights(nnx.merge(graphdef, result.carry.state))["W_E"]
+        return result.recorded, final, result.carry.diverged
 
     return lane
 
@@ -689,10 +697,10 @@ def prefix_probe(
     for value, name in ((phi, "phi"), (S_emb, "S_emb")):
         if not bool(jnp.all(jnp.isfinite(value))):
             raise ValueError(f"{name} has non-finite entries (NaN or inf)")
-    train._check_int(steps, "steps", 0)
-    train._check_int(restarts, "restarts", 1)
+    internal.check_int(steps, "steps", 0)
+    internal.check_int(restarts, "restarts", 1)
     _check_float(lr, "lr", low=0.0, low_open=True)
-    metrics._token_split(heldout_tokens, A)  # validates the split
+    metrics.token_split(heldout_tokens, A)  # validates the split
     given = np.asarray(heldout_tokens)
     held = given if given.dtype == bool else np.isin(np.arange(A), given)
     train_ids, held_ids = np.nonzero(~held)[0], np.nonzero(held)[0]

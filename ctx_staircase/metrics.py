@@ -613,7 +613,7 @@ def probe_fit(
         heldout = _fold_masks(n_pairs, int(folds), int(seed))
         training = ~heldout
     else:
-        training, heldout = _token_split(heldout_tokens, A)
+        training, heldout = token_split(heldout_tokens, A)
     everything = np.ones((1, n_pairs), dtype=bool)
     dtype = phi.dtype
     v, corr, mse = fit_probe(
@@ -640,8 +640,13 @@ def probe_fit(
     )
 
 
-def _token_split(heldout_tokens, A: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pair masks ``[1, A(A-1)/2]`` (training pairs, held-out pairs) of a held-out token set."""
+def token_split(heldout_tokens, A: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pair masks ``[1, A(A-1)/2]`` (training pairs, held-out pairs) of a held-out token set.
+
+    ``heldout_tokens`` is a bool mask ``[A]`` or indices in ``[0, A)``; a pair is a training pair
+    when both its tokens are kept, held out when both are held out (mixed pairs are in neither).
+    Raises ``ValueError`` unless each side has at least 2 tokens.
+    """
     given = np.asarray(heldout_tokens)
     if given.dtype == bool:
         if given.shape != (A,):

@@ -2,7 +2,10 @@
 (DESIGN.md "Sweeps").
 
 Values (gamma, seed, lr) are lanes of one compiled program; shapes (V, L, d) are a Python loop
-of compiled programs. On an accelerator `sweep_map` vmaps the lanes and shards the lane axis
+of compiled programs. The dataset is an argument of that program (a `train.TrainData` shared by
+the lanes), so one compiled program serves every dataset of the same shapes.
+
+On an accelerator `sweep_map` vmaps the lanes and shards the lane axis
 over all devices with ``shard_map`` on a 1-D mesh, padding the lanes to a multiple of the device
 count, so the same code fills eight GPUs or a TPU slice. On CPU, where vmapping lanes costs
 cache and gains nothing, every lane is one call of the same compiled one-lane program, called
@@ -82,9 +85,15 @@ def sweep_map(
     lanes_per_batch: int | None = None,
     concurrent_calls: int | None = None,
     count_lanes: bool = False,
+    shared: tuple = (),
 ):
     """``vmap(fn)`` over the leading axis of every argument: lane by lane on CPU, vmapped and
     sharded over ``devices`` on an accelerator.
+
+    ``shared``: further arguments (pytrees of arrays, e.g. a `train.TrainData`) passed whole to
+    every lane after the lane arguments, ``fn(*lane_args, *shared)`` (``vmap`` with
+    ``in_axes=None``): one copy, replicated over the devices, and arguments of the compiled
+    program rather than constants in it.
 
     ``count_lanes``: announce the lanes to the progress bars (`progress.expect`) and report
     each finished lane (lane by lane) or call (vmapped) to them (`progress.tick`).
@@ -139,7 +148,7 @@ def sweep_map(
             concurrent_calls = default_concurrent_calls(platform)
         if count_lanes:
             expect_work(n)
-        return _lane_by_lane(fn, lanes, n, devices[0], concurrent_calls, count_lanes)
+        return _lane_by_lane(fn, lanes, shared, n, devices[0], concurrent_calls, count_lanes)
     if concurrent_calls is None:
         concurrent_calls = default_concurrent_calls(platform, len(devices))
     per_device = math.ceil(n / len(devices))  # lanes per device in all
@@ -148,10 +157,17 @@ def sweep_map(
     if lanes_per_batch is None:
         lanes_per_batch = default_lanes_per_batch(platform, per_call)
     size = per_call * len(devices)  # lanes per call
-    mapped, sharding = _sharded(fn, devices, min(lanes_per_batch, per_call))
+    mapped, sharding = sharded_map(fn, devices, min(lanes_per_batch, per_call))
     lanes = jax.tree.map(lambda x: _pad(jnp.asarray(x), size * calls), lanes)
+    replicated = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+    shared = jax.device_put(tuple(shared), replicated)
     slices = [
-        jax.tree.map(lambda x, i=i: jax.device_put(x[i * size : (i + 1) * size], sharding), lanes)
+        (
+            jax.tree.map(
+                lambda x, i=i: jax.device_put(x[i * size : (i + 1) * size], sharding), lanes
+            ),
+            shared,
+        )
         for i in range(calls)
     ]
     if count_lanes:
@@ -161,7 +177,7 @@ def sweep_map(
         if count_lanes:
             tick_work(n)
     else:
-        compiled = _compiled(mapped, slices[0])  # once, before the threads call it
+        compiled = compiled_for(mapped, slices[0])  # once, before the threads call it
         with concurrent.futures.ThreadPoolExecutor(calls) as pool:
             parts = list(pool.map(lambda part: jax.block_until_ready(compiled(*part)), slices))
         out = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
@@ -176,17 +192,20 @@ def lane_by_lane(platform: str, lanes_per_batch: int | None = None) -> bool:
     return platform == "cpu" and (lanes_per_batch is None or lanes_per_batch == 1)
 
 
-def _lane_by_lane(fn: Callable, lanes, n: int, device: jax.Device, threads: int, count: bool):
-    """``vmap(fn)(*lanes)`` as ``n`` calls of one compiled one-lane program on ``device``, from
-    ``threads`` threads; the outputs stacked on ``device``; ``count``: `progress.tick` per
-    finished lane."""
+def _lane_by_lane(
+    fn: Callable, lanes, shared, n: int, device: jax.Device, threads: int, count: bool
+):
+    """``vmap(fn)(*lanes, *shared)`` (``shared`` unmapped) as ``n`` calls of one compiled
+    one-lane program on ``device``, from ``threads`` threads; the outputs stacked on ``device``;
+    ``count``: `progress.tick` per finished lane."""
     leaves, treedef = jax.tree.flatten(lanes)
     rows = [list(x) for x in leaves]  # a few device ops per argument (not one per lane)
+    shared = jax.device_put(tuple(shared), device)
     per_lane = [
-        jax.device_put(jax.tree.unflatten(treedef, [row[i] for row in rows]), device)
+        (*jax.device_put(jax.tree.unflatten(treedef, [row[i] for row in rows]), device), *shared)
         for i in range(n)
     ]
-    compiled = _compiled(_jitted(fn), per_lane[0])  # once, before the threads call it
+    compiled = compiled_for(_jitted(fn), per_lane[0])  # once, before the threads call it
 
     def call(args):
         out = jax.block_until_ready(compiled(*args))
@@ -244,32 +263,44 @@ def _check_positive(value, name: str) -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def _sharded(
+def sharded_map(
     fn: Callable, devices: tuple, lanes_per_batch: int
 ) -> tuple[Callable, jax.sharding.NamedSharding]:
+    """The vmapped layout of `sweep_map` as one jitted program ``mapped(lanes, shared)``
+    (cached): ``fn(*lane, *shared)`` vmapped over the leading axis of every array of the tuple
+    ``lanes``, in groups of ``lanes_per_batch`` lanes, sharded over ``devices`` (a 1-D mesh on
+    `LANE_AXIS`), the tuple ``shared`` replicated. Returns the program and the sharding of its
+    lane arguments and outputs."""
     mesh = jax.make_mesh(
         (len(devices),), (LANE_AXIS,), axis_types=(jax.sharding.AxisType.Auto,), devices=devices
     )
     spec = jax.sharding.PartitionSpec(LANE_AXIS)
+
+    def grouped(lanes, shared):
+        return _grouped(lambda *lane: fn(*lane, *shared), lanes_per_batch, *lanes)
+
     mapped = jax.shard_map(
-        functools.partial(_grouped, fn, lanes_per_batch),
+        grouped,
         mesh=mesh,
-        in_specs=spec,
+        in_specs=(spec, jax.sharding.PartitionSpec()),
         out_specs=spec,
         check_vma=False,
     )
     return jax.jit(mapped), jax.sharding.NamedSharding(mesh, spec)
 
 
-def _compiled(mapped, example) -> Callable:
-    """``mapped`` compiled ahead of time for arguments shaped like ``example`` (cached)."""
+def compiled_for(mapped: Callable, example) -> Callable:
+    """``mapped`` (a jitted function) compiled ahead of time for arguments shaped, typed and
+    placed like ``example`` (a tuple of arguments); cached per signature in `compile_for`."""
     leaves, treedef = jax.tree.flatten(example)
     signature = tuple((x.shape, x.dtype, jax.typeof(x).weak_type, x.sharding) for x in leaves)
-    return _compile_for(mapped, treedef, signature)
+    return compile_for(mapped, treedef, signature)
 
 
 @functools.lru_cache(maxsize=64)
-def _compile_for(mapped, treedef, signature) -> Callable:
+def compile_for(mapped: Callable, treedef, signature) -> Callable:
+    """``mapped.lower(...).compile()`` for the arguments of ``treedef`` whose leaves have the
+    ``(shape, dtype, weak_type, sharding)`` of ``signature`` (cached: one compile each)."""
     specs = [
         jax.ShapeDtypeStruct(shape, dtype, sharding=s, weak_type=weak)
         for shape, dtype, weak, s in signature
@@ -355,8 +386,9 @@ def train_sweep(
         if value is not None:
             _check_positive(value, name)
     frozen_kwargs = tuple(sorted(model_kwargs.items()))
-    lane_fn = _lane_function(model, train._DatasetKey(ds), config, frozen_kwargs)
-    store = _LaneStore.create(out, model, ds, config, model_kwargs, (gamma, seed, lr))
+    lane_fn = _lane_function(model, config, frozen_kwargs)
+    data = train.TrainData.from_dataset(ds)
+    store = LaneStore.create(out, model, ds, config, model_kwargs, (gamma, seed, lr))
     done = store.load(total) if store else {}
     todo = [i for i in range(total) if i not in done]
     expect_work(len(todo) * config.steps)  # for progress bars (`progress`)
@@ -379,6 +411,7 @@ def train_sweep(
             devices=devices,
             lanes_per_batch=lanes_per_batch,
             concurrent_calls=concurrent_calls,
+            shared=(data,),
         )
         trajectories = jax.device_get(trajectories)
         for position, lane in enumerate(index):
@@ -396,16 +429,16 @@ def train_sweep(
 
 
 @functools.lru_cache(maxsize=32)
-def _lane_function(model, dataset_key, config, frozen_kwargs) -> Callable:
-    """``lane(gamma, seed, lr) -> Trajectory``: initialize, then train; one lane of a sweep."""
-    ds, kwargs = dataset_key.ds, dict(frozen_kwargs)
-    graphdef, _ = train.init_state(model, ds, gamma=1.0, seed=0, **kwargs)
-    run = train.make_run(graphdef, ds, config)
+def _lane_function(model, config, frozen_kwargs) -> Callable:
+    """``lane(gamma, seed, lr, data) -> Trajectory``: initialize, then train; one lane of a
+    sweep. ``data`` (a `train.TrainData`) is an argument, so `sweep_map`'s compiled programs
+    are keyed by the data's shapes and reused for every dataset of those shapes."""
+    kwargs = dict(frozen_kwargs)
 
-    def lane(gamma, seed, lr):
+    def lane(gamma, seed, lr, data):
         key = jax.random.key(seed)
-        _, state = train.init_state(model, ds, gamma=gamma, seed=key, **kwargs)
-        return run(state, lr, jax.random.fold_in(key, 1))
+        graphdef, state = train.init_state(model, data, gamma=gamma, seed=key, **kwargs)
+        return train.make_run(graphdef, config)(state, lr, jax.random.fold_in(key, 1), data)
 
     return lane
 
@@ -426,8 +459,10 @@ def _finite_list(values, name: str) -> list[float]:
     return values
 
 
-class _LaneStore:
-    """One folder per sweep (a `units.UnitStore`): ``spec.json`` (what is being computed),
+class LaneStore:
+    """The on-disk record of a `train_sweep` (used by it; public for tests that interrupt it).
+
+    One folder per sweep (a `units.UnitStore`): ``spec.json`` (what is being computed),
     ``units/lane_*.npz`` (each lane once finished), then ``arrays.npz`` and, last,
     ``metrics.json`` (the whole sweep; its presence marks the sweep finished)."""
 
@@ -436,7 +471,7 @@ class _LaneStore:
         self.grid = grid_columns
 
     @classmethod
-    def create(cls, out, model, ds, config, model_kwargs, grid_columns) -> _LaneStore | None:
+    def create(cls, out, model, ds, config, model_kwargs, grid_columns) -> LaneStore | None:
         spec = {
             "model": model,
             "task": ds.name,

@@ -1,9 +1,10 @@
 """Training as one compiled scan, with snapshots of the embedding trajectory (DESIGN.md).
 
-A run is a pure function ``run(state, lr, key) -> Trajectory`` of the model state (from
-``nnx.split``), the learning rate and a PRNG key, so `sweep.py` can vmap it over a grid of
-(gamma, seed, lr). The loop is ``lax.scan`` over snapshot segments, each a ``fori_loop`` of
-optimizer steps; nothing runs per step in Python.
+A run is a pure function ``run(state, lr, key, data) -> Trajectory`` of the model state (from
+``nnx.split``), the learning rate, a PRNG key and the dataset as a `TrainData` argument, so
+`sweep.py` can vmap it over a grid of (gamma, seed, lr) and reuse one compiled program for every
+dataset of the same shapes. The loop is `loop.run`: ``lax.scan`` over snapshot segments, each a
+``fori_loop`` of optimizer steps; nothing runs per step in Python.
 
 Time: for full-batch ``gd`` a step is gradient-flow time ``lr`` (``t = lr * step``), so
 theory and training share an axis; `time_axis` gives it.
@@ -26,7 +27,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import models, progress
+from ctx_staircase import internal, loop, models
 from ctx_staircase.dataset import TokenDataset
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
@@ -70,10 +71,10 @@ class TrainConfig:
         if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
         check_lr(self.lr)
-        _check_int(self.steps, "steps", minimum=1, maximum=MAX_STEPS)
-        _check_int(self.warmup_steps, "warmup_steps", minimum=0, maximum=MAX_STEPS)
+        internal.check_int(self.steps, "steps", 1, MAX_STEPS)
+        internal.check_int(self.warmup_steps, "warmup_steps", 0, MAX_STEPS)
         if self.batch_size is not None:
-            _check_int(self.batch_size, "batch_size", minimum=1)
+            internal.check_int(self.batch_size, "batch_size", 1)
         if self.optimizer == "sgd" and self.batch_size is None:
             raise ValueError("batch_size must be set for optimizer='sgd' (minibatch)")
         for name in ("weight_decay", "min_lr_ratio"):
@@ -146,9 +147,11 @@ def check_lr(lr) -> None:
 
 
 def init_state(
-    model: str, ds: TokenDataset, *, gamma, seed: int | jax.Array, **model_kwargs
+    model: str, ds: TokenDataset | TrainData, *, gamma, seed: int | jax.Array, **model_kwargs
 ) -> tuple[nnx.GraphDef, nnx.State]:
     """Build a model for ``ds`` and split it into (graphdef, state); vmappable in gamma and seed.
+
+    Only ``ds.vocab_size`` and ``ds.L`` are read, so a traced `TrainData` serves as well.
 
     The initial weights use ``fold_in(key(seed), 0)``; the same seed gives the same standard
     normal draw at every gamma, scaled by ``d^{-gamma}``.
@@ -175,8 +178,61 @@ def train(
 ) -> Trajectory:
     """Train one model on ``ds``; see `make_run` for the compiled loop."""
     graphdef, state = init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)
-    run = make_run(graphdef, ds, config)
-    return jax.jit(run)(state, jnp.asarray(config.lr, dtype=_dtype(state)), jax.random.key(seed))
+    run = _jitted_run(graphdef, config)
+    lr = jnp.asarray(config.lr, dtype=state_dtype(state))
+    return run(state, lr, jax.random.key(seed), TrainData.from_dataset(ds))
+
+
+@functools.lru_cache(maxsize=32)
+def _jitted_run(graphdef, config):
+    return jax.jit(make_run(graphdef, config))
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["tokens", "labels", "probabilities", "groups", "sample_groups"],
+    meta_fields=["vocab_size"],
+)
+@dataclasses.dataclass(frozen=True)
+class TrainData:
+    """A `TokenDataset` as the arrays a compiled run takes as an argument (a pytree).
+
+    Passing the data as an argument, not closing over it, keeps it out of the compiled program
+    (no constant folding of a large dataset) and lets one compiled run serve every dataset of
+    the same shapes.
+
+    Attributes:
+        tokens: int ``[n, L]``; labels: int ``[n]``.
+        probabilities: ``[n]`` the sample weights normalized to sum 1
+            (`TokenDataset.probabilities`).
+        groups: ``{group: int [k]}`` token ids of each token group.
+        sample_groups: ``{group: int [m]}`` sample indices of each non-empty sample group.
+        vocab_size: V (static: part of the pytree structure, not an array).
+    """
+
+    tokens: jax.Array
+    labels: jax.Array
+    probabilities: jax.Array
+    groups: dict[str, jax.Array]
+    sample_groups: dict[str, jax.Array]
+    vocab_size: int
+
+    @property
+    def L(self) -> int:
+        """Sequence length (static)."""
+        return self.tokens.shape[1]
+
+    @classmethod
+    def from_dataset(cls, ds: TokenDataset) -> TrainData:
+        """The arrays of ``ds`` (empty sample groups dropped)."""
+        return cls(
+            tokens=jnp.asarray(ds.tokens),
+            labels=jnp.asarray(ds.labels),
+            probabilities=jnp.asarray(ds.probabilities),
+            groups={name: jnp.asarray(ids) for name, ids in ds.groups.items()},
+            sample_groups={g: jnp.asarray(i) for g, i in ds.sample_groups.items() if i.size},
+            vocab_size=ds.vocab_size,
+        )
 
 
 def loss_function(graphdef: nnx.GraphDef, ds: TokenDataset) -> Callable[[nnx.State], jax.Array]:
@@ -194,23 +250,21 @@ def loss_function(graphdef: nnx.GraphDef, ds: TokenDataset) -> Callable[[nnx.Sta
     return loss
 
 
-def make_run(
-    graphdef: nnx.GraphDef, ds: TokenDataset, config: TrainConfig
-) -> Callable[[nnx.State, jax.Array, jax.Array], Trajectory]:
-    """The pure training function ``run(state, lr, key) -> Trajectory`` (vmap- and jit-safe)."""
-    return _make_run(graphdef, _DatasetKey(ds), config)
-
-
 @functools.lru_cache(maxsize=32)
-def _make_run(graphdef, dataset_key, config):
-    ds = dataset_key.ds
-    tokens, labels = jnp.asarray(ds.tokens), jnp.asarray(ds.labels)
-    probabilities_np = ds.probabilities
-    group_ids = {name: jnp.asarray(ids) for name, ids in ds.groups.items()}
-    sample_groups = {g: jnp.asarray(i) for g, i in ds.sample_groups.items() if i.size}
+def make_run(
+    graphdef: nnx.GraphDef, config: TrainConfig
+) -> Callable[[nnx.State, jax.Array, jax.Array, TrainData], Trajectory]:
+    """The pure training function ``run(state, lr, key, data) -> Trajectory`` (vmap- and
+    jit-safe), one `loop.run` of ``config.steps`` optimizer steps recorded at
+    ``config.snapshots``.
+
+    ``data`` is a `TrainData`; the function is cached per (graphdef, config), so a jit of it
+    compiles once per data shapes. A step uses all of ``data`` (``batch_size`` None, the
+    weighted loss) or ``batch_size`` samples drawn with replacement with probabilities
+    ``data.probabilities`` from ``fold_in(key, step)``, uniformly weighted.
+    """
     transform = _transform(config)
     schedule = _schedule(config)
-    segment_lengths = np.diff(np.concatenate([[0], config.snapshots]))
 
     def logits_of(state, batch_tokens):
         return nnx.merge(graphdef, state)(batch_tokens)
@@ -220,7 +274,8 @@ def _make_run(graphdef, dataset_key, config):
         nll = optax.softmax_cross_entropy_with_integer_labels(logits, batch_labels)
         return jnp.sum(batch_weights * nll)
 
-    def record(state, probabilities):
+    def record(state, data, probabilities):
+        tokens, labels = data.tokens, data.labels
         module = nnx.merge(graphdef, state)
         logits = module(tokens)
         nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
@@ -230,7 +285,7 @@ def _make_run(graphdef, dataset_key, config):
         weights = models.weights(module)
         W_E, W_U = weights["W_E"], weights["W_U"]
         norms = jnp.linalg.norm(W_E, axis=-1)  # the model's vocabulary may exceed the data's
-        group_norms = {g: jnp.mean(norms[ids]) for g, ids in group_ids.items() if ids.size}
+        group_norms = {g: jnp.mean(norms[ids]) for g, ids in data.groups.items() if ids.size}
         if hasattr(module, "attention"):
             attention = module.attention(tokens).astype(probabilities.dtype)  # [n, L]
         else:
@@ -238,10 +293,10 @@ def _make_run(graphdef, dataset_key, config):
         position = probabilities @ attention
         attention_group = {
             g: probabilities @ jnp.sum(jnp.where(jnp.isin(tokens, ids), attention, 0), -1)
-            for g, ids in group_ids.items()
+            for g, ids in data.groups.items()
         }
-        sample_loss = {g: jnp.mean(nll[index]) for g, index in sample_groups.items()}
-        sample_accuracy = {g: jnp.mean(correct[index]) for g, index in sample_groups.items()}
+        sample_loss = {g: jnp.mean(nll[index]) for g, index in data.sample_groups.items()}
+        sample_accuracy = {g: jnp.mean(correct[index]) for g, index in data.sample_groups.items()}
         if not config.record_weights:
             W_E, W_U = W_E[:0, :0], W_U[:0, :0]
         return dict(
@@ -257,13 +312,13 @@ def _make_run(graphdef, dataset_key, config):
             logit_scale=jnp.max(jnp.abs(logits - jnp.mean(logits, axis=-1, keepdims=True))),
         )
 
-    def run(state, lr, key):
-        dtype = _dtype(state)
-        probabilities = jnp.asarray(probabilities_np, dtype=dtype)
+    def run(state, lr, key, data):
+        tokens, labels = data.tokens, data.labels
+        dtype = state_dtype(state)
+        probabilities = jnp.asarray(data.probabilities, dtype=dtype)
         opt_state = _call_optax(transform.init, state)
 
         def step(i, carry):
-            state, opt_state, diverged = carry
             if config.batch_size is None:
                 batch = (tokens, labels, probabilities)
             else:
@@ -275,48 +330,30 @@ def _make_run(graphdef, dataset_key, config):
                 )
                 uniform = jnp.full(config.batch_size, 1.0 / config.batch_size, dtype)
                 batch = (tokens[index], labels[index], uniform)
-            loss, grads = jax.value_and_grad(weighted_loss)(state, *batch)
-            updates, new_opt_state = _call_optax(transform.update, grads, opt_state, state)
+            loss, grads = jax.value_and_grad(weighted_loss)(carry.state, *batch)
+            updates, new_opt_state = _call_optax(
+                transform.update, grads, carry.opt_state, carry.state
+            )
             rate = lr.astype(dtype) * jnp.asarray(_call_optax(schedule, i), dtype)
-            new_state = jax.tree.map(lambda p, u: p - rate * u, state, updates)
-            finite = jnp.isfinite(loss) & _all_finite(new_state)
-            diverged = jnp.where((diverged < 0) & ~finite, i.astype(diverged.dtype), diverged)
-            keep = diverged < 0
-            state = _select(keep, new_state, state)
-            opt_state = _select(keep, new_opt_state, opt_state)
-            return state, opt_state, diverged
+            new_state = jax.tree.map(lambda p, u: p - rate * u, carry.state, updates)
+            return loop.guarded_step(i, carry, loss, new_state, new_opt_state)
 
-        def segment(carry, bounds):
-            start, length = bounds
-            carry = jax.lax.fori_loop(start, start + length, step, carry)
-            progress.device_tick(length, carry[2])
-            return carry, record(carry[0], probabilities)
-
-        starts = np.concatenate([[0], np.cumsum(segment_lengths)[:-1]])
-        carry = (state, opt_state, jnp.asarray(-1, dtype=jnp.int32))
-        (_, _, diverged), recorded = jax.lax.scan(
-            segment, carry, (jnp.asarray(starts), jnp.asarray(segment_lengths))
+        result = loop.run(
+            step,
+            loop.initial_carry(state, opt_state),
+            lambda state: record(state, data, probabilities),
+            config.snapshots,
+            record_initial=False,
+            # the default int (int64 under x64): the step count the schedule and fold_in see
+            step_dtype=jax.dtypes.canonicalize_dtype(jnp.int64),
         )
         return Trajectory(
             steps=jnp.asarray(config.snapshots, dtype=jnp.int32),
-            diverged_step=diverged,
-            **recorded,
+            diverged_step=result.carry.diverged,
+            **result.recorded,
         )
 
     return run
-
-
-class _DatasetKey:
-    """Hashable by identity, so compiled runs are cached per dataset object."""
-
-    def __init__(self, ds: TokenDataset) -> None:
-        self.ds = ds
-
-    def __hash__(self) -> int:
-        return id(self.ds)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _DatasetKey) and other.ds is self.ds
 
 
 def _transform(config: TrainConfig) -> optax.GradientTransformation:
@@ -348,31 +385,13 @@ def _call_optax(fn, *args):
         return fn(*args)
 
 
-def _all_finite(tree) -> jax.Array:
-    return jnp.all(jnp.asarray([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
-
-
-def _select(keep, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(keep, a, b), new, old)
-
-
 def _is_key(x) -> bool:
     return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def _dtype(state) -> Any:
+def state_dtype(state) -> Any:
+    """The floating dtype of a model state (that of its first leaf)."""
     return jax.tree.leaves(state)[0].dtype
-
-
-def _check_int(value, name: str, minimum: int, maximum: int | None = None) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | np.integer)
-        or value < minimum
-        or (maximum is not None and value > maximum)
-    ):
-        allowed = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
-        raise ValueError(f"{name} must be an int {allowed}; got {value!r}")
 
 
 def _steps(snapshots) -> list:

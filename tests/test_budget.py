@@ -166,9 +166,10 @@ def _xla_bytes(compiled) -> int:
 
 def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
     graphdef, state = train.init_state(model, ds, gamma=1.0, seed=0, **model_kwargs)
-    run = train.make_run(graphdef, ds, config)
-    lr = jnp.asarray(config.lr, dtype=train._dtype(state))
-    return _xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0)).compile())
+    run = train.make_run(graphdef, config)
+    lr = jnp.asarray(config.lr, dtype=train.state_dtype(state))
+    data = train.TrainData.from_dataset(ds)
+    return _xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
 
 
 TRAIN_CASES = {
@@ -244,12 +245,12 @@ def _lm_xla_bytes(config, corpus) -> int:
     )
     position = np.full(V, -1, np.int32)
     position[tracked] = np.arange(tracked.size, dtype=np.int32)
-    lane = lm._lane_function(config, V, position.tobytes())
-    states = jax.eval_shape(lambda: lm._initial_states(config, V, np.ones(1), 0))
+    lane = lm.lane_function(config, V, position.tobytes())
+    states = jax.eval_shape(lambda: lm.initial_states(config, V, np.ones(1), 0))
     state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), states)
     windows = (
-        lm._spread(text.windows(corpus.train, T), config.signature_windows),
-        lm._spread(text.windows(corpus.validation, T), config.validation_windows),
+        lm.spread_windows(text.windows(corpus.train, T), config.signature_windows),
+        lm.spread_windows(text.windows(corpus.validation, T), config.validation_windows),
     )
     args = (
         state,

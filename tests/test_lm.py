@@ -145,7 +145,7 @@ def test_trajectory_shapes_and_initial_state(run, corpus):
 def test_value_path_matches_the_model(run, corpus):
     trajectory, _ = run
     key = jax.random.fold_in(jax.random.key(1), 0)
-    weights = models.weights(lm._model(TINY, corpus.vocab_size, 1.0, key))
+    weights = models.weights(lm.gpt(TINY, corpus.vocab_size, 1.0, key))
     W_E = np.asarray(weights["W_E"])[trajectory.tracked]
     np.testing.assert_allclose(trajectory.W_E[0, 0], W_E, rtol=1e-6)
     z = np.einsum("ij,jk,ak->ai", weights["W_O"][0], weights["W_V"][0], W_E)
@@ -461,7 +461,7 @@ def numpy_pearson(a, b):
 
 def initial_model(corpus, gamma, seed=1):
     """The model a lane of `run` starts from (the same draw at every gamma, from seed)."""
-    return lm._model(TINY, corpus.vocab_size, gamma, jax.random.fold_in(jax.random.key(seed), 0))
+    return lm.gpt(TINY, corpus.vocab_size, gamma, jax.random.fold_in(jax.random.key(seed), 0))
 
 
 def mean_cross_entropy(model, windows):
@@ -473,8 +473,8 @@ def mean_cross_entropy(model, windows):
 
 
 def recorded_windows(stream, count):
-    """The ``count`` windows of ``stream`` a run records on (evenly spread, `lm._spread`)."""
-    return lm._spread(text.windows(stream, TINY.context_length), count)
+    """The ``count`` windows of ``stream`` a run records on (evenly spread, `lm.spread_windows`)."""
+    return lm.spread_windows(text.windows(stream, TINY.context_length), count)
 
 
 def test_training_and_validation_losses_are_on_their_own_windows(run, corpus):
@@ -547,9 +547,9 @@ NORM_SCALES = ("attention_norm", "mlp_norm", "final_norm")
 def zero_gradient_updates(config):
     """The parameters and the AdamW updates of every step of ``config`` under zero gradients,
     where Adam's direction is exactly 0 and only the decoupled decay acts."""
-    model = lm._model(config, 11, 0.5, jax.random.key(0))
+    model = lm.gpt(config, 11, 0.5, jax.random.key(0))
     params = nnx.split(model, nnx.Param)[1]
-    optimizer = lm._optimizer(config)
+    optimizer = lm.optimizer(config)
 
     @jax.jit
     def steps(params):

@@ -79,7 +79,7 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
     whole = sweep.train_sweep("ffn", ds, CONFIG, **grid)
 
     saves = {"count": 0}
-    original_save = sweep._LaneStore.save
+    original_save = sweep.LaneStore.save
 
     def interrupted_save(self, lane, trajectory):
         if saves["count"] == 2:
@@ -87,12 +87,12 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
         saves["count"] += 1
         original_save(self, lane, trajectory)
 
-    monkeypatch.setattr(sweep._LaneStore, "save", interrupted_save)
+    monkeypatch.setattr(sweep.LaneStore, "save", interrupted_save)
     with pytest.raises(KeyboardInterrupt):
         sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
     assert len(list((tmp_path / "units").glob("lane_*.npz"))) == 2
     assert not (tmp_path / "metrics.json").exists()
-    monkeypatch.setattr(sweep._LaneStore, "save", original_save)
+    monkeypatch.setattr(sweep.LaneStore, "save", original_save)
 
     computed = []
     original_map = sweep.sweep_map
@@ -160,24 +160,24 @@ def test_concurrent_sharded_groups_compile_once():
     def fn(x):
         return x**2, jnp.zeros((3, 0, 0))
 
-    before = sweep._compile_for.cache_info().misses
+    before = sweep.compile_for.cache_info().misses
     for _ in range(2):
         out = sweep.sweep_map(fn, jnp.arange(23.0), lanes_per_batch=2, concurrent_calls=2)
         np.testing.assert_array_equal(out[0], jnp.arange(23.0) ** 2)
         assert out[1].shape == (23, 3, 0, 0)
-    assert sweep._compile_for.cache_info().misses == before + 1
+    assert sweep.compile_for.cache_info().misses == before + 1
 
 
 def test_lane_by_lane_compiles_one_program_for_any_lane_count():
     def fn(x):
         return x**2, jnp.zeros((3, 0, 0))
 
-    before = sweep._compile_for.cache_info().misses
+    before = sweep.compile_for.cache_info().misses
     for n, calls in ((23, None), (7, 1), (1, 4)):
         out = sweep.sweep_map(fn, jnp.arange(float(n)), concurrent_calls=calls)
         np.testing.assert_array_equal(out[0], jnp.arange(float(n)) ** 2)
         assert out[1].shape == (n, 3, 0, 0)
-    assert sweep._compile_for.cache_info().misses == before + 1
+    assert sweep.compile_for.cache_info().misses == before + 1
     with pytest.raises(ValueError, match="no lanes"):
         sweep.sweep_map(fn, jnp.arange(0.0))
 
@@ -295,7 +295,7 @@ def test_vmapped_train_sweep_places_lanes_on_all_devices(ds, reference, monkeypa
     """train_sweep with vmapped lanes (lanes_per_batch=2): its call's outputs are sharded over
     all four devices, and the lanes equal the lane-by-lane reference up to rounding."""
     placements = []
-    original = sweep._sharded
+    original = sweep.sharded_map
 
     def spying(fn, devices, lanes_per_batch):
         mapped, sharding = original(fn, devices, lanes_per_batch)
@@ -307,7 +307,7 @@ def test_vmapped_train_sweep_places_lanes_on_all_devices(ds, reference, monkeypa
 
         return call, sharding
 
-    monkeypatch.setattr(sweep, "_sharded", spying)
+    monkeypatch.setattr(sweep, "sharded_map", spying)
     run = sweep.train_sweep(
         "ffn",
         ds,
@@ -331,7 +331,7 @@ def test_lane_by_lane_runs_every_lane_on_the_first_given_device(devices, monkeyp
         pytest.skip("lane by lane is the CPU layout")
     chosen = jax.devices() if devices is None else jax.devices()[devices]
     lanes = []  # the devices of every one-lane call's output
-    original = sweep._compiled
+    original = sweep.compiled_for
 
     def spying(mapped, example):
         compiled = original(mapped, example)
@@ -343,7 +343,7 @@ def test_lane_by_lane_runs_every_lane_on_the_first_given_device(devices, monkeyp
 
         return call
 
-    monkeypatch.setattr(sweep, "_compiled", spying)
+    monkeypatch.setattr(sweep, "compiled_for", spying)
     for calls in (1, 3):
         lanes.clear()
         out = sweep.sweep_map(
@@ -367,7 +367,7 @@ SMALL_GRID = dict(gammas=[0.5, 1.0], seeds=[0], lrs=[0.5])
 
 def interrupt_after_one_lane(monkeypatch):
     """Make the next sweep die after it saved one lane; returns a function that undoes it."""
-    original = sweep._LaneStore.save
+    original = sweep.LaneStore.save
     calls = {"count": 0}
 
     def save(self, lane, trajectory):
@@ -376,8 +376,8 @@ def interrupt_after_one_lane(monkeypatch):
         calls["count"] += 1
         original(self, lane, trajectory)
 
-    monkeypatch.setattr(sweep._LaneStore, "save", save)
-    return lambda: monkeypatch.setattr(sweep._LaneStore, "save", original)
+    monkeypatch.setattr(sweep.LaneStore, "save", save)
+    return lambda: monkeypatch.setattr(sweep.LaneStore, "save", original)
 
 
 def counting_lanes(monkeypatch):
