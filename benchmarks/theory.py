@@ -29,12 +29,12 @@ Timing: the jitted pieces are compiled ahead of time (``jit(f).lower(...).compil
 lowering and XLA compilation) and then called (fastest of 3 for the sub-second ones). Steady =
 every piece of the path (NumPy signatures and drive matrix, the compiled call); first = steady +
 compile, what the first call of the path costs. Training is two measured calls of the sweep
-(first, steady); its compile time is the sum of the "Finished <stage> in <t> sec" records of
-JAX's log during the first call (as in benchmarks/training.py). Every steady path also reports
-its process CPU seconds (all threads), which depend less on other processes' load. Ratios:
-training time / theory time (steady, first, CPU). A sanity check prints the largest
-|rho_0 - training rho_0| before escape (t <= the training lane's escape time:
-`closed_form.logit_scale` crossing 0.5, as in `comparison`).
+(first, steady); its compile time is the sum of the jax.monitoring compile-duration events
+(trace, MLIR lowering, XLA compile) during the first call (as in benchmarks/training.py).
+Every steady path also reports its process CPU seconds (all threads), which depend less on
+other processes' load. Ratios: training time / theory time (steady, first, CPU). A sanity
+check prints the largest |rho_0 - training rho_0| before escape (t <= the training lane's
+escape time: `closed_form.logit_scale` crossing 0.5, as in `comparison`).
 
 Part 2 (cost against n): the signature flow sees the data only through its signatures, so its
 cost does not depend on n. Task `mod`, N = 40 (n = 1600), and the same task tiled ``--tile``
@@ -280,7 +280,7 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
             "pieces_first": calls[0],
             "pieces_steady": calls[1],
             "compile_records_second_call_s": compile_records[1],
-            "note": "first and steady: two measured calls; compile: JAX's compile log records",
+            "note": "first and steady: two measured calls; compile: jax.monitoring compile events",
         }
     )
 
