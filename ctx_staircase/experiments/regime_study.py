@@ -28,9 +28,6 @@ from ctx_staircase import results
 from ctx_staircase.experiments import Outcome, result_path, verdict, with_regimes
 from ctx_staircase.experiments import regime as regimes
 
-NAME = "regime_study"
-TITLE = "Every FFN and attention-only claim under label vocabulary x optimizer (issue 10)"
-
 VERDICTS = ("pass", "vacuous", "FAIL", "—", "missing")
 
 

@@ -1,6 +1,6 @@
 """Order-1 onset: when does the order-1 drive overtake the order-0 drive? (theory/order1_onset.md)
 
-Usage: python sims/order1_onset.py [--quick]
+Usage: ``ctx-staircase run order1_onset [--tiny]`` (or ``python sims/order1_onset.py``).
 
 Task `add` (N = 20), FFN d = 128 with sigma(z) = z + C_2 z^2, full-batch GD in float64, seed 0,
 gamma in {0.6, .., 1.4}, for C_2 = 0.5 (the project's default polynomial) and C_2 = 5 (onset
@@ -19,42 +19,31 @@ brought earlier). For every gamma it reports (definitions: theory/order1_onset.m
   M3  rho_0 falls 0.05 below its running maximum (the zero-order geometry breaks);
   M1-M3 and S1 are repeated at lr = 0.05 to separate gradient-flow behaviour from GD step size.
 
-Writes sims/results/order1_onset.json (record format of `ctx_staircase.experiments`) and
-sims/figures/order1_onset.png. The 25% goal: |P / M1 - 1| <= 0.25 for every gamma.
+Everything runs in float64 (scoped with ``jax.enable_x64``). ``tiny``: two gammas, short
+horizons. The 25% goal: |P / M1 - 1| <= 0.25 for every gamma.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 import time
-from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import matplotlib.pyplot as plt
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-
-import jax.numpy as jnp  # noqa: E402
-import matplotlib  # noqa: E402
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from ctx_staircase import (  # noqa: E402
+from ctx_staircase import (
     comparison,
     flows,
     metrics,
     ode,
-    results,
     signatures,
     sweep,
     tasks,
     train,
 )
-
-SIMS = Path(__file__).resolve().parent
-NAME = "order1_onset"
-TITLE = "Order-1 onset: order-1 drive overtaking order-0 vs first-order probe overtaking rho_0"
+from ctx_staircase.experiments import Claim, Outcome, get
 
 CONFIG = {
     "task": "add",
@@ -263,7 +252,11 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
     )
     ts = experiment["ts"]
     s1 = experiment["top_singular_value"]
-    print(f"C2={C2:g}: trained and integrated in {time.perf_counter() - t_start:.0f} s", flush=True)
+    print(
+        f"C2={C2:g}: trained and integrated in {time.perf_counter() - t_start:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
     # --- P1 continued past the library's guard (cap 1) into the blow-up, to read R_inf
     y0s = []
@@ -391,6 +384,7 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
             f"P2 {fmt(row['P2_linear_softmax_flow'])}  P3 {p3:.0f}  "
             f"S1 {fmt(row['S1_trained_weights'])}  M1 {fmt(row['M1_probe'])}  "
             f"M2 {fmt(row['M2_frequency'])}  M3 {fmt(row['M3_rho0_departure'])}",
+            file=sys.stderr,
             flush=True,
         )
     return {
@@ -625,42 +619,28 @@ def figure(main: dict, default: dict, cfg: dict):
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     fig.suptitle(
-        f"{TITLE}\nadd N={cfg['N']}, FFN d={cfg['d']}, σ=z+C₂z², GD lr {cfg['lr']:g}, seed "
+        f"{get('order1_onset').title}\nadd N={cfg['N']}, FFN d={cfg['d']}, σ=z+C₂z², GD lr "
+        f"{cfg['lr']:g}, seed "
         f"{cfg['seed']}; theory dashed, training solid",
         fontsize=10,
     )
     return fig
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="two gammas, short horizons")
-    parser.add_argument(
-        "--claims-only",
-        action="store_true",
-        help="rebuild the claims from the saved results (no training), e.g. after a claim change",
-    )
-    args = parser.parse_args()
-    if args.claims_only:
-        out = SIMS / "results" / f"{NAME}.json"
-        record = results.read_json(out)
-        main_block, default_block = record["numbers"]["C2_main"], record["numbers"]["C2_default"]
-        record["claims"] = claims_for(main_block, default_block, record["config"]["goal"])
-        results.write_json(out, record)
-        print(f"rebuilt the claims of {out}")
-        return 0
+def run(full: bool = False, tiny: bool = False) -> Outcome:
+    """The study at its one size (``full`` is accepted for the common interface); ``tiny``: two
+    gammas and short horizons. Float64 throughout, scoped to this call."""
     cfg = dict(CONFIG)
-    if args.quick:
+    if tiny:
         cfg.update(gammas=[0.6, 1.0], horizon={"main": 240.0, "default": 120.0})
-    start = time.perf_counter()
-    ds = tasks.make(cfg["task"], N=cfg["N"])
-    sigs = signatures.signature_set(ds, 1)
-    main_block = run_activation(ds, sigs, "main", cfg, with_linear=True, with_lr_check=True)
-    default_block = run_activation(ds, sigs, "default", cfg, with_linear=False, with_lr_check=False)
+    with jax.enable_x64(True):
+        ds = tasks.make(cfg["task"], N=cfg["N"])
+        sigs = signatures.signature_set(ds, 1)
+        main_block = run_activation(ds, sigs, "main", cfg, with_linear=True, with_lr_check=True)
+        default_block = run_activation(
+            ds, sigs, "default", cfg, with_linear=False, with_lr_check=False
+        )
     claims = claims_for(main_block, default_block, cfg["goal"])
-    fig = figure(main_block, default_block, cfg)
-    fig_path = SIMS / "figures" / f"{NAME}.png" if not args.quick else Path("/tmp") / f"{NAME}.png"
-    results.save_figure(fig, fig_path, dpi=80)
     numbers = {
         block_key: {k: v for k, v in block.items() if k != "curves"}
         for block_key, block in (("C2_main", main_block), ("C2_default", default_block))
@@ -678,30 +658,9 @@ def main() -> int:
         }
         for g, c in zip(cfg["gammas"], main_block["curves"], strict=True)
     ]
-    record = {
-        "name": NAME,
-        "title": TITLE,
-        "full": False,
-        "tiny": bool(args.quick),
-        "seconds": time.perf_counter() - start,
-        "claims": claims,
-        "goal_met": claims[0]["passed"],
-        "figures": {"onset": f"figures/{NAME}.png"},
-        "numbers": numbers,
-        "config": cfg,
-        "environment": results.environment(),
-    }
-    out = SIMS / "results" / f"{NAME}.json"
-    if not args.quick:
-        results.write_json(out, record)
-    else:
-        results.write_json(Path("/tmp") / f"{NAME}_quick.json", record)
-    print()
-    for c in claims:
-        print(f"[{'pass' if c['passed'] else 'FAIL'}] {c['claim']}\n    {c['measured']}")
-    print(f"\n{record['seconds']:.0f} s; wrote {out if not args.quick else '/tmp'} and {fig_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return Outcome(
+        claims=[Claim(**c) for c in claims],
+        figures={"onset": figure(main_block, default_block, cfg)},
+        numbers=numbers,
+        config=cfg,
+    )
