@@ -50,17 +50,8 @@ def run_unit(name: str, regime: regimes.Regime, root: Path, fingerprint: str) ->
     record = _load(path, fingerprint)
     if record is not None:
         return record
-    command = [
-        sys.executable,
-        "-m",
-        "ctx_staircase.experiments.cli",
-        name,
-        "--regime",
-        regime.name,
-        "--quick",
-        "--root",
-        str(root),
-    ]
+    command = [sys.executable, "-m", "ctx_staircase", "run", name]
+    command += ["--regime", regime.name, "--quick", "--out", str(root)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
