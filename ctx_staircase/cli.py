@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from rich.console import Console
@@ -620,6 +620,37 @@ def _train(args: argparse.Namespace) -> int:
         return _train_and_report(args, ds, config, model_kwargs, out)
 
 
+class TrainSummary(NamedTuple):
+    """What ``train`` writes to ``metrics.json`` (one record, written once when the run ends).
+
+    Attributes:
+        task, params, model: the task name, its parameters and the model name.
+        model_kwargs: the model's keyword arguments, as strings.
+        config: the `train.TrainConfig` fields.
+        grid: the lanes' ``gamma``, ``seed`` and ``lr`` ``[lanes]``.
+        status: each lane's status ``[lanes]``.
+        final_loss, final_accuracy: ``[lanes]`` at the last snapshot.
+        alignment: `analysis.alignment_curves` over the snapshots: ``group``, ``rho0_method``,
+            ``steps [S]``, ``rho0 [lanes, S]``, ``probe_steps [P]``, ``probe_heldout_corr`` and
+            ``probe_heldout_mse`` ``[lanes, P]``.
+        seconds: wall time of training and measuring.
+        environment: `results.environment` (versions, devices, source fingerprint).
+    """
+
+    task: str
+    params: dict
+    model: str
+    model_kwargs: dict
+    config: dict
+    grid: dict
+    status: Any
+    final_loss: Any
+    final_accuracy: Any
+    alignment: dict
+    seconds: float
+    environment: dict
+
+
 def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
     from ctx_staircase import analysis, plots, results, sweep
 
@@ -663,17 +694,17 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
         out / "geometry.png",
     )
     results.write_npz(out / "alignment.npz", **curves._asdict())
-    summary = {
-        "task": args.task,
-        "params": ds.params,
-        "model": args.model,
-        "model_kwargs": {k: str(v) for k, v in model_kwargs.items()},
-        "config": {k: v for k, v in config.__dict__.items()},
-        "grid": {"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
-        "status": result.status,
-        "final_loss": result.trajectory.loss[:, -1],
-        "final_accuracy": result.trajectory.accuracy[:, -1],
-        "alignment": {
+    summary = TrainSummary(
+        task=args.task,
+        params=ds.params,
+        model=args.model,
+        model_kwargs={k: str(v) for k, v in model_kwargs.items()},
+        config=dict(config.__dict__),
+        grid={"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
+        status=result.status,
+        final_loss=result.trajectory.loss[:, -1],
+        final_accuracy=result.trajectory.accuracy[:, -1],
+        alignment={
             "group": curves.group,
             "rho0_method": curves.rho0_method,
             "steps": steps,
@@ -682,10 +713,11 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
             "probe_heldout_corr": curves.probe_corr,
             "probe_heldout_mse": curves.probe_mse,
         },
-        "seconds": time.perf_counter() - start,
-        "environment": results.environment(),
-    }
-    results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
+        seconds=time.perf_counter() - start,
+        environment=results.environment(),
+    )
+    # written once, last: its presence marks a finished run
+    results.write_json(out / "metrics.json", summary._asdict())
 
     table = Table(title=f"{args.task} ({ds.params}), {args.model}, {args.optimizer}")
     columns = ("γ", "seed", "lr", "status", "final loss", "final acc", "max ρ0 (step)")
