@@ -327,3 +327,28 @@ def test_no_global_x64_flip_in_the_experiments_or_the_cli():
 def test_shared_corpus_lies_beside_the_repository():
     assert paths.shared_corpus() == ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
     assert paths.shared_corpus("x.txt").name == "x.txt"
+
+
+@pytest.mark.parametrize(
+    "name,options,expected",
+    [
+        ("regime_study", {}, dict(full=False, root="ROOT")),
+        ("order1_onset", dict(tiny=True), dict(full=False, tiny=True)),
+        ("theory_vs_training", dict(full=True), dict(full=True)),
+    ],
+)
+def test_execute_gives_run_what_its_record_says(monkeypatch, tmp_path, name, options, expected):
+    """`execute` hands ``run`` exactly the keywords the record calls for (``root`` to the
+    experiments that need it, ``tiny`` when asked) and writes the record's title."""
+    from ctx_staircase.experiments import Outcome
+
+    seen = {}
+    module = experiments.get(name).load()
+    monkeypatch.setattr(module, "run", lambda **kw: seen.update(kw) or Outcome([], {}, {}, {}))
+    record = experiments.execute(name, root=tmp_path, **options)
+    expected = {k: tmp_path if v == "ROOT" else v for k, v in expected.items()}
+    assert seen == expected
+    assert record["title"] == experiments.get(name).title and record["tiny"] == bool(
+        options.get("tiny")
+    )
+    assert (tmp_path / "results" / f"{name}.json").is_file()
