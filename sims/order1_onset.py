@@ -1,4 +1,4 @@
-"""Order-1 onset: when does the order-1 drive overtake the order-0 drive? (theory/order1_onset.md)"""
+"""Order-1 onset: when does the order-1 drive overtake order 0? (see theory/order1_onset.md)"""
 
 import sys
 from pathlib import Path
