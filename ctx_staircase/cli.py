@@ -843,6 +843,9 @@ def _run(args: argparse.Namespace) -> int:
     )
     options: dict[str, Any] = {}
     if args.regime is not None or args.quick:
+        from ctx_staircase.experiments import regime
+
+        regime.parse(args.regime)  # an unknown regime is refused before any work
         options.update(regime=args.regime, quick=args.quick)
     if "corpus" in experiment.inputs:
         from ctx_staircase import text

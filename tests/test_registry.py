@@ -281,6 +281,7 @@ def test_run_passes_the_text_to_lm_text(monkeypatch, tmp_path):
         (["run", "lm_text"], "needs --text FILE"),
         (["run", "staircase", "--text", "x.txt"], "--text applies to lm_text only"),
         (["run", "staircase", "--tiny", "--full"], "exclude each other"),
+        (["run", "fig2_geometry", "--regime", "sgd-huge"], "regime must be one of"),
     ],
 )
 def test_run_refuses_options_that_do_not_apply(tmp_path, capsys, argv, needle):
