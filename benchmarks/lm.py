@@ -80,12 +80,12 @@ from _machine import (  # benchmarks/ is sys.path[0] when run as a script
 )
 from flax import nnx
 
-from ctx_staircase import lm, loop, models, results, sweep, text
+from ctx_staircase import lm, loop, models, paths, results, sweep, text
 
 D, N_LAYERS, N_HEADS, CONTEXT, BATCH = 128, 2, 4, 64, 32
 GAMMAS = (1.0, 0.5)
 SEED = 0
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+SHAKESPEARE = paths.shared_corpus()
 
 
 # --------------------------------------------------------------------------------------------

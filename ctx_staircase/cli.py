@@ -1,7 +1,11 @@
 """Command line: ``ctx-staircase {run,list,signatures,train,theory,lm}`` (or ``python -m
-ctx_staircase``).
+ctx_staircase``); the one command line of the project (every ``sims/NAME.py`` calls `main`).
 
 Thin by design: parse, validate, estimate the memory, call the library, print, save.
+
+- ``run NAME`` resolves the experiment through `experiments.REGISTRY`, which imports its module
+  only when it runs; the library subcommands (``signatures``, ``train``, ``theory``, ``lm``)
+  import the library only, never `ctx_staircase.experiments`.
 
 - Result tables go to stdout; progress bars (with ETA) and notes go to stderr.
 - A bad input (an unknown name, a value out of range, an unusable ``--out``, a request over the
@@ -16,12 +20,11 @@ import argparse
 import ast
 import contextlib
 import os
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from rich.console import Console
@@ -35,8 +38,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ctx_staircase import __version__
-from ctx_staircase.__main__ import INTERRUPTED, interrupted
+from ctx_staircase import __version__, interrupt
+from ctx_staircase.interrupt import MESSAGE as INTERRUPTED
 
 DEFAULT_RUN_ROOT = Path("runs")
 INT32_MAX = 2**31 - 1  # step counters and snapshot steps are int32 inside the compiled scans
@@ -45,9 +48,8 @@ SEED_MAX = 2**32 - 1  # seeds become uint32 PRNG keys
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line in this thread; returns the exit code (0, 1, 2 or 130)."""
-    parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser().parse_args(argv)
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return int(done.code or 0)
     try:
@@ -69,7 +71,7 @@ def entry() -> None:
     handler prints one line and ends the process (exit 130). Every result file is written
     atomically and every finished unit is already saved, so nothing is lost or half-written.
     """
-    signal.signal(signal.SIGINT, interrupted)
+    interrupt.install()
     outcome: dict[str, int] = {}
     worker = threading.Thread(target=lambda: outcome.update(code=main()), daemon=True)
     worker.start()
@@ -150,7 +152,8 @@ def _real(low: float | None = None, *, strict: bool = False):
     return parse
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (one-line errors, defaults shown in ``--help``)."""
     parser = _Parser(
         prog="ctx-staircase",
         description="Which statistics of the data does a token embedding learn, and when?",
@@ -185,13 +188,25 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="an experiment (see --list); default: the flagship staircase run",
     )
+    run.add_argument(
+        "--regime",
+        default=None,
+        help="training regime, e.g. gd-wide (the primary) or adam-minimal (experiments with "
+        "regimes; default: the primary)",
+    )
+    run.add_argument(
+        "--quick", action="store_true", help="the regime study's reduced sizes (no figures)"
+    )
     run.add_argument("--list", action="store_true", help="list the experiments and exit")
     run.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
     run.add_argument(
         "--tiny", action="store_true", help="a seconds-long smoke run (experiments that have one)"
     )
     run.add_argument(
-        "--text", type=Path, default=None, help="the UTF-8 text file lm_text needs (no default)"
+        "--text",
+        type=Path,
+        default=None,
+        help="the UTF-8 text file lm_text needs (no default; sims/lm_text.py passes one)",
     )
     run.add_argument("--strict", action="store_true", help="exit 1 when a claim fails")
     run.add_argument("--out", type=_folder, default=None, help="output folder (default: runs/NAME)")
@@ -311,7 +326,7 @@ def _parser() -> argparse.ArgumentParser:
         "--tiny",
         action="store_true",
         help="smoke-run sizes for the flags you leave unset "
-        f"(steps {_LM_TINY['steps']}, d {_LM_TINY['d']}, layers {_LM_TINY['layers']})",
+        f"(steps {LM_TINY['steps']}, d {LM_TINY['d']}, layers {LM_TINY['layers']})",
     )
     lm.add_argument("--out", type=_folder, default=None, help="output folder (default: runs/lm)")
     lm.set_defaults(handler=_lm)
@@ -382,7 +397,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _lm_help(text: str, key: str) -> str:
-    return f"{text} (default: {_LM_STANDARD[key]}; with --tiny: {_LM_TINY[key]})"
+    return f"{text} (default: {LM_STANDARD[key]}; with --tiny: {LM_TINY[key]})"
 
 
 def _task_params(parser: argparse.ArgumentParser) -> None:
@@ -395,8 +410,10 @@ def _task_params(parser: argparse.ArgumentParser) -> None:
     )
 
 
-_LM_TINY = dict(steps=40, d=32, layers=1, heads=2, context=16, batch_size=8, snapshot_every=10)
-_LM_STANDARD = dict(
+#: The ``lm`` subcommand's sizes under ``--tiny`` (a seconds-long smoke run), flag by flag.
+LM_TINY = dict(steps=40, d=32, layers=1, heads=2, context=16, batch_size=8, snapshot_every=10)
+#: The ``lm`` subcommand's standard sizes, flag by flag (a flag you set always wins).
+LM_STANDARD = dict(
     steps=1000, d=128, layers=2, heads=4, context=64, batch_size=32, snapshot_every=20
 )
 
@@ -603,6 +620,37 @@ def _train(args: argparse.Namespace) -> int:
         return _train_and_report(args, ds, config, model_kwargs, out)
 
 
+class TrainSummary(NamedTuple):
+    """What ``train`` writes to ``metrics.json`` (one record, written once when the run ends).
+
+    Attributes:
+        task, params, model: the task name, its parameters and the model name.
+        model_kwargs: the model's keyword arguments, as strings.
+        config: the `train.TrainConfig` fields.
+        grid: the lanes' ``gamma``, ``seed`` and ``lr`` ``[lanes]``.
+        status: each lane's status ``[lanes]``.
+        final_loss, final_accuracy: ``[lanes]`` at the last snapshot.
+        alignment: `analysis.alignment_curves` over the snapshots: ``group``, ``rho0_method``,
+            ``steps [S]``, ``rho0 [lanes, S]``, ``probe_steps [P]``, ``probe_heldout_corr`` and
+            ``probe_heldout_mse`` ``[lanes, P]``.
+        seconds: wall time of training and measuring.
+        environment: `results.environment` (versions, devices, source fingerprint).
+    """
+
+    task: str
+    params: dict
+    model: str
+    model_kwargs: dict
+    config: dict
+    grid: dict
+    status: Any
+    final_loss: Any
+    final_accuracy: Any
+    alignment: dict
+    seconds: float
+    environment: dict
+
+
 def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
     from ctx_staircase import analysis, plots, results, sweep
 
@@ -646,17 +694,17 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
         out / "geometry.png",
     )
     results.write_npz(out / "alignment.npz", **curves._asdict())
-    summary = {
-        "task": args.task,
-        "params": ds.params,
-        "model": args.model,
-        "model_kwargs": {k: str(v) for k, v in model_kwargs.items()},
-        "config": {k: v for k, v in config.__dict__.items()},
-        "grid": {"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
-        "status": result.status,
-        "final_loss": result.trajectory.loss[:, -1],
-        "final_accuracy": result.trajectory.accuracy[:, -1],
-        "alignment": {
+    summary = TrainSummary(
+        task=args.task,
+        params=ds.params,
+        model=args.model,
+        model_kwargs={k: str(v) for k, v in model_kwargs.items()},
+        config=dict(config.__dict__),
+        grid={"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
+        status=result.status,
+        final_loss=result.trajectory.loss[:, -1],
+        final_accuracy=result.trajectory.accuracy[:, -1],
+        alignment={
             "group": curves.group,
             "rho0_method": curves.rho0_method,
             "steps": steps,
@@ -665,10 +713,11 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
             "probe_heldout_corr": curves.probe_corr,
             "probe_heldout_mse": curves.probe_mse,
         },
-        "seconds": time.perf_counter() - start,
-        "environment": results.environment(),
-    }
-    results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
+        seconds=time.perf_counter() - start,
+        environment=results.environment(),
+    )
+    # written once, last: its presence marks a finished run
+    results.write_json(out / "metrics.json", summary._asdict())
 
     table = Table(title=f"{args.task} ({ds.params}), {args.model}, {args.optimizer}")
     columns = ("γ", "seed", "lr", "status", "final loss", "final acc", "max ρ0 (step)")
@@ -774,43 +823,43 @@ def _theory(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import inspect
-
     from ctx_staircase import experiments
-    from ctx_staircase.experiments.cli import print_record
 
-    known = (experiments.FLAGSHIP, *experiments.names(), *experiments.TEXT_EXPERIMENTS)
     if args.list:
         if args.name is not None:
             raise ValueError(f"--list takes no experiment name; got {args.name!r}")
-        for name in known:
-            print(f"{name:24s} {experiments.load(name).TITLE}")
+        for experiment in experiments.REGISTRY:
+            print(f"{experiment.name:24s} {experiment.title}")
         return 0
     name = experiments.FLAGSHIP if args.name is None else args.name
-    module = experiments.load(name)  # an unknown name fails here, before anything is written
-    accepts = inspect.signature(module.run).parameters
-    if args.tiny and "tiny" not in accepts:
-        tiny = ", ".join(n for n in known if "tiny" in inspect.signature(_run_of(n)).parameters)
-        raise ValueError(f"--tiny applies to {tiny} only; got name {name!r}")
-    if args.tiny and args.full:
-        raise ValueError("--tiny and --full exclude each other")
+    # an unknown name or an option that does not apply fails here, before anything is written
+    experiment = experiments.check_options(
+        name,
+        full=args.full,
+        tiny=args.tiny,
+        regime=args.regime,
+        quick=args.quick,
+        corpus=args.text,
+    )
     options: dict[str, Any] = {}
-    if "text_path" in accepts:
-        if args.text is None:
-            raise ValueError(f"experiment {name!r} needs --text FILE (a UTF-8 text file)")
+    if args.regime is not None or args.quick:
+        from ctx_staircase.experiments import regime
+
+        regime.parse(args.regime)  # an unknown regime is refused before any work
+        options.update(regime=args.regime, quick=args.quick)
+    if "corpus" in experiment.inputs:
         from ctx_staircase import text
 
         text.load_text(args.text)  # unreadable, empty or not UTF-8: refused before any work
         options["text_path"] = args.text
-    elif args.text is not None:
-        raise ValueError(f"--text applies to lm_text only; got name {name!r}")
     out = _out(args, DEFAULT_RUN_ROOT / name)
     limit = _limit(args)  # a bad --max-memory is refused here
-    if hasattr(module, "memory_bytes"):
+    estimate = experiment.memory_bytes(full=args.full, tiny=args.tiny)
+    if estimate is not None:
         from ctx_staircase import budget
 
         budget.check(
-            module.memory_bytes(full=args.full, tiny=args.tiny),
+            estimate,
             what=f"run {name}{' --full' if args.full else ''}",
             knob="drop --full, use --tiny",
             limit=limit,
@@ -826,16 +875,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_of(name: str):
-    from ctx_staircase import experiments
+def print_record(record: dict) -> None:
+    """An experiment's record (`experiments.execute`) as a table of its claims, on stdout."""
+    from ctx_staircase.experiments import verdict
 
-    return experiments.load(name).run
+    table = Table(title=f"{record['name']}: {record['title']} ({record['seconds']:.0f} s)")
+    for column in ("item", "claim", "measured", "criterion", "null", "result"):
+        table.add_column(column)
+    for claim in record["claims"]:
+        table.add_row(
+            claim["item"],
+            claim["claim"],
+            claim["measured"],
+            claim["criterion"],
+            claim.get("null", ""),
+            verdict(claim),
+        )
+    _stdout().print(table)
 
 
 def _lm(args: argparse.Namespace) -> int:
     from ctx_staircase import budget, lm, text
 
-    sizes = _LM_TINY if args.tiny else _LM_STANDARD
+    sizes = LM_TINY if args.tiny else LM_STANDARD
     chosen = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in sizes.items()}
     tiny_extra = (
         dict(tracked=24, min_count=5, probe_vocabulary=24, signature_windows=16,
@@ -875,12 +937,11 @@ def _lm(args: argparse.Namespace) -> int:
 def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
     import dataclasses
 
-    from ctx_staircase import results, signatures
-    from ctx_staircase.experiments import lm_builtin, lm_text
+    from ctx_staircase import lm_study, results, signatures
 
     start = time.perf_counter()
     with _bar(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
-        trajectory, _, curves = lm_text.train_and_measure(
+        trajectory, _, curves = lm_study.train_and_measure(
             corpus,
             config,
             gammas=args.gamma,
@@ -888,9 +949,11 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
             probe_steps=50 if args.tiny else 300,
             out=out / "lanes",
         )
-    summary = lm_text.summarize(trajectory, curves)
+    summary = lm_study.summarize(trajectory, curves)
     figures = {
-        "curves": lm_text.figure(trajectory, curves, f"{'built-in' if builtin else args.text.name}")
+        "curves": lm_study.curves_figure(
+            trajectory, curves, f"{'built-in' if builtin else args.text.name}"
+        )
     }
     record: dict[str, Any] = {
         "text": "builtin" if builtin else str(args.text),
@@ -901,14 +964,14 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
         "tiny": args.tiny,
         "config": dataclasses.asdict(config),
         "summary": summary,
-        "curves": lm_text.curve_lists(trajectory, curves),
+        "curves": lm_study.curve_lists(trajectory, curves),
     }
     if builtin:
         record["embedding_structure"] = {
-            f"{g:g}": lm_builtin.structure(trajectory.final_W_E[i], corpus.vocabulary)
+            f"{g:g}": lm_study.structure(trajectory.final_W_E[i], corpus.vocabulary)
             for i, g in enumerate(trajectory.gammas)
         }
-        figures["semantics"] = lm_builtin.semantic_figure(
+        figures["semantics"] = lm_study.semantic_figure(
             signatures.next_token_signature(corpus.train, corpus.vocab_size)[0],
             trajectory.final_W_E[0],
             corpus.vocabulary,

@@ -1,10 +1,21 @@
-"""Checks on the folders a command writes into, made before any work starts."""
+"""Where files live: the shared corpus beside the repository, and checks on the folders a
+command writes into, made before any work starts."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+#: The repository checkout holding this package (``ctx_staircase/`` is its child).
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def shared_corpus(name: str = "tinyshakespeare.txt") -> Path:
+    """The path of a corpus in the ``shared/data/`` folder beside the repository checkout,
+    ``REPOSITORY/../shared/data/NAME`` (it may not exist: callers check, and the package never
+    reads it unless handed the path)."""
+    return REPOSITORY.parent / "shared" / "data" / name
 
 
 def check_output_dir(path: str | os.PathLike, parameter: str = "--out") -> Path:

@@ -1,8 +1,10 @@
 """When attention leaves uniform: the key/query flow against GD training."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("attention_departure", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "attention_departure", "--out", sims, *sys.argv[1:]]))

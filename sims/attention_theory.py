@@ -1,8 +1,10 @@
 """Attention-only theory (uniform-attention flow, plateau law) against GD training."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("attention_theory", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "attention_theory", "--out", sims, *sys.argv[1:]]))

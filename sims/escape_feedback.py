@@ -1,8 +1,10 @@
 """The escape law with the softmax feedback on five tasks, and the ReLU gate alignment."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("escape_feedback", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "escape_feedback", "--out", sims, *sys.argv[1:]]))

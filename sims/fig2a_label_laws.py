@@ -1,8 +1,10 @@
 """Fig. 2A: the anchor's predicted label law matches p_a (Task 1, four laws)."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("fig2a_label_laws", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "fig2a_label_laws", "--out", sims, *sys.argv[1:]]))

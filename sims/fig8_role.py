@@ -1,8 +1,10 @@
 """Fig. 8: FFN vs attention-only on mod, and fixed signature embeddings."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("fig8_role", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "fig8_role", "--out", sims, *sys.argv[1:]]))

@@ -1,8 +1,10 @@
 """Fig. 9: epochs to 95% train accuracy vs modulus M (N=20), slow iff M | N."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("fig9_modulus", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "fig9_modulus", "--out", sims, *sys.argv[1:]]))

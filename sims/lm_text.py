@@ -1,13 +1,15 @@
 """Language model on real text: rho_next rises to an early peak, then settles (SPEC §8 item 16).
 
-Usage: python sims/lm_text.py [--text ../shared/data/tinyshakespeare.txt] [--full]
+Usage: python sims/lm_text.py [--text FILE] [--full | --tiny] (default: the shared corpus,
+`paths.shared_corpus`).
 """
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
-
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+from ctx_staircase import cli, paths
 
 if __name__ == "__main__":
-    main("lm_text", root=Path(__file__).resolve().parent, text=SHAKESPEARE)
+    corpus = ["--text", str(paths.shared_corpus())]  # a --text given below wins
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "lm_text", "--out", sims, *corpus, *sys.argv[1:]]))

@@ -1,8 +1,10 @@
 """Min-max selection: zero-order signature superposition and a trained FFN (N=20)."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("minmax", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "minmax", "--out", sims, *sys.argv[1:]]))

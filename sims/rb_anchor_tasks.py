@@ -1,8 +1,10 @@
 """[RB] reasoning vs memory anchors at three init scales."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("rb_anchor_tasks", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "rb_anchor_tasks", "--out", sims, *sys.argv[1:]]))

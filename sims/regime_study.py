@@ -1,8 +1,10 @@
 """The regime study: every FFN and attention-only claim under vocabulary x optimizer (issue 10)."""
 
+import sys
 from pathlib import Path
 
-from ctx_staircase.experiments.cli import main
+from ctx_staircase import cli
 
 if __name__ == "__main__":
-    main("regime_study", root=Path(__file__).resolve().parent)
+    sims = str(Path(__file__).resolve().parent)
+    raise SystemExit(cli.main(["run", "regime_study", "--out", sims, *sys.argv[1:]]))

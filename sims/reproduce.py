@@ -2,7 +2,8 @@
 
 Usage: python sims/reproduce.py [--full] [--only NAME ...] [--report-only]
 
-Each experiment runs in its own process (`python sims/NAME.py`), so one experiment's settings
+The experiments are those of `experiments.REGISTRY` marked ``report``, in its order. Each runs
+in its own process (`python sims/NAME.py`), so one experiment's settings
 (float64, say) never leak into another, and writes sims/results/NAME.json and its figures; the
 FFN and attention-only ones run in the primary regime (theory/regimes.md). `regime_study` then
 runs each of them in all six regimes at reduced sizes (results/regimes/; an interrupted study
@@ -24,14 +25,12 @@ import sys
 import time
 from pathlib import Path
 
-from ctx_staircase.experiments import names
+from ctx_staircase.experiments import reported
 from ctx_staircase.experiments.report import render
 from ctx_staircase.results import atomic_write_bytes, read_json, source_fingerprint, write_json
 
 SIMS = Path(__file__).resolve().parent
 SESSION = SIMS / "results" / ".reproduce_session.json"
-#: Scripts beyond the paper's experiments that also report claims (same record format).
-EXTRA = ("order1_onset", "lm_text")
 
 
 def main() -> int:
@@ -40,7 +39,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="+", default=None, help="run only these experiments")
     parser.add_argument("--report-only", action="store_true", help="render the saved results")
     args = parser.parse_args()
-    everything = [*names(), *EXTRA]
+    everything = list(reported())
     unknown = sorted(set(args.only or ()) - set(everything))
     if unknown:
         parser.error(f"--only: unknown experiment(s) {unknown}; choose from {everything}")
@@ -59,7 +58,7 @@ def main() -> int:
             records.append(read_json(path))
     report = render(
         records,
-        missing=[n for n in names() if not (SIMS / "results" / f"{n}.json").exists()],
+        missing=[n for n in everything if not (SIMS / "results" / f"{n}.json").exists()],
         crashed=failures,
     )
     atomic_write_bytes(SIMS / "REPORT.md", report.encode())  # last, and only when complete

@@ -11,16 +11,16 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 import jax
 import pytest
 
+from ctx_staircase import paths
+
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
-
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
 @pytest.fixture
 def shakespeare_path() -> Path:
     """Path of the real corpus in ../shared/data; the test skips, saying why, where it is absent."""
-    path = SHARED_DATA / "tinyshakespeare.txt"
+    path = paths.shared_corpus()
     if not path.is_file():
         pytest.skip(f"real-text corpus not found at {path} (../shared/data is absent here)")
     return path

@@ -369,7 +369,7 @@ def _imported():
     """Import what the commands import lazily, so that no case pays for it in its 10 s."""
     from ctx_staircase import comparison, experiments, lm, sweep, text  # noqa: F401
 
-    cli._parser()
+    cli.parser()
 
 
 @pytest.fixture

@@ -224,7 +224,7 @@ def _own(parser):
 
 
 def test_every_flag_has_help_and_shows_its_default():
-    parser = cli._parser()
+    parser = cli.parser()
     for flag, action, owner in _options(parser):
         if action.dest in ("help", "version"):
             continue
@@ -282,13 +282,17 @@ def test_tiny_never_overrides_an_explicit_flag(monkeypatch, tmp_path):
     assert cli.main(["lm", "--tiny", "--steps", "7", "--d", "64", "--out", out]) == 0
     config = seen["config"]
     assert (config.steps, config.d) == (7, 64)  # explicit
-    assert (config.n_layers, config.context_length) == (cli._LM_TINY["layers"], 16)  # tiny
+    assert (config.n_layers, config.context_length) == (cli.LM_TINY["layers"], 16)  # tiny
     assert cli.main(["lm", "--steps", "7", "--out", out]) == 0
-    assert (seen["config"].steps, seen["config"].d) == (7, cli._LM_STANDARD["d"])
+    assert (seen["config"].steps, seen["config"].d) == (7, cli.LM_STANDARD["d"])
 
 
 def test_the_package_reads_nothing_outside_itself_by_default():
+    """Only `paths` knows where the shared corpus lies, and no package module calls it: the
+    package reads outside itself only when handed a path (sims/lm_text.py passes it)."""
     package = Path(cli.__file__).resolve().parent
     for path in package.rglob("*.py"):
         source = path.read_text()
-        assert "parents[" not in source and '"shared"' not in source, path
+        assert "parents[" not in source, path
+        if path.name != "paths.py":
+            assert '"shared"' not in source and "shared_corpus" not in source, path

@@ -1,14 +1,20 @@
-"""Reproduction experiments: one module per claim or paper figure (sims/ holds thin wrappers).
+"""Reproduction experiments: one module per claim or paper figure, one `REGISTRY` of records.
 
-Each experiment module defines ``NAME``, ``TITLE`` and ``run(full: bool) -> Outcome``: it composes
-library calls, measures, and states every claim with its SPEC.md §8 criterion and pass/fail.
-`execute` runs one, writes ``sims/results/NAME.json`` and its figures ``sims/figures/NAME*.png``
-atomically, and returns the outcome; `sims/reproduce.py` runs them all and writes the report.
-While an experiment runs, its training lanes are saved under ``ROOT/units/NAME/``
-(`units.caching`), so an interrupted experiment resumes; the folder is removed once the result
-is written.
+`REGISTRY` lists every experiment as an `Experiment` record: its name, title, module, whether
+``--tiny`` applies, the inputs it needs from outside (``"corpus"``: a UTF-8 text file;
+``"root"``: the output folder, for the regime study's units), whether it takes a training
+regime, and whether `sims/reproduce.py` runs it into ``sims/REPORT.md``. A module is imported
+only when its experiment runs (`Experiment.load`), so listing the registry is instant.
 
-Modules whose ``REGIMES`` is true are FFN or attention-only experiments that also take
+Each experiment module defines ``run(full: bool, ...) -> Outcome``: it composes library calls,
+measures, and states every claim with its SPEC.md §8 criterion and pass/fail. `execute` runs one,
+writes ``ROOT/results/NAME.json`` and its figures ``ROOT/figures/NAME_*.png`` atomically, and
+returns the record; ``ctx-staircase run NAME`` calls it, and every ``sims/NAME.py`` is a wrapper
+of that command. While an experiment runs, its training lanes are saved under
+``ROOT/units/NAME/`` (`units.caching`), so an interrupted experiment resumes; the folder is
+removed once the result is written.
+
+Experiments whose record has ``regimes`` are FFN or attention-only experiments that also take
 ``regime=`` (a `regime.Regime`, default the primary regime) and ``quick=`` (the reduced sizes of
 the regime study); `execute` writes a non-primary run under ``results/regimes/``.
 """
@@ -17,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 import shutil
 import time
 from pathlib import Path
@@ -25,26 +30,211 @@ from typing import Any
 
 from ctx_staircase import results, units
 
-#: Experiment modules, in report order.
-EXPERIMENTS = (
-    "fig2a_label_laws",
-    "fig2_geometry",
-    "fig3_staircase",
-    "fig4_frequency",
-    "fig5_activation_order",
-    "fig6_attention",
-    "fig8_role",
-    "fig9_modulus",
-    "appc_task4_orders",
-    "minmax",
-    "rb_anchor_tasks",
-    "theory_vs_training",
-    "escape_feedback",
-    "attention_theory",
-    "attention_departure",
-    "lm_builtin",
-    "regime_study",
+#: What an experiment may need from outside: a text file, or the output folder itself.
+INPUTS = ("corpus", "root")
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One registered experiment.
+
+    Attributes:
+        name: the name on the command line (``ctx-staircase run NAME``, ``sims/NAME.py``).
+        title: one line saying what it checks.
+        module: the module holding its ``run`` (imported only by `load`).
+        tiny: whether ``--tiny`` (a seconds-long smoke run) applies.
+        inputs: what it needs from outside, each one of `INPUTS`: ``"corpus"`` (``text_path=``,
+            ``--text FILE``) or ``"root"`` (``root=``, the output folder).
+        regimes: whether it takes ``regime=`` and ``quick=`` (the regime study runs it).
+        report: whether `sims/reproduce.py` runs it and ``sims/REPORT.md`` shows it.
+    """
+
+    name: str
+    title: str
+    module: str
+    tiny: bool = False
+    inputs: tuple[str, ...] = ()
+    regimes: bool = False
+    report: bool = True
+
+    def __post_init__(self) -> None:
+        unknown = [i for i in self.inputs if i not in INPUTS]
+        if unknown:
+            raise ValueError(f"inputs must be among {list(INPUTS)}; got {unknown}")
+
+    def load(self):
+        """The experiment's module (imported now, on first use)."""
+        return importlib.import_module(self.module)
+
+    def run(self, **options) -> Outcome:
+        """``module.run(**options)``: the experiment itself, nothing written (see `execute`)."""
+        return self.load().run(**options)
+
+    def memory_bytes(self, full: bool = False, tiny: bool = False) -> int | None:
+        """The module's up-front memory estimate in bytes, or ``None`` when it has none."""
+        module = self.load()
+        if not hasattr(module, "memory_bytes"):
+            return None
+        return module.memory_bytes(full=full, tiny=tiny)
+
+
+def _experiment(name: str, title: str, **fields) -> Experiment:
+    return Experiment(name, title, f"ctx_staircase.experiments.{name}", **fields)
+
+
+#: Every experiment, in report order; the flagship first (it is not in the report).
+REGISTRY: tuple[Experiment, ...] = (
+    _experiment(
+        "staircase",
+        "The context staircase on add and mod (N=40), with the theory overlay",
+        tiny=True,
+        report=False,
+    ),
+    _experiment(
+        "fig2a_label_laws",
+        "Task 1: the anchor's predicted label law matches p_a (Fig. 2A)",
+        regimes=True,
+    ),
+    _experiment(
+        "fig2_geometry",
+        "Early embedding geometry vs the zero-order signature: add, sub, mul, N=20 (Fig. 2B-F)",
+        regimes=True,
+    ),
+    _experiment(
+        "fig3_staircase", "The staircase in one run: add and mod, N=40 (Fig. 3A-C)", regimes=True
+    ),
+    _experiment(
+        "fig4_frequency",
+        "Frequency-resolved first-order alignment and the seed study, N=40 (Fig. 4, App. D)",
+        regimes=True,
+    ),
+    _experiment(
+        "fig5_activation_order",
+        "Activation order gates learnability: modsum with sigma = z^K, L in {2,3,4}, K in 1..6",
+        regimes=True,
+    ),
+    _experiment(
+        "fig6_attention",
+        "Attention-only staircase on add/mod (N=20) and attention routing on Task 3",
+        regimes=True,
+    ),
+    _experiment(
+        "fig8_role",
+        "FFN vs attention-only on mod (N=40), and fixed signature embeddings (Fig. 8)",
+        regimes=True,
+    ),
+    _experiment(
+        "fig9_modulus",
+        "Epochs to 95% train accuracy vs modulus M (N=20): slow iff M | N?",
+        regimes=True,
+    ),
+    _experiment(
+        "appc_task4_orders",
+        "Task 4 anchor geometry against signature orders 0, 1, 2 (App. C Figs. 12-13)",
+        regimes=True,
+    ),
+    _experiment(
+        "minmax",
+        "Min-max selection: zero-order signature superposition and a trained FFN (N=20)",
+        regimes=True,
+    ),
+    _experiment(
+        "rb_anchor_tasks",
+        "[RB] reasoning vs memory anchors at gamma in {0.3, 0.5, 0.8} (one-layer transformer)",
+    ),
+    _experiment(
+        "theory_vs_training",
+        "Closed-form linear phase and signature flow against GD training (add, N=20)",
+    ),
+    _experiment(
+        "escape_feedback",
+        "The escape law with the softmax feedback on five tasks; ReLU gate alignment",
+    ),
+    _experiment(
+        "attention_theory",
+        "Attention-only theory against GD training: uniform-attention flow and plateau law",
+    ),
+    _experiment(
+        "attention_departure",
+        "When attention leaves uniform: departure times from the first-order attention flow",
+    ),
+    _experiment(
+        "lm_builtin",
+        "Built-in corpus: semantic structure of next-token signatures and of learned embeddings",
+        tiny=True,
+    ),
+    _experiment(
+        "regime_study",
+        "Every FFN and attention-only claim under label vocabulary x optimizer (issue 10)",
+        inputs=("root",),
+    ),
+    _experiment(
+        "order1_onset",
+        "Order-1 onset: order-1 drive overtaking order-0 vs first-order probe overtaking rho_0",
+        tiny=True,
+    ),
+    _experiment(
+        "lm_text",
+        "Language model on real text: rho_next rises to an early peak, then settles lower",
+        tiny=True,
+        inputs=("corpus",),
+    ),
 )
+
+#: The flagship run of ``ctx-staircase run`` with no name (it writes runs/staircase/).
+FLAGSHIP = "staircase"
+
+_BY_NAME = {experiment.name: experiment for experiment in REGISTRY}
+
+
+def names() -> tuple[str, ...]:
+    """Every experiment's name, in `REGISTRY` order."""
+    return tuple(_BY_NAME)
+
+
+def reported() -> tuple[str, ...]:
+    """The experiments `sims/reproduce.py` runs and ``sims/REPORT.md`` shows, in order."""
+    return tuple(e.name for e in REGISTRY if e.report)
+
+
+def with_regimes() -> tuple[str, ...]:
+    """The experiments the regime study runs under every `regime.Regime`."""
+    return tuple(e.name for e in REGISTRY if e.regimes)
+
+
+def get(name: str) -> Experiment:
+    """The record named ``name``; ``ValueError`` naming every allowed name otherwise."""
+    if name not in _BY_NAME:
+        raise ValueError(f"experiment must be one of {', '.join(_BY_NAME)}; got {name!r}")
+    return _BY_NAME[name]
+
+
+def check_options(
+    name: str,
+    *,
+    full: bool = False,
+    tiny: bool = False,
+    regime: str | None = None,
+    quick: bool = False,
+    corpus: str | Path | None = None,
+) -> Experiment:
+    """The record of ``name`` once the options suit it; else ``ValueError`` naming the option
+    and the experiments (or values) it applies to. Checks names only: nothing is imported."""
+    experiment = get(name)
+    if tiny and not experiment.tiny:
+        allowed = ", ".join(e.name for e in REGISTRY if e.tiny)
+        raise ValueError(f"--tiny applies to {allowed} only; got experiment {name!r}")
+    if tiny and full:
+        raise ValueError("--tiny and --full exclude each other")
+    if (regime is not None or quick) and not experiment.regimes:
+        allowed = ", ".join(with_regimes())
+        raise ValueError(f"--regime and --quick apply to {allowed} only; got experiment {name!r}")
+    if "corpus" in experiment.inputs and corpus is None:
+        raise ValueError(f"experiment {name!r} needs --text FILE (a UTF-8 text file)")
+    if "corpus" not in experiment.inputs and corpus is not None:
+        allowed = ", ".join(e.name for e in REGISTRY if "corpus" in e.inputs)
+        raise ValueError(f"--text applies to {allowed} only; got experiment {name!r}")
+    return experiment
 
 
 KINDS = ("paper", "project", "beyond")
@@ -105,29 +295,6 @@ class Outcome:
     config: dict[str, Any]
 
 
-#: Experiments that read a text file (``text_path=``), run by their sims/ script, not by default.
-TEXT_EXPERIMENTS = ("lm_text",)
-
-#: The flagship run of `ctx-staircase run` (not a sims/ script: it writes runs/staircase/).
-FLAGSHIP = "staircase"
-
-
-def names() -> tuple[str, ...]:
-    return EXPERIMENTS
-
-
-def with_regimes() -> tuple[str, ...]:
-    """The experiments the regime study runs under every `regime.Regime`."""
-    return tuple(name for name in EXPERIMENTS if getattr(load(name), "REGIMES", False))
-
-
-def load(name: str):
-    if name not in (FLAGSHIP, *EXPERIMENTS, *TEXT_EXPERIMENTS):
-        allowed = ", ".join((FLAGSHIP, *EXPERIMENTS, *TEXT_EXPERIMENTS))
-        raise ValueError(f"experiment must be one of {allowed}; got {name!r}")
-    return importlib.import_module(f"ctx_staircase.experiments.{name}")
-
-
 def execute(
     name: str,
     *,
@@ -140,32 +307,32 @@ def execute(
 ) -> dict:
     """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
 
-    ``tiny`` (the flagship and the LM experiments) shrinks every size to a seconds-long smoke
-    run; ``options`` go to the experiment's ``run`` (``text_path=`` for `lm_text`). ``regime``
-    (a `regime.Regime` name) and ``quick`` apply to the experiments of `with_regimes`; a run in
-    a non-primary regime, or a quick one, writes ``results/regimes/NAME__REGIME[_quick].json``
-    and no figures.
+    ``tiny`` (the experiments whose record has ``tiny``) shrinks every size to a seconds-long
+    smoke run; ``options`` go to the experiment's ``run`` (``text_path=`` for the ones that need
+    a ``"corpus"``). ``regime`` (a `regime.Regime` name) and ``quick`` apply to the experiments
+    of `with_regimes`; a run in a non-primary regime, or a quick one, writes
+    ``results/regimes/NAME__REGIME[_quick].json`` and no figures.
     """
     from ctx_staircase.experiments import regime as regimes
 
-    module = load(name)
+    experiment = get(name)
     chosen = regimes.parse(regime)
-    if (regime is not None or quick) and not getattr(module, "REGIMES", False):
+    if (regime is not None or quick) and not experiment.regimes:
         raise ValueError(f"experiment {name!r} takes no regime or quick option")
-    if getattr(module, "REGIMES", False):
+    if experiment.regimes:
         options.update(regime=chosen, quick=quick)
-    side_run = getattr(module, "REGIMES", False) and (not chosen.primary or quick)
+    side_run = experiment.regimes and (not chosen.primary or quick)
     start = time.perf_counter()
     if tiny:
         options["tiny"] = True
-    if "root" in inspect.signature(module.run).parameters:
+    if "root" in experiment.inputs:
         options["root"] = root
     root = Path(root)
     unit_root = (
         root / "units" / result_path(root, name, chosen.name if side_run else None, quick).stem
     )
     with units.caching(unit_root):  # an interrupted experiment resumes from its saved lanes
-        outcome = module.run(full=full, **options)
+        outcome = experiment.run(full=full, **options)
     seconds = time.perf_counter() - start
     figures = {}
     for key, figure in outcome.figures.items():
@@ -179,10 +346,10 @@ def execute(
         figures[key] = str(path.relative_to(root))
     record = {
         "name": name,
-        "title": module.TITLE,
+        "title": experiment.title,
         "full": full,
         "tiny": tiny,
-        "regime": chosen.name if getattr(module, "REGIMES", False) else None,
+        "regime": chosen.name if experiment.regimes else None,
         "quick": quick,
         "seconds": seconds,
         "claims": [dataclasses.asdict(c) for c in outcome.claims],

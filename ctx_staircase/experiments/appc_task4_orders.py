@@ -59,10 +59,6 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "appc_task4_orders"
-TITLE = "Task 4 anchor geometry against signature orders 0, 1, 2 (App. C Figs. 12-13)"
-REGIMES = True
-
 HIGH = 0.7  # [R] "both high"
 SYMLOG = 5  # linear below epoch 5 on the log-time axes (epoch 0 shown)
 LATE_FRACTION = 2 / 3  # [R] "late"

@@ -68,9 +68,6 @@ from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, WIDE_FACTOR
 
-NAME = "attention_departure"
-TITLE = "When attention leaves uniform: departure times from the first-order attention flow"
-
 D, D_K = 64, 32
 SEED = 0
 LR = 0.25

@@ -34,9 +34,6 @@ import numpy as np
 from ctx_staircase import comparison, plots, tasks
 from ctx_staircase.experiments import Claim, Outcome
 
-NAME = "attention_theory"
-TITLE = "Attention-only theory against GD training: uniform-attention flow and plateau law"
-
 TASKS = ("add", "sub")
 GAMMAS = (0.6, 0.65, 0.7, 0.75, 0.8)
 WEIGHT_ERROR = 0.05

@@ -37,9 +37,6 @@ from ctx_staircase import closed_form, comparison, plots, tasks
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
 
-NAME = "escape_feedback"
-TITLE = "The escape law with the softmax feedback on five tasks; ReLU gate alignment"
-
 GAMMAS = (0.6, 0.8, 1.0, 1.2, 1.4)
 ESCAPE_RATIO = 0.05
 FLOW_GAP = 0.02

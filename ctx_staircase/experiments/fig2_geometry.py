@@ -43,10 +43,6 @@ from ctx_staircase import metrics, plots, signatures, sweep, tasks
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "fig2_geometry"
-TITLE = "Early embedding geometry vs the zero-order signature: add, sub, mul, N=20 (Fig. 2B-F)"
-REGIMES = True
-
 TASKS = ("add", "sub", "mul")
 RHO_MIN = {"add": 0.9, "sub": 0.9, "mul": 0.5}  # SPEC §8.3; mul threshold is our [R]
 ORDER_MIN = 0.9  # [R] |Spearman(PC1, order variable)|

@@ -43,10 +43,6 @@ from ctx_staircase import metrics, plots, signatures, sweep, tasks
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "fig2a_label_laws"
-TITLE = "Task 1: the anchor's predicted label law matches p_a (Fig. 2A)"
-REGIMES = True
-
 LAWS = ("uniform", "normal", "poisson", "exponential")
 QUICK_LAWS = ("uniform", "normal")  # the vacuous suspect and one informative law
 PEARSON_MIN = 0.9  # SPEC §8.4 [R]

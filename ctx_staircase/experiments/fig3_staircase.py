@@ -64,10 +64,6 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "fig3_staircase"
-TITLE = "The staircase in one run: add and mod, N=40 (Fig. 3A-C)"
-REGIMES = True
-
 TASKS = ("add", "mod")
 EPOCHS = 1200
 SNAPSHOTS = (0, 10, 25, 50, 75, 100, 150, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100, 1200)

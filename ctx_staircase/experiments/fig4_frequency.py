@@ -63,10 +63,6 @@ from ctx_staircase import metrics, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "fig4_frequency"
-TITLE = "Frequency-resolved first-order alignment and the seed study, N=40 (Fig. 4, App. D)"
-REGIMES = True
-
 KS = np.arange(21)
 EARLY = 100
 EARLY_K_MAX = 2  # [R] "small"

@@ -58,10 +58,6 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "fig5_activation_order"
-TITLE = "Activation order gates learnability: modsum with sigma = z^K, L in {2,3,4}, K in 1..6"
-REGIMES = True
-
 LEARNED = 0.95  # [R] "≈ 1"
 SYMLOG = 10  # linear below epoch 10 on the log-time axes (epoch 0 shown)
 CHANCE_FACTOR = 2.0  # [R] "near chance": max accuracy <= 2/N

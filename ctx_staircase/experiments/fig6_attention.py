@@ -75,10 +75,6 @@ from ctx_staircase import (
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "fig6_attention"
-TITLE = "Attention-only staircase on add/mod (N=20) and attention routing on Task 3"
-REGIMES = True
-
 #: [R] thresholds (SPEC gives 0.9 for rho_0 in §8.3; the others are qualitative there).
 RHO0_EARLY = 0.9
 FOURIER_LATE = 0.8

@@ -66,10 +66,6 @@ from ctx_staircase import metrics, models, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
-NAME = "fig8_role"
-TITLE = "FFN vs attention-only on mod (N=40), and fixed signature embeddings (Fig. 8)"
-REGIMES = True
-
 #: [R] thresholds: SPEC §8.10 says "about 100%" and "stays low", "structured" qualitatively.
 FFN_ACCURACY = 0.99
 ATTENTION_LOW = 0.5

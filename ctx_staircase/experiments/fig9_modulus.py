@@ -55,10 +55,6 @@ from ctx_staircase import metrics, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
-NAME = "fig9_modulus"
-TITLE = "Epochs to 95% train accuracy vs modulus M (N=20): slow iff M | N?"
-REGIMES = True
-
 THRESHOLD = 0.95
 SYMLOG = 10  # linear below epoch 10 on the log-time axes (epoch 0 shown)
 SLOW_EPOCHS = 1000  # "thousands"

@@ -29,87 +29,21 @@ import dataclasses
 import jax
 import numpy as np
 
-from ctx_staircase import lm, metrics, models, plots, semantics, signatures, text
-from ctx_staircase.experiments import Claim, Outcome, lm_text
-
-NAME = "lm_builtin"
-TITLE = "Built-in corpus: semantic structure of next-token signatures and of learned embeddings"
+from ctx_staircase import lm, lm_study, models, signatures, text
+from ctx_staircase.experiments import Claim, Outcome, get, lm_text
 
 SIGNATURE_ORDER_MIN = 0.9  # issue 6 acceptance
 SIGNATURE_CYCLE_MIN = 6  # of 7, issue 6 acceptance
 EMBEDDING_ORDER_MIN = 0.7  # [R]
 EMBEDDING_CYCLE_MIN = 5  # [R], of 7
 EMBEDDING_PURITY_MIN = 0.7  # [R]
-CATEGORIES = ("colors", "animals", "family")
-
-
-def structure(vectors: np.ndarray, vocabulary: text.Vocabulary) -> dict:
-    """The three semantic measures of `semantics` on rows ``vectors[token id]``."""
-    rows = {g: vectors[text.word_group_ids(vocabulary, g)] for g in text.BUILTIN_GROUPS}
-    return dict(
-        number_order=semantics.number_order(rows["numbers"]),
-        weekday_cycle=semantics.cycle_neighbours(rows["weekdays"]),
-        month_cycle=semantics.cycle_neighbours(rows["months"]),
-        category_purity=semantics.category_purity({c: rows[c] for c in CATEGORIES}),
-    )
-
-
-def semantic_figure(phi_next: np.ndarray, W_E: np.ndarray, vocabulary: text.Vocabulary):
-    """PCA of the next-token signatures (top row) and of the learned embeddings (bottom row)
-    for numbers (joined in order), weekdays and months (joined as cycles), and the three
-    categories together (coloured by category)."""
-    panels = ("numbers", "weekdays", "months", "categories")
-    fig, axes = plots.figure(
-        2,
-        len(panels),
-        panel=(4.0, 3.75),
-        suptitle=(
-            r"Built-in corpus: PCA of next-token signatures and of the final $W_E$ ($\gamma$ = 1)"
-        ),
-    )
-    for row, (vectors, kind) in enumerate(((phi_next, "signature"), (W_E, "embedding"))):
-        for ax, panel in zip(axes[row], panels, strict=True):
-            groups = CATEGORIES if panel == "categories" else (panel,)
-            ids = np.concatenate([text.word_group_ids(vocabulary, g) for g in groups])
-            result = metrics.pca(np.asarray(vectors[ids], dtype=np.float64), 2)
-            x, y = np.asarray(result.scores).T
-            if panel == "categories":
-                sizes = [len(text.BUILTIN_GROUPS[g]) for g in groups]
-                ax.scatter(
-                    x,
-                    y,
-                    c=np.repeat(np.arange(len(groups)), sizes),
-                    cmap="tab10",
-                    s=18,
-                    vmin=0,
-                    vmax=9,
-                )
-            else:
-                closed = panel != "numbers"
-                ax.plot(
-                    np.r_[x, x[:1]] if closed else x,
-                    np.r_[y, y[:1]] if closed else y,
-                    color="0.75",
-                    lw=0.8,
-                )
-                ax.scatter(x, y, c=np.arange(len(ids)), cmap="viridis", s=18)
-            for xi, yi, word in zip(x, y, vocabulary.decode(ids), strict=True):
-                ax.annotate(word, (xi, yi), xytext=(2, 2), textcoords="offset points")
-            explained = np.asarray(result.explained_variance_ratio)
-            plots.axis_labels(
-                ax,
-                f"PC1 ({100 * explained[0]:.0f}% var.)",
-                f"PC2 ({100 * explained[1]:.0f}% var.)",
-                f"{kind}: {panel}",
-            )
-    return fig
 
 
 def initial_embedding(config: lm.LMConfig, vocab_size: int, seed: int) -> np.ndarray:
     """The untrained ``W_E`` ``[V, d]`` of `lm.train_lm`'s gamma = 1 lane (the gamma lanes
     share this draw up to scale, so their cosines and PCA planes are the same)."""
     key = jax.random.fold_in(jax.random.key(seed), 0)
-    return np.asarray(models.weights(lm._model(config, vocab_size, 1.0, key))["W_E"])
+    return np.asarray(models.weights(lm.gpt(config, vocab_size, 1.0, key))["W_E"])
 
 
 def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
@@ -118,25 +52,25 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
     )
     vocabulary = corpus.vocabulary
     phi_next, _ = signatures.next_token_signature(corpus.train, corpus.vocab_size)
-    data = structure(phi_next, vocabulary)
+    data = lm_study.structure(phi_next, vocabulary)
     shuffled_stream = np.random.default_rng(seed).permutation(corpus.train)
-    shuffled = structure(
+    shuffled = lm_study.structure(
         signatures.next_token_signature(shuffled_stream, corpus.vocab_size)[0], vocabulary
     )
     config = lm_text.lm_config(full, tiny)
     if not tiny:
         config = dataclasses.replace(config, steps=1000, snapshot_every=20)
     probe_steps = 50 if tiny else 300
-    trajectory, _, curves = lm_text.train_and_measure(
+    trajectory, _, curves = lm_study.train_and_measure(
         corpus, config, seed=seed, probe_steps=probe_steps
     )
-    summary = lm_text.summarize(trajectory, curves)
+    summary = lm_study.summarize(trajectory, curves)
     learned = {
-        f"{gamma:g}": structure(trajectory.final_W_E[g], vocabulary)
+        f"{gamma:g}": lm_study.structure(trajectory.final_W_E[g], vocabulary)
         for g, gamma in enumerate(trajectory.gammas)
     }
     small = learned["1"]
-    untrained = structure(initial_embedding(config, corpus.vocab_size, seed), vocabulary)
+    untrained = lm_study.structure(initial_embedding(config, corpus.vocab_size, seed), vocabulary)
     found = (
         "numbers |Spearman| {number_order:.3f}; weekday cycle {weekday_cycle}/7; month cycle "
         "{month_cycle}/12; category purity {category_purity:.2f}"
@@ -189,8 +123,10 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
     return Outcome(
         claims=claims,
         figures={
-            "semantics": semantic_figure(phi_next, trajectory.final_W_E[0], vocabulary),
-            "curves": lm_text.figure(trajectory, curves, f"built-in corpus: {lm_text.TITLE}"),
+            "semantics": lm_study.semantic_figure(phi_next, trajectory.final_W_E[0], vocabulary),
+            "curves": lm_study.curves_figure(
+                trajectory, curves, f"built-in corpus: {get('lm_text').title}"
+            ),
         },
         numbers=dict(
             signature_structure=data,
@@ -198,13 +134,13 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
             embedding_structure=learned,
             embedding_structure_init=untrained,
             summary=summary,
-            curves=lm_text.curve_lists(trajectory, curves),
+            curves=lm_study.curve_lists(trajectory, curves),
         ),
         config=dict(
             corpus="builtin",
             tokens_train=int(corpus.train.size),
             vocab_size=corpus.vocab_size,
-            gammas=list(lm_text.GAMMAS),
+            gammas=list(lm_study.GAMMAS),
             seed=seed,
             probe_steps=probe_steps,
             **dataclasses.asdict(config),

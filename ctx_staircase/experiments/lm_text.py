@@ -41,15 +41,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import numpy as np
+from ctx_staircase import lm, lm_study, text
+from ctx_staircase.experiments import Claim, Outcome, get
 
-from ctx_staircase import lm, plots, text
-from ctx_staircase.experiments import Claim, Outcome
-
-NAME = "lm_text"
-TITLE = "Language model on real text: rho_next rises to an early peak, then settles lower"
-
-GAMMAS = (1.0, 0.5)  # small, standard
 START_MAX = 0.1  # [R] |rho_next(0)|: random init has no structure
 PEAK_MIN = 0.3  # [R] a real rise
 DROP_MIN = 0.05  # [R] "settles at a lower level"
@@ -78,70 +72,6 @@ def lm_config(full: bool = False, tiny: bool = False) -> lm.LMConfig:
     if full:
         return lm.LMConfig(d=256, n_layers=4, n_heads=8, steps=10000, snapshot_every=100)
     return lm.LMConfig(steps=2000, snapshot_every=25)
-
-
-def train_and_measure(
-    corpus: text.Corpus,
-    config: lm.LMConfig,
-    *,
-    gammas=GAMMAS,
-    seed: int = 0,
-    probe_steps: int = 300,
-    out: str | Path | None = None,
-) -> tuple[lm.LMTrajectory, lm.LMSignatures, lm.LMCurves]:
-    """Train the gamma lanes (saved in ``out`` to resume, see `lm.train_lm`), count the
-    signatures of their tracked tokens, measure the curves."""
-    trajectory = lm.train_lm(corpus, config, gammas=gammas, seed=seed, out=out)
-    signature = lm.lm_signatures(
-        corpus.train,
-        corpus.vocab_size,
-        trajectory.tracked,
-        context_length=config.context_length,
-        probe_vocabulary=config.probe_vocabulary,
-    )
-    curves = lm.lm_metrics(trajectory, signature, seed=seed, probe_steps=probe_steps)
-    return trajectory, signature, curves
-
-
-def summarize(trajectory: lm.LMTrajectory, curves: lm.LMCurves) -> dict:
-    """Per-lane numbers of the rise-peak-settle shape and the probe, keyed by gamma."""
-    steps = trajectory.steps
-    summary = {}
-    for g, gamma in enumerate(trajectory.gammas):
-        rho = curves.rho_next[g]
-        peak = int(np.argmax(rho))
-        ratio = curves.probe_mse[g, 1:] / np.maximum(curves.probe_baseline_mse[g, 1:], 1e-12)
-        summary[f"{gamma:g}"] = dict(
-            rho_next_start=float(rho[0]),
-            rho_next_peak=float(rho[peak]),
-            rho_next_peak_step=int(steps[peak]),
-            rho_next_final=float(rho[-1]),
-            rho_next_min_after_peak=float(rho[peak:].min()),
-            rho_previous_peak=float(curves.rho_previous[g].max()),
-            rho_previous_final=float(curves.rho_previous[g, -1]),
-            rho_attention_early_max=[
-                float(curves.rho_attention[g, : max(2, len(steps) // 4), layer].max())
-                for layer in range(curves.rho_attention.shape[-1])
-            ],
-            rho_attention_final=[float(v) for v in curves.rho_attention[g, -1]],
-            probe_mse_ratio_median=float(np.median(ratio)),
-            probe_mse_ratio_max=float(ratio.max()),
-            probe_mse_ratio_init=float(
-                curves.probe_mse[g, 0] / max(float(curves.probe_baseline_mse[g, 0]), 1e-12)
-            ),
-            probe_constant_ratio_median=float(
-                np.median(
-                    curves.probe_mse[g, 1:] / np.maximum(curves.probe_constant_mse[g, 1:], 1e-12)
-                )
-            ),
-            probe_corr_at_peak=float(curves.probe_corr[g, peak]),
-            probe_corr_median=float(np.median(curves.probe_corr[g, 1:])),
-            probe_slope_median=float(np.median(curves.probe_slope[g, 1:])),
-            loss_final=float(curves.loss[g, -1]),
-            validation_loss_final=float(curves.validation_loss[g, -1]),
-            diverged_step=int(trajectory.diverged_step[g]),
-        )
-    return summary
 
 
 def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
@@ -249,48 +179,6 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
     ]
 
 
-def figure(trajectory: lm.LMTrajectory, curves: lm.LMCurves, title: str):
-    """rho_next, rho_pre, rho^l_attn, the probe's MSE ratio and the losses against step; one
-    colour per γ (`plots.gamma_colour`), a marker for each series sharing a panel."""
-    steps = trajectory.steps
-    fig, axes = plots.figure(1, 5, panel=(4.2, 3.8), suptitle=title)
-    markers = ("o", "s", "^", "v", "D", "x")
-    for g, gamma in enumerate(trajectory.gammas):
-        label = f"$\\gamma$={gamma:g}"
-        style = {"color": plots.gamma_colour(gamma), "ms": 3, "markevery": 0.1}
-        axes[0].plot(steps, curves.rho_next[g], label=label, **style)
-        axes[1].plot(steps, curves.rho_previous[g], label=label, **style)
-        for layer in range(curves.rho_attention.shape[-1]):
-            axes[2].plot(
-                steps,
-                curves.rho_attention[g, :, layer],
-                marker=markers[layer % len(markers)],
-                label=f"{label}, layer {layer}",
-                **style,
-            )
-        ratio = curves.probe_mse[g] / np.maximum(curves.probe_baseline_mse[g], 1e-12)
-        axes[3].plot(steps, ratio, marker="o", label=f"{label} / best constant", **style)
-        ratio = curves.probe_mse[g] / np.maximum(curves.probe_constant_mse[g], 1e-12)
-        axes[3].plot(steps, ratio, marker="s", label=f"{label} / training mean", **style)
-        axes[4].plot(steps, curves.loss[g], label=f"{label} train", **style)
-        axes[4].plot(
-            steps, curves.validation_loss[g], marker="x", label=f"{label} validation", **style
-        )
-    panels = (
-        (r"$\rho_{next}$ (corr.)", r"$\rho_{next}$: $W_E$ vs next-token signature"),
-        (r"$\rho_{pre}$ (corr.)", r"$\rho_{pre}$: $W_U$ vs previous-token signature"),
-        (r"$\rho^l_{attn}$ (corr.)", r"$\rho^l_{attn}$ per layer (eq. 22)"),
-        ("MSE ratio", "prefix probe + readout: held-out MSE ratio"),
-        (plots.LOSS, "loss"),
-    )
-    for ax, (y, name) in zip(axes, panels, strict=True):
-        plots.epoch_axis(ax, max(1, int(steps[1])), plots.STEP)  # the early peak is visible
-        plots.axis_labels(ax, y=y, title=name)
-        plots.legend(ax)
-    plots.reference(axes[3], y=1.0, ls="-")
-    return fig
-
-
 def run(
     full: bool = False, tiny: bool = False, text_path: str | Path | None = None, seed: int = 0
 ) -> Outcome:
@@ -301,18 +189,24 @@ def run(
     config = lm_config(full, tiny)
     corpus = text.prepare_corpus(source, vocab_size=text.DEFAULT_VOCAB_SIZE)
     probe_steps = 50 if tiny else 300
-    trajectory, _, curves = train_and_measure(corpus, config, seed=seed, probe_steps=probe_steps)
-    summary = summarize(trajectory, curves)
+    trajectory, _, curves = lm_study.train_and_measure(
+        corpus, config, seed=seed, probe_steps=probe_steps
+    )
+    summary = lm_study.summarize(trajectory, curves)
     return Outcome(
         claims=claims(summary, config.steps, regime(path.name, corpus.vocab_size)),
-        figures={"curves": figure(trajectory, curves, f"{path.name}: {TITLE}")},
-        numbers=dict(summary=summary, curves=curve_lists(trajectory, curves)),
+        figures={
+            "curves": lm_study.curves_figure(
+                trajectory, curves, f"{path.name}: {get('lm_text').title}"
+            )
+        },
+        numbers=dict(summary=summary, curves=lm_study.curve_lists(trajectory, curves)),
         config=dict(
             text=path.name,
             tokens_train=int(corpus.train.size),
             tokens_validation=int(corpus.validation.size),
             vocab_size=corpus.vocab_size,
-            gammas=list(GAMMAS),
+            gammas=list(lm_study.GAMMAS),
             seed=seed,
             probe_steps=probe_steps,
             tracked_first=[corpus.vocabulary.tokens[i] for i in trajectory.tracked[:20]],
@@ -324,11 +218,3 @@ def run(
 def regime(corpus_name: str, vocab_size: int) -> str:
     """The fixed setting of the LM claims (the FFN regime axis does not apply)."""
     return f"GPT, AdamW warm-up-cosine, {corpus_name} (V={vocab_size})"
-
-
-def curve_lists(trajectory: lm.LMTrajectory, curves: lm.LMCurves) -> dict:
-    """The curves as JSON lists (5 decimals), with the steps and gammas."""
-    out = {"steps": trajectory.steps.tolist(), "gammas": trajectory.gammas.tolist()}
-    for name in curves._fields:
-        out[name] = np.round(np.asarray(getattr(curves, name), dtype=float), 5).tolist()
-    return out

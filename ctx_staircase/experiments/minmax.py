@@ -50,10 +50,6 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-NAME = "minmax"
-TITLE = "Min-max selection: zero-order signature superposition and a trained FFN (N=20)"
-REGIMES = True
-
 TRAINED = 0.99  # [R]
 RHO0_EARLY = 0.9  # [R] (§8.3 add/sub threshold)
 EARLY_EPOCHS = 200

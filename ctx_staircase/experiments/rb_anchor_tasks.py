@@ -63,9 +63,6 @@ import numpy as np
 from ctx_staircase import geometry, metrics, plots, sweep, tasks, train
 from ctx_staircase.experiments import Claim, Outcome
 
-NAME = "rb_anchor_tasks"
-TITLE = "[RB] reasoning vs memory anchors at gamma in {0.3, 0.5, 0.8} (one-layer transformer)"
-
 EQUAL_TOLERANCE = 0.10
 MARGIN = 0.05  # nats: "lower" means lower by more than this [R]
 RSN_DECAY = -0.7

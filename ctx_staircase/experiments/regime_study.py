@@ -27,9 +27,6 @@ from ctx_staircase import plots, results
 from ctx_staircase.experiments import Outcome, result_path, verdict, with_regimes
 from ctx_staircase.experiments import regime as regimes
 
-NAME = "regime_study"
-TITLE = "Every FFN and attention-only claim under label vocabulary x optimizer (issue 10)"
-
 VERDICTS = ("pass", "vacuous", "FAIL", "—", "missing")
 
 
@@ -52,17 +49,8 @@ def run_unit(name: str, regime: regimes.Regime, root: Path, fingerprint: str) ->
     record = _load(path, fingerprint)
     if record is not None:
         return record
-    command = [
-        sys.executable,
-        "-m",
-        "ctx_staircase.experiments.cli",
-        name,
-        "--regime",
-        regime.name,
-        "--quick",
-        "--root",
-        str(root),
-    ]
+    command = [sys.executable, "-m", "ctx_staircase", "run", name]
+    command += ["--regime", regime.name, "--quick", "--out", str(root)]
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start

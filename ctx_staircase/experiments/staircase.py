@@ -23,9 +23,6 @@ from ctx_staircase import budget, comparison, geometry, metrics, plots, signatur
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY
 
-NAME = "staircase"
-TITLE = "The context staircase on add and mod (N=40), with the theory overlay"
-
 
 def sizes(full: bool = False, tiny: bool = False) -> tuple[int, int, int, tuple[int, ...]]:
     """``(N, d, epochs, snapshots)`` of the staircase runs."""
@@ -78,23 +75,23 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         claims += _staircase_claims(task, numbers[task])
     figures["staircase"] = staircase_axes[0]
 
-    jax.config.update("jax_enable_x64", True)
-    add = PRIMARY.make("add", N=N)
-    gammas = theory_gammas(full, tiny)
-    theory = comparison.theory_vs_training(
-        add,
-        gammas=gammas,
-        max_orders=(0, 1),
-        lr=0.5,
-        steps=THEORY_STEPS[tiny],
-        d=d,
-        activation="poly:1,0.5",
-    )
-    title = f"add N={N}, V={add.vocab_size}, FFN d={d}, σ(z)=z+z²/2, GD lr 0.5"
-    figures["theory_overlay"] = plots.theory_overlay_figure(theory, title)
-    figures["escape_time"] = plots.escape_time_figure(theory, title)
-    summary = comparison.experiment_summary(theory)
-    numbers["theory"] = summary
+    with jax.enable_x64(True):  # the theory comparison runs in float64, this block only
+        add = PRIMARY.make("add", N=N)
+        gammas = theory_gammas(full, tiny)
+        theory = comparison.theory_vs_training(
+            add,
+            gammas=gammas,
+            max_orders=(0, 1),
+            lr=0.5,
+            steps=THEORY_STEPS[tiny],
+            d=d,
+            activation="poly:1,0.5",
+        )
+        title = f"add N={N}, V={add.vocab_size}, FFN d={d}, σ(z)=z+z²/2, GD lr 0.5"
+        figures["theory_overlay"] = plots.theory_overlay_figure(theory, title)
+        figures["escape_time"] = plots.escape_time_figure(theory, title)
+        summary = comparison.experiment_summary(theory)
+        numbers["theory"] = summary
     closed = [r["comparisons"]["closed_form"] for r in summary["runs"]]
     ratios = [c["escape_ratio"] for c in closed]
     slopes = summary["escape_slope"]

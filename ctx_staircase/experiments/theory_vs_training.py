@@ -28,9 +28,6 @@ import numpy as np
 from ctx_staircase import comparison, plots, tasks
 from ctx_staircase.experiments import Claim, Outcome
 
-NAME = "theory_vs_training"
-TITLE = "Closed-form linear phase and signature flow against GD training (add, N=20)"
-
 WEIGHT_ERROR = 0.05
 ESCAPE_RATIO = 0.10
 FEEDBACK_RATIO = 0.05

@@ -1,0 +1,33 @@
+"""Ctrl-C on the command line: one line on stderr and exit code 130, whatever is running.
+
+`__main__` installs `handler` before anything heavy is imported; `cli.entry` installs it again
+(its worker thread runs the command while the main thread only waits). Every result file is
+written atomically and every finished unit of work is already saved, so exiting at once loses
+nothing and a rerun of the same command resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+#: The message after ``ctx-staircase[ COMMAND]: `` when a run is interrupted.
+MESSAGE = "interrupted; rerun the same command to resume"
+
+#: The exit code of an interrupted run (128 + SIGINT, the shell's convention).
+EXIT_CODE = 130
+
+
+def handler(signum, frame) -> None:
+    """SIGINT handler: one line on stderr, exit 130 at once (results are written atomically)."""
+    try:
+        sys.stdout.flush()
+    finally:
+        os.write(2, f"ctx-staircase: {MESSAGE}\n".encode())
+        os._exit(EXIT_CODE)
+
+
+def install() -> None:
+    """Make `handler` the SIGINT handler (call from the main thread)."""
+    signal.signal(signal.SIGINT, handler)
