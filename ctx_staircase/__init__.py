@@ -1,17 +1,20 @@
 """ctx_staircase: which statistics of the data does a token embedding learn, and in what order?
 
-Modules, left to right in the data flow of DESIGN.md: `tasks` (datasets), `signatures` (exact
-probability signatures), `metrics` (similarity, alignment, probes), `geometry` (the
-measurement: S^emb against each signature order over time, and the signature geometry of a token
-group); the simulation side `activations`, `models` (Flax NNX), `train` (one compiled scan per
-run) and `sweep` (vmapped, sharded grids); the theory side `flows` (signature flows), `closed_form` (the linear phase) and
-`ode` (solvers); `comparison` (theory against training); the language-model arm `text` (corpora),
-`lm` (a GPT on text and its signature alignment) and `semantics` (known structure in vectors);
-then `plots`, `results`, the run-keeping helpers `units` (resumable work), `paths`, `budget`
-(memory estimates) and `progress`, and `cli`.
+The layers of ARCHITECTURE.md, bottom up:
 
-Submodules and the names below load on first use (PEP 562), so ``ctx-staircase --version`` and
-``--help`` answer without importing JAX.
+- foundations: `internal` (argument checks, pytree `all_finite`/`select`), `results` (atomic
+  strict JSON), `units` (resumable work), `paths`, `progress`, `interrupt`, `dataset`,
+  `activations`, `text` (corpora);
+- data and models: `tasks` (synthetic datasets), `signatures` (exact probability signatures),
+  `models` (Flax NNX), `ode` (jitted solvers);
+- theory and primitives: `flows` (signature flows), `closed_form` (the linear phase),
+  `attention_dynamics`, `plateau`, `metrics` (correlations, probes), `semantics`;
+- training and measurement: `loop` (the one training loop), `train`, `sweep` (vmapped, sharded
+  grids), `lm` (a GPT on text), `geometry` (the measurement: S^emb against each signature order
+  over time);
+- comparison and output: `comparison` (theory against training), `budget` (memory estimates),
+  `plots` (the one figure convention), `lm_study` (the language-model study);
+- `experiments` (one registry of reproduced claims) and `cli`.
 """
 
 from __future__ import annotations
@@ -40,16 +43,24 @@ _NAMES = {
 }
 _SUBMODULES = (
     "activations",
+    "attention_dynamics",
     "budget",
     "closed_form",
     "comparison",
+    "dataset",
     "flows",
     "geometry",
+    "internal",
+    "interrupt",
     "lm",
+    "lm_study",
+    "loop",
     "metrics",
     "models",
     "ode",
     "paths",
+    "plateau",
+    "plots",
     "progress",
     "results",
     "semantics",

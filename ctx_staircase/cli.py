@@ -553,7 +553,7 @@ def _signatures(args: argparse.Namespace) -> int:
         "environment": results.environment(),
     }
     results.write_npz(out / "arrays.npz", alphas=geom.alphas, **geom.similarity)
-    results.save_figure(figure, out / "signature_geometry.png")
+    plots.save_figure(figure, out / "signature_geometry.png")
     results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
 
     table = Table(title=f"{args.task} {ds.params}: signature geometry of '{geom.group}'")
@@ -630,7 +630,7 @@ class TrainSummary(NamedTuple):
         grid: the lanes' ``gamma``, ``seed`` and ``lr`` ``[lanes]``.
         status: each lane's status ``[lanes]``.
         final_loss, final_accuracy: ``[lanes]`` at the last snapshot.
-        alignment: `analysis.alignment_curves` over the snapshots: ``group``, ``rho0_method``,
+        alignment: `geometry.alignment_curves` over the snapshots: ``group``, ``rho0_method``,
             ``steps [S]``, ``rho0 [lanes, S]``, ``probe_steps [P]``, ``probe_heldout_corr`` and
             ``probe_heldout_mse`` ``[lanes, P]``.
         seconds: wall time of training and measuring.
@@ -652,7 +652,7 @@ class TrainSummary(NamedTuple):
 
 
 def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
-    from ctx_staircase import analysis, plots, results, sweep
+    from ctx_staircase import geometry, plots, results, sweep
 
     start = time.perf_counter()
     with _bar("training lanes (the first call compiles)") as (_, describe):
@@ -668,7 +668,7 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
             **model_kwargs,
         )
         describe("measuring alignment and fitting probes")
-        curves = analysis.alignment_curves(
+        curves = geometry.alignment_curves(
             result.trajectory.W_E,
             result.trajectory.steps[0],
             ds,
@@ -682,8 +682,8 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
     # the figure shows the smallest initialization, where the staircase is clearest
     best = int(np.argmax(result.gamma))
     picks = sorted({0, len(steps) // 3, len(steps) - 1})
-    results.save_figure(plots.training_figure(result, curves, steps_label), out / "training.png")
-    results.save_figure(
+    plots.save_figure(plots.training_figure(result, curves, steps_label), out / "training.png")
+    plots.save_figure(
         plots.embedding_geometry_figure(
             result.trajectory.W_E[best],
             steps,
@@ -781,8 +781,8 @@ def _theory(args: argparse.Namespace) -> int:
         seconds=time.perf_counter() - start,
         environment=results.environment(),
     )
-    results.save_figure(plots.theory_overlay_figure(experiment, title), out / "theory_overlay.png")
-    results.save_figure(plots.escape_time_figure(experiment, title), out / "escape_time.png")
+    plots.save_figure(plots.theory_overlay_figure(experiment, title), out / "theory_overlay.png")
+    plots.save_figure(plots.escape_time_figure(experiment, title), out / "escape_time.png")
     results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
 
     table = Table(title=title)
@@ -937,7 +937,7 @@ def _lm(args: argparse.Namespace) -> int:
 def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
     import dataclasses
 
-    from ctx_staircase import lm_study, results, signatures
+    from ctx_staircase import lm_study, plots, results, signatures
 
     start = time.perf_counter()
     with _bar(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
@@ -984,7 +984,7 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
         **{f"curves_{k}": v for k, v in curves._asdict().items()},
     )
     for name, fig in figures.items():
-        results.save_figure(fig, out / f"{name}.png")
+        plots.save_figure(fig, out / f"{name}.png")
     results.write_json(out / "metrics.json", record)  # last: its presence marks a finished run
 
     table = Table(title=f"LM signature alignment ({record['text']}, {config.steps} steps)")

@@ -189,16 +189,6 @@ def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def save_figure(fig, path: str | os.PathLike, dpi: int = 90) -> Path:
-    """Save a Matplotlib figure as PNG, atomically, and close it."""
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
-    return atomic_write_bytes(path, buffer.getvalue())
-
-
 # --------------------------------------------------------------------------------------------
 # Helpers
 

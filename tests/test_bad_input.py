@@ -1356,16 +1356,16 @@ PYTHON_CASES = [
         dict(groups={"a": np.ones((3, 2))}),
         "groups",
     ),
-    # --- analysis
+    # --- geometry
     pycase(
-        "analysis.alignment_curves-W_E-ndim",
-        "analysis.alignment_curves",
+        "geometry.alignment_curves-W_E-ndim",
+        "geometry.alignment_curves",
         dict(W_E=np.ones((3, 4)), steps=np.arange(3), ds=DS),
         "W_E",
     ),
     pycase(
-        "analysis.alignment_curves-probe-snapshots-negative",
-        "analysis.alignment_curves",
+        "geometry.alignment_curves-probe-snapshots-negative",
+        "geometry.alignment_curves",
         dict(
             W_E=Lazy(lambda: _weights()[None, None]), steps=np.arange(1), ds=DS, probe_snapshots=-1
         ),

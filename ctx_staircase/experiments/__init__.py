@@ -313,6 +313,7 @@ def execute(
     of `with_regimes`; a run in a non-primary regime, or a quick one, writes
     ``results/regimes/NAME__REGIME[_quick].json`` and no figures.
     """
+    from ctx_staircase import plots  # here, so that `run --list` loads no Matplotlib
     from ctx_staircase.experiments import regime as regimes
 
     experiment = get(name)
@@ -342,7 +343,7 @@ def execute(
             plt.close(figure)
             continue
         path = root / "figures" / f"{name}_{key}.png"
-        results.save_figure(figure, path)
+        plots.save_figure(figure, path)
         figures[key] = str(path.relative_to(root))
     record = {
         "name": name,

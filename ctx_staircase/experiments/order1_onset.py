@@ -30,14 +30,15 @@ import time
 
 import jax
 import jax.numpy as jnp
-import matplotlib.pyplot as plt
 import numpy as np
 
 from ctx_staircase import (
     comparison,
     flows,
+    geometry,
     metrics,
     ode,
+    plots,
     signatures,
     sweep,
     tasks,
@@ -169,7 +170,7 @@ class ProbeRace:
 def measured_onsets(ds, W_E, ts, cfg, probe_dt, *, record=False) -> dict:
     """M1, M2, M3 on one embedding trajectory, plus the curves for the figure; ``record`` also
     fits both probes on the whole coarse grid (for the figure and the JSON)."""
-    rho = comparison.alignment_orders(ds, W_E)  # [2, T]: rho_0 and max_{k>=1} rho_(1),k
+    rho = geometry.alignment_orders(ds, W_E)  # [2, T]: rho_0 and max_{k>=1} rho_(1),k
     start = ready_time(ts, rho[0], cfg["rho0_ready"])
     race = ProbeRace(ds, W_E, ts, rho[0], with_plain=record)
     step = max(1, round(probe_dt / (ts[1] - ts[0])))
@@ -531,65 +532,71 @@ def claims_for(main: dict, default: dict, goal: float) -> list[dict]:
 
 def figure(main: dict, default: dict, cfg: dict):
     gammas = cfg["gammas"]
-    colours = plt.cm.viridis(np.linspace(0.0, 0.9, len(gammas)))
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8.4), layout="constrained")
+    fig, axes = plots.figure(
+        2,
+        2,
+        panel=(6.0, 4.2),
+        suptitle=(
+            f"{get('order1_onset').title}\nadd N={cfg['N']}, FFN d={cfg['d']}, "
+            f"$\\sigma = z + C_2 z^2$, GD lr {cfg['lr']:g}, seed {cfg['seed']}"
+        ),
+    )
+    ode = plots.LINE_STYLE["ode"]
+    continued = {"ls": (0, (1, 4)), "lw": 0.8}
+    linear = {"ls": (0, (3, 1, 1, 1, 1, 1)), "lw": 1.0}
     for ax, block, title in (
-        (axes[0, 0], main, f"C₂ = {main['C2']:g}: drive ratio R(t) = |order 1| / |order 0|"),
-        (axes[1, 0], default, f"C₂ = {default['C2']:g}: drive ratio R(t)"),
+        (axes[0, 0], main, f"$C_2$ = {main['C2']:g}: drive ratio $R(t)$ = |order 1| / |order 0|"),
+        (axes[1, 0], default, f"$C_2$ = {default['C2']:g}: drive ratio $R(t)$"),
     ):
-        for colour, g, curve in zip(colours, gammas, block["curves"], strict=True):
+        for g, curve in zip(gammas, block["curves"], strict=True):
+            colour = plots.gamma_colour(g)
             ts = curve["ts"]
-            ax.plot(ts, curve["R_train"], color=colour, lw=1.8, label=f"γ={g:g} training")
+            ax.plot(ts, curve["R_train"], color=colour, lw=1.8)
             frozen = ts > (curve["guard_time"] if curve["guard_time"] is not None else np.inf)
-            ax.plot(ts, np.where(frozen, np.nan, curve["R_theory"]), color=colour, ls="--", lw=1.2)
-            ax.plot(ts, curve["R_continued"], color=colour, ls=(0, (1, 3)), lw=1.0)
+            ax.plot(ts, np.where(frozen, np.nan, curve["R_theory"]), color=colour, ls=ode, lw=1.4)
+            ax.plot(ts, curve["R_continued"], color=colour, **continued)
             if curve["R_linear"] is not None:
-                ax.plot(curve["ts_linear"], curve["R_linear"], color=colour, ls="-.", lw=1.0)
-        ax.axhline(1.0, color="k", lw=0.8)
+                ax.plot(curve["ts_linear"], curve["R_linear"], color=colour, **linear)
+        plots.reference(ax, y=1.0, ls="-", color="k")
         ax.set_yscale("log")
         ax.set_ylim(3e-3, 10)
-        ax.set_xlabel("t = lr · step")
-        ax.set_title(title, fontsize=9)
-        ax.grid(alpha=0.3)
-    axes[0, 0].legend(fontsize=6, loc="lower right")
-    axes[0, 0].text(
-        0.01,
-        0.98,
-        "solid: training (Theorem 1 on trained weights)\n--: signature flow m≤1 (library, to its "
-        "guard)\n···: same flow continued into blow-up\n-·: linear-softmax flow",
-        transform=axes[0, 0].transAxes,
-        fontsize=7,
-        va="top",
-    )
+        plots.axis_labels(ax, plots.FLOW_TIME, "drive ratio $R$", title)
+    from matplotlib.lines import Line2D
+
+    extra = [
+        *plots.gamma_handles(gammas),
+        Line2D([], [], color="k", label="ODE continued past its guard (blow-up)", **continued),
+        Line2D([], [], color="k", label="ODE: linear-softmax flow", **linear),
+    ]
+    plots.role_legend(axes[0, 0], roles=("training", "ode"), extra=extra, loc="lower right")
     ax = axes[0, 1]
-    for colour, curve in zip(colours, main["curves"], strict=True):
+    for g, curve in zip(gammas, main["curves"], strict=True):
+        colour = plots.gamma_colour(g)
         ts = curve["ts"]
         ax.plot(ts, curve["rho0"], color=colour, lw=1.8)
         frozen = ts > (curve["guard_time"] if curve["guard_time"] is not None else np.inf)
-        ax.plot(ts, np.where(frozen, np.nan, curve["rho_theory"]), color=colour, ls="--", lw=1.0)
+        ax.plot(ts, np.where(frozen, np.nan, curve["rho_theory"]), color=colour, ls=ode, lw=1.4)
         ax.plot(curve["probe_t"], curve["probe_centred"], "o", color=colour, ms=2.5)
     ax.set_ylim(0.4, 1.01)
-    ax.set_xlabel("t = lr · step")
-    ax.set_title(
-        f"C₂ = {main['C2']:g}: ρ₀ training (solid), ρ₀ signature flow (--, to its guard), "
-        "centred first-order probe (dots)",
-        fontsize=9,
+    plots.axis_labels(
+        ax,
+        plots.FLOW_TIME,
+        r"$\rho_0$, probe (corr.)",
+        f"$C_2$ = {main['C2']:g}: $\\rho_0$ and the centred first-order probe (dots)",
     )
-    ax.grid(alpha=0.3)
+    plots.role_legend(ax, roles=("training", "ode"), loc="lower left")
     ax = axes[1, 1]
     rows = main["rows"]
     series = [
-        ("escape_training", "escape (training)", "k", "x"),
-        ("P2_linear_softmax_flow", "P2 linear-softmax flow", "tab:orange", "^"),
-        ("P3_heuristic", "P3 SPEC heuristic", "tab:purple", "v"),
-        ("S1_trained_weights", "S1 R=1 on trained weights", "tab:blue", "s"),
-        ("M1_probe", f"M1 probe onset lr {cfg['lr']:g}", "tab:red", "o"),
+        ("escape_training", "escape (training)", "k", "x", "training"),
+        ("P2_linear_softmax_flow", "P2 linear-softmax flow", "tab:orange", "^", "ode"),
+        ("P3_heuristic", "P3 SPEC heuristic", "tab:purple", "v", "closed_form"),
+        ("S1_trained_weights", "S1 R=1 on trained weights", "tab:blue", "s", "training"),
+        ("M1_probe", f"M1 probe onset lr {cfg['lr']:g}", "tab:red", "o", "training"),
     ]
-    for key, label, colour, marker in series:
+    for key, label, colour, marker, role in series:
         y = [np.nan if r[key] is None else r[key] for r in rows]
-        ax.plot(
-            gammas, y, marker=marker, color=colour, ls="-" if key[0] == "M" else "--", label=label
-        )
+        ax.plot(gammas, y, marker=marker, color=colour, ls=plots.LINE_STYLE[role], label=label)
     if "lr_check" in rows[0]:
         y = [
             np.nan if r["lr_check"]["M1_probe"] is None else r["lr_check"]["M1_probe"] for r in rows
@@ -607,23 +614,18 @@ def figure(main: dict, default: dict, cfg: dict):
     ax.text(
         0.02,
         0.97,
-        "P1 (signature flow m≤1): never — R saturates at "
+        "P1 (signature flow $m \\leq 1$): never — R saturates at "
         f"{np.mean([r['P1_R_inf'] for r in rows]):.2f}",
         transform=ax.transAxes,
-        fontsize=8,
         va="top",
     )
-    ax.set_xlabel("γ")
-    ax.set_ylabel("onset time t")
-    ax.set_title(f"C₂ = {main['C2']:g}: predicted vs measured onsets", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.suptitle(
-        f"{get('order1_onset').title}\nadd N={cfg['N']}, FFN d={cfg['d']}, σ=z+C₂z², GD lr "
-        f"{cfg['lr']:g}, seed "
-        f"{cfg['seed']}; theory dashed, training solid",
-        fontsize=10,
+    plots.axis_labels(
+        ax,
+        plots.GAMMA,
+        "onset time " + plots.FLOW_TIME,
+        f"$C_2$ = {main['C2']:g}: predicted vs measured onsets",
     )
+    plots.legend(ax, loc="lower right")
     return fig
 
 

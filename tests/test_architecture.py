@@ -1,0 +1,201 @@
+"""The architecture the layout promises (ARCHITECTURE.md), checked by walking the source's AST.
+
+- no module imports or touches another module's ``_private`` name (tests and benchmarks too);
+- the package's import graph has no cycle;
+- imports only go down the layers of ARCHITECTURE.md: the library never imports the experiments
+  or the command line, and a layer never imports a higher one;
+(that the library subcommands of the CLI load no experiment module is tested in test_registry)
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "ctx_staircase"
+
+# ARCHITECTURE.md's layers, bottom up. A module may import its own layer and the ones below.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    (
+        "internal",
+        "paths",
+        "progress",
+        "results",
+        "units",
+        "interrupt",
+        "dataset",
+        "activations",
+        "text",
+    ),
+    ("signatures", "tasks", "models", "ode"),
+    ("metrics", "flows", "closed_form", "attention_dynamics", "plateau", "semantics"),
+    ("geometry", "loop", "train", "sweep", "lm"),
+    ("comparison", "budget", "plots", "lm_study"),
+    ("experiments",),
+    ("cli", "__main__"),
+)
+
+
+def module_name(path: Path) -> str:
+    """``ctx_staircase/a/b.py`` -> ``ctx_staircase.a.b`` (a package is its ``__init__``)."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_module(name: str) -> bool:
+    file = ROOT / Path(*name.split("."))
+    return file.with_suffix(".py").exists() or (file / "__init__.py").exists()
+
+
+def imports_of(path: Path) -> set[str]:
+    """The ``ctx_staircase`` modules ``path`` imports (``from pkg import mod`` names the module,
+    ``from mod import name`` the module the name comes from)."""
+    name = module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "ctx_staircase"}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package[: len(package) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            if base.split(".")[0] != "ctx_staircase":
+                continue
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.add(candidate if is_module(candidate) else base)
+    found.discard(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def layer(module: str) -> int:
+    """The layer index of a package module (``ctx_staircase.experiments.x`` -> experiments)."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return -1  # the package __init__ re-exports lazily; it is no layer
+    for index, names in enumerate(LAYERS):
+        if parts[0] in names:
+            return index
+    raise AssertionError(f"{module} is in no layer of ARCHITECTURE.md; add it to LAYERS")
+
+
+def test_imports_have_no_cycle():
+    assert cycle(import_graph()) is None
+
+
+def test_the_cycle_check_sees_a_planted_cycle():
+    graph = import_graph()
+    assert "ctx_staircase.dataset" in graph["ctx_staircase.signatures"]
+    graph["ctx_staircase.dataset"] = {*graph["ctx_staircase.dataset"], "ctx_staircase.signatures"}
+    found = cycle(graph)
+    assert found is not None and found[0] == found[-1]
+
+
+def test_every_module_has_a_layer_and_imports_only_down():
+    upward = []
+    for module, deps in import_graph().items():
+        if module == "ctx_staircase":
+            continue
+        for dep in deps:
+            if dep != "ctx_staircase" and layer(dep) > layer(module):
+                upward.append(f"{module} -> {dep}")
+    assert not upward, "imports up the layers of ARCHITECTURE.md:\n" + "\n".join(sorted(upward))
+
+
+def test_the_library_never_imports_the_experiments_or_the_cli():
+    top = {"ctx_staircase.experiments", "ctx_staircase.cli", "ctx_staircase.__main__"}
+    for module, deps in import_graph().items():
+        if layer(module) < LAYERS.index(("experiments",)) and module != "ctx_staircase":
+            assert not {d for d in deps if d.startswith(tuple(top))}, module
+
+
+# --------------------------------------------------------------------------------------------
+# private names
+
+
+def our_modules() -> set[str]:
+    return {module_name(p) for p in PACKAGE.rglob("*.py")}
+
+
+def private_uses(path: Path, ours: set[str]) -> list[str]:
+    """``from m import _x`` and ``m._x`` where ``m`` is one of our modules (not ``self._x``, not
+    another library's names such as ``os._exit``)."""
+    tree = ast.parse(path.read_text())
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    aliases: dict[str, str] = {}  # local name -> our module it stands for
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in ours:
+                    aliases[a.asname or a.name.split(".")[0]] = a.name
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ctx_staircase"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in ours:
+                    aliases[a.asname or a.name] = full
+                elif a.name.startswith("_") and not a.name.startswith("__"):
+                    uses.append(f"{where}:{node.lineno} imports {full}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+        ):
+            uses.append(f"{where}:{node.lineno} {node.value.id}.{node.attr}")
+    return uses
+
+
+def source_files() -> list[Path]:
+    folders = ("ctx_staircase", "tests", "benchmarks", "sims")
+    return [path for folder in folders for path in (ROOT / folder).rglob("*.py")]
+
+
+def test_no_module_touches_another_modules_private_names():
+    ours = our_modules()
+    uses = [use for path in source_files() for use in private_uses(path, ours)]
+    assert not uses, "private names used across modules:\n" + "\n".join(uses)
+
+
+def test_the_private_check_sees_planted_uses(tmp_path):
+    ours = our_modules()
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from ctx_staircase import train as t\nfrom ctx_staircase.metrics import _x\n"
+        "import os\nt._hidden()\nos._exit\n"
+    )
+    uses = private_uses(planted, ours)
+    assert len(uses) == 2 and any("t._hidden" in u for u in uses)
+    assert any("ctx_staircase.metrics._x" in u for u in uses)
