@@ -128,6 +128,25 @@ def check_scalar(
     return value
 
 
+def check_ids(value: Any, name: str, size: int, size_name: str = "vocab_size") -> np.ndarray:
+    """``value`` as a numpy integer array, any shape, of ids in ``[0, size)``, else an error.
+
+    ``size_name`` names the bound in the message (``vocab_size`` for token ids, ``n`` for
+    sample indices). An empty array passes whatever its dtype (``[]`` is float64 to numpy) and
+    comes back as int64.
+    """
+    arr = np.asarray(value)
+    allowed = f"integer ids in [0, {size_name}) = [0, {size})"
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise WrongTypeError(f"{name} must hold {allowed}; got dtype {arr.dtype}")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= size:
+        raise ValueError(f"{name} must hold {allowed}; got values in [{lo}, {hi}]")
+    return arr
+
+
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     """``value`` if it is one of ``choices``, else ``ValueError`` listing them."""
     choices = tuple(choices)
