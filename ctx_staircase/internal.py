@@ -112,10 +112,9 @@ def check_scalar(
     """
     bound = "" if low is None else " " + _interval(low, None, low_open)
     allowed = f"a finite{' nonzero' if nonzero else ''} real scalar{bound}"
-    kind = getattr(value, "dtype", None)
-    if kind is None:
-        kind = np.asarray(value).dtype if _is_real(value) else None
-    if kind is None or np.ndim(value) != 0 or np.dtype(kind).kind not in "iuf":
+    dtype = getattr(value, "dtype", None)
+    kind = "f" if _is_real(value) else None if dtype is None else np.dtype(dtype).kind
+    if kind is None or kind not in "iuf" or np.ndim(value) != 0:
         raise WrongTypeError(f"{name} must be {allowed}; got {value!r}")
     jax = sys.modules.get("jax")  # not imported: then value cannot be a tracer
     if jax is not None and isinstance(value, jax.core.Tracer):

@@ -249,6 +249,10 @@ def test_check_scalar_low_bound_inclusive_and_open():
         check_scalar(jnp.asarray(0.0), "s", low=0, low_open=True)
 
 
+def test_check_scalar_accepts_a_python_int_beyond_int64():
+    assert check_scalar(10**30, "big", low=0) == 10**30
+
+
 def test_check_scalar_nonzero():
     assert check_scalar(-2.0, "rate", nonzero=True) == -2.0
     for zero in (0, 0.0, -0.0, np.asarray(0.0)):
