@@ -606,3 +606,17 @@ def test_label_law_distribution_rejects_bad_input():
         tasks.label_law_distribution("uniform", 50.0)
     with pytest.raises(ValueError, match="lam"):
         tasks.label_law_distribution("poisson", 50, lam=0)
+
+
+def test_token_dataset_ids_must_lie_below_vocab_size():
+    ok = TokenDataset(tokens=[[0, 2]], labels=[2], vocab_size=3)
+    assert ok.vocab_size == 3 and ok.labels.tolist() == [2]
+    bound = r"integer ids in \[0, vocab_size\) = \[0, 3\)"
+    with pytest.raises(ValueError, match=rf"^labels must hold {bound}; got values in \[3, 3\]$"):
+        TokenDataset(tokens=[[0, 2]], labels=[3], vocab_size=3)
+    with pytest.raises(ValueError, match=rf"^tokens must hold {bound}; got values in \[-1, 2\]$"):
+        TokenDataset(tokens=[[-1, 2]], labels=[0], vocab_size=3)
+    with pytest.raises(
+        ValueError, match=r"^sample_groups\['test'\] must hold integer ids in \[0, n\)"
+    ):
+        TokenDataset(tokens=[[0, 2]], labels=[0], vocab_size=3, sample_groups={"test": [1]})
