@@ -36,7 +36,7 @@ __all__ = ["Activation", "apply", "derivative", "effective_coefficients", "get",
 MAX_DEGREE = 64
 
 _ALLOWED = (
-    "'relu', 'gelu', 'identity', 'poly:c1,c2,...', 'z^K', 'monomial:K', "
+    "one of 'relu', 'gelu', 'identity', 'poly:c1,c2,...', 'z^K', 'monomial:K', "
     "('poly', (c1, c2, ...)), ('monomial', K) or an Activation"
 )
 
@@ -60,7 +60,7 @@ def names() -> tuple[str, ...]:
 
 def _error(spec, why: str = "") -> ValueError:
     detail = f" ({why})" if why else ""
-    return ValueError(f"activation: unknown spec {spec!r}{detail}; allowed: {_ALLOWED}")
+    return ValueError(f"activation must be {_ALLOWED}; got {spec!r}{detail}")
 
 
 def _polynomial(spec, coefficients) -> Activation:

@@ -57,6 +57,7 @@ import numpy as np
 
 from ctx_staircase import ode
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.internal import check_choice
 
 PREDICTIONS = ("uniform", "linear", "softmax")
 ROLES = ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O")
@@ -104,7 +105,7 @@ def attention_tables(
     L^-2 sum_{s,t} P(x_s=a, x_t=b, x_L=g)``, positions allowed to coincide (C counts every
     position, the query's included); each is one weighted ``bincount`` over all tuples.
     """
-    _check_prediction(prediction)
+    check_choice(prediction, "prediction", PREDICTIONS)
     dtype = dtype or jnp.zeros(()).dtype
     p = ds.probabilities
     live = p > 0
@@ -260,7 +261,7 @@ def attention_field(params: dict, tables: AttentionTables, prediction: str = "un
         ``{role: d role / dt}`` for the six roles, shapes as ``params``; rows of W_E of tokens
         that never occur are zero.
     """
-    _check_prediction(prediction)
+    check_choice(prediction, "prediction", PREDICTIONS)
     sc = _scalars(params, tables)
     G_Phi, G_S = _scalar_gradients(sc, tables, prediction)
     G_R = G_Phi.T @ sc.W  # [V, d]
@@ -288,7 +289,7 @@ def embedding_paths(params: dict, tables: AttentionTables, prediction: str = "un
     (theory/attention.md eq. A1: the key path carries B, the query path B^T). They sum to
     ``attention_field(...)["W_E"]``.
     """
-    _check_prediction(prediction)
+    check_choice(prediction, "prediction", PREDICTIONS)
     sc = _scalars(params, tables)
     G_Phi, G_S = _scalar_gradients(sc, tables, prediction)
     rows = {
@@ -315,17 +316,8 @@ def first_order_psi(params: dict, tables: AttentionTables, L: int) -> jax.Array:
 
 def attention_flow(tables: AttentionTables, prediction: str = "uniform") -> Callable:
     """`attention_field` as an ODE vector field ``(t, params, args) -> dparams`` (six roles)."""
-    _check_prediction(prediction)
+    check_choice(prediction, "prediction", PREDICTIONS)
     return functools.partial(_FIELDS[prediction], tables=tables)
-
-
-def _check_prediction(prediction: str) -> None:
-    if prediction not in PREDICTIONS:
-        raise ValueError(f"prediction must be one of {PREDICTIONS}; got {prediction!r}")
-
-
-# --------------------------------------------------------------------------------------------
-# Departure of attention from uniform (eq. A12)
 
 
 def target_attention(params: dict, tokens, probabilities, target) -> jax.Array:
@@ -509,9 +501,8 @@ def theory_descent(
     ``lr`` only the time unit of the save grid. ``params0``: the six roles (other keys are
     ignored); ``target`` bool ``[n, L]``.
     """
-    _check_prediction(prediction)
-    if integrator not in ("euler", "flow"):
-        raise ValueError(f"integrator must be 'euler' or 'flow'; got {integrator!r}")
+    check_choice(prediction, "prediction", PREDICTIONS)
+    check_choice(integrator, "integrator", ("euler", "flow"))
     tables = tables or attention_tables(ds, prediction=prediction)
     y0 = {k: jnp.asarray(params0[k]) for k in ROLES}
     rate = jnp.asarray(lr, y0["W_E"].dtype)

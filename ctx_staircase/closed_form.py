@@ -25,6 +25,7 @@ import numpy as np
 
 from ctx_staircase import metrics
 from ctx_staircase.flows import drive_matrix
+from ctx_staircase.internal import check_int, check_scalar
 
 __all__ = [
     "FeedbackSolution",
@@ -77,7 +78,7 @@ def linear_solution(M, W_E0, W_U0, rate: float) -> LinearSolution:
     M = _square("M", M)
     W_E0 = _weights("W_E0", W_E0, M.shape[0])
     W_U0 = _weights("W_U0", W_U0, M.shape[0], W_E0.shape[1])
-    _real("rate", rate)
+    check_scalar(rate, "rate")
     left, singular, right_t = jnp.linalg.svd(M)
     return LinearSolution(left, singular, right_t, right_t @ W_E0, left.T @ W_U0, float(rate))
 
@@ -179,8 +180,8 @@ def feedback_solution(M, Gamma, W_E0, W_U0, rate: float, vocab_size: int) -> Fee
         raise ValueError(f"Gamma must have the shape of M, {M.shape}; got shape {Gamma.shape}")
     W_E0 = _weights("W_E0", W_E0, M.shape[0])
     W_U0 = _weights("W_U0", W_U0, M.shape[0], W_E0.shape[1])
-    _real("rate", rate)
-    _count("vocab_size", vocab_size, 1)
+    check_scalar(rate, "rate")
+    check_int(vocab_size, "vocab_size")
     left, singular, right_t = jnp.linalg.svd(M)
     gamma_ii = jnp.einsum("kv,vw,kw->k", right_t, Gamma, right_t)
     # The kernel of M pairs left and right singular vectors arbitrarily, so a diagonal feedback
@@ -198,7 +199,7 @@ def expected_gram(M, t, *, d: int, sigma_E: float, sigma_U: float, rate: float) 
     The expectation over an i.i.d. Gaussian init with standard deviations ``sigma_E, sigma_U``;
     ``[..., V, V]`` for ``t`` of shape ``[...]``.
     """
-    _count("d", d, 1)
+    check_int(d, "d")
     _check_init_scales(sigma_E, sigma_U, rate)
     _, singular, right_t = jnp.linalg.svd(_square("M", M))
     sinh2 = jnp.sinh(rate * jnp.asarray(t)[..., None] * singular) ** 2
@@ -236,7 +237,7 @@ def predicted_rho0(
     correlation with ``S_sig`` is the correlation of the mean part shrunk by
     ``sqrt(var_mean / (var_mean + mean noise var))``. ``[T]`` for ``t`` of shape ``[T]``.
     """
-    _count("d", d, 1)
+    check_int(d, "d")
     cov = mode_covariance(M, t, sigma_E=sigma_E, sigma_U=sigma_U, rate=rate)
     cov = cov[..., alphas[:, None], alphas[None, :]]
     diag = jnp.sqrt(jnp.diagonal(cov, axis1=-2, axis2=-1))
@@ -271,7 +272,7 @@ def crossing_time(ts, values, threshold: float) -> float:
             f"ts and values must be 1-D of the same length; got shapes {ts.shape} (ts) and "
             f"{values.shape} (values)"
         )
-    _real("threshold", threshold, low=0.0, strict=True)
+    check_scalar(threshold, "threshold", low=0, low_open=True)
     above = np.flatnonzero(values >= threshold)
     if above.size == 0:
         return float("nan")
@@ -290,9 +291,9 @@ def escape_time_estimate(top_singular: float, *, gamma, d: int, rate: float) -> 
     ``dt_esc/dgamma`` as gamma grows; its intercept is off additively by an O(1) constant
     (about 15 time units on add N = 20 against the closed form, theory/closed_form.md §4).
     """
-    _real("top_singular", top_singular, low=0.0, strict=True)
-    _count("d", d, 1)
-    _real("rate", rate, nonzero=True)
+    check_scalar(top_singular, "top_singular", low=0, low_open=True)
+    check_int(d, "d")
+    check_scalar(rate, "rate", nonzero=True)
     gamma = np.asarray(gamma, dtype=np.float64)
     if not np.all(np.isfinite(gamma)):
         raise ValueError(f"gamma must be finite; got {gamma.tolist()}")
@@ -314,10 +315,9 @@ def attention_plateau_time(top_singular: float, u0: float, depth: int = 4) -> fl
         s = np.linalg.svd(M, compute_uv=False)[0] / ds.L
         t_star = attention_plateau_time(s, (d**-gamma * np.sqrt(d)) ** 4)
     """
-    if isinstance(depth, bool) or not isinstance(depth, int | np.integer) or depth < 3:
-        raise ValueError(f"depth must be an int >= 3 for a finite-time blow-up; got {depth!r}")
-    _real("top_singular", top_singular, low=0.0, strict=True)
-    _real("u0", u0, low=0.0, strict=True)
+    check_int(depth, "depth", 3)  # depth 2 is linear: no finite-time blow-up
+    check_scalar(top_singular, "top_singular", low=0, low_open=True)
+    check_scalar(u0, "u0", low=0, low_open=True)
     return float(u0 ** (-(depth - 2) / depth) / ((depth - 2) * top_singular))
 
 
@@ -340,32 +340,7 @@ def _weights(name: str, W, V: int, d: int | None = None) -> jax.Array:
     return W
 
 
-def _real(name: str, value, *, low: float | None = None, strict: bool = False, nonzero=False):
-    """A real scalar; finite, and ``> low`` (``strict``) or ``>= low``, checked when concrete."""
-    if isinstance(value, bool) or np.ndim(value) != 0:
-        raise TypeError(f"{name} must be a real scalar; got {value!r}")
-    if isinstance(value, jax.core.Tracer):
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real scalar; got {value!r}") from None
-    bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
-    bad = not np.isfinite(number) or (nonzero and number == 0)
-    bad = bad or (low is not None and (number <= low if strict else number < low))
-    if bad:
-        allowed = f"a finite{' nonzero' if nonzero else ''} number{bound}"
-        raise ValueError(f"{name} must be {allowed}; got {value!r}")
-    return value
-
-
 def _check_init_scales(sigma_E, sigma_U, rate) -> None:
-    _real("sigma_E", sigma_E, low=0.0)
-    _real("sigma_U", sigma_U, low=0.0)
-    _real("rate", rate)
-
-
-def _count(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}")
-    return int(value)
+    check_scalar(sigma_E, "sigma_E", low=0)
+    check_scalar(sigma_U, "sigma_U", low=0)
+    check_scalar(rate, "rate")

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ctx_staircase.internal import check_ids, check_int
+
 
 @dataclass(frozen=True, eq=False)
 class TokenDataset:
@@ -39,8 +41,9 @@ class TokenDataset:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        tokens = _as_int_array(self.tokens, "tokens")
-        labels = _as_int_array(self.labels, "labels")
+        vocab_size = check_int(self.vocab_size, "vocab_size")
+        tokens = check_ids(self.tokens, "tokens", vocab_size)
+        labels = check_ids(self.labels, "labels", vocab_size)
         if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
             raise ValueError(
                 f"tokens must be a non-empty int array of shape [n, L]; got shape {tokens.shape}"
@@ -50,18 +53,6 @@ class TokenDataset:
                 f"labels must have shape [n] = [{tokens.shape[0]}] to match tokens; "
                 f"got shape {labels.shape}"
             )
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int | np.integer):
-            raise TypeError(f"vocab_size must be an int; got {type(self.vocab_size).__name__}")
-        vocab_size = int(self.vocab_size)
-        if vocab_size < 1:
-            raise ValueError(f"vocab_size must be >= 1; got {vocab_size}")
-        for arr, what in ((tokens, "tokens"), (labels, "labels")):
-            lo, hi = int(arr.min()), int(arr.max())
-            if lo < 0 or hi >= vocab_size:
-                raise ValueError(
-                    f"{what} ids must lie in [0, vocab_size) = [0, {vocab_size}); "
-                    f"got values in [{lo}, {hi}]"
-                )
         n = tokens.shape[0]
         if self.weights is None:
             weights = np.full(n, 1.0 / n)
@@ -75,18 +66,11 @@ class TokenDataset:
                 raise ValueError("weights must have a positive sum")
         groups = {}
         for key, ids in self.groups.items():
-            ids = np.unique(_as_int_array(ids, f"groups[{key!r}]"))
-            if ids.size and (ids[0] < 0 or ids[-1] >= vocab_size):
-                raise ValueError(
-                    f"groups[{key!r}] token ids must lie in [0, {vocab_size}); "
-                    f"got values in [{ids[0]}, {ids[-1]}]"
-                )
+            ids = np.unique(check_ids(ids, f"groups[{key!r}]", vocab_size))
             groups[key] = ids.astype(np.int32)
         sample_groups = {}
         for key, idx in self.sample_groups.items():
-            idx = _as_int_array(idx, f"sample_groups[{key!r}]").astype(np.int64)
-            if idx.size and (idx.min() < 0 or idx.max() >= n):
-                raise ValueError(f"sample_groups[{key!r}] indices must lie in [0, {n})")
+            idx = check_ids(idx, f"sample_groups[{key!r}]", n, "n").astype(np.int64)
             sample_groups[key] = idx
         for arr in (tokens, labels, weights):
             arr.setflags(write=False)
@@ -131,12 +115,3 @@ class TokenDataset:
             f"TokenDataset(name={self.name!r}, n={self.n}, L={self.L}, V={self.vocab_size}, "
             f"groups={{{groups}}})"
         )
-
-
-def _as_int_array(x: Any, name: str) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.size == 0:
-        return arr.astype(np.int64)
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integer token ids; got dtype {arr.dtype}")
-    return arr

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ctx_staircase.internal import check_choice, check_int, check_type
 from ctx_staircase.signatures import SignatureSet
 
 PREDICTION_TERMS = ("none", "uniform", "linear")
@@ -83,7 +84,7 @@ def flow_signatures(sigs: SignatureSet, dtype=None, *, sparse: bool = True) -> F
     get their COO form, which the field contracts in ``nnz * d`` instead of
     ``A * Vnu * P^m * d`` operations.
     """
-    _check_signature_set(sigs)
+    check_type(sigs, "sigs", SignatureSet, "a signatures.SignatureSet")
     dtype = dtype or jnp.zeros(()).dtype
     as_array = functools.partial(jnp.asarray, dtype=dtype)
     return FlowSignatures(
@@ -183,7 +184,7 @@ def ffn_signature_field(
     Returns:
         ``dW_E [V, d]`` (theory/ffn.md eq. F6) and ``dW_U [V, d]`` (eq. F8).
     """
-    _check_prediction(prediction)
+    check_choice(prediction, "prediction", PREDICTION_TERMS)
     M = len(sigs.label) - 1
     if prediction == "linear" and M != L - 1:
         raise ValueError(
@@ -250,7 +251,7 @@ def ffn_signature_flow(
     orders), so a vmap over args sweeps the context order in one compiled call. ``sparse``: see
     `flow_signatures`.
     """
-    _check_prediction(prediction)
+    check_choice(prediction, "prediction", PREDICTION_TERMS)
     coefficients = _check_coefficients(coefficients)
     flow_sigs = flow_signatures(sigs, dtype, sparse=sparse)
 
@@ -358,15 +359,10 @@ def drive_matrix(sigs: SignatureSet, vocab_size: int) -> np.ndarray:
     have zero columns and
     ``1^T M = 0``. ``sigs`` may restrict labels to those that occur (other rows get ``-1/V``).
     """
-    _check_signature_set(sigs)
+    check_type(sigs, "sigs", SignatureSet, "a signatures.SignatureSet")
     needed = 1 + max(int(np.max(sigs.alphas, initial=0)), int(np.max(sigs.labels, initial=0)))
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer):
-        raise TypeError(f"vocab_size must be an int; got {vocab_size!r}")
-    if vocab_size < needed:
-        raise ValueError(
-            f"vocab_size must be >= {needed} (1 + the largest alpha or label id of sigs); "
-            f"got {vocab_size}"
-        )
+    why = "; at least 1 + the largest alpha or label id of sigs"
+    check_int(vocab_size, "vocab_size", needed, why=why)
     weight = np.zeros(vocab_size)
     weight[sigs.alphas] = sigs.L * sigs.r[sigs.alphas]
     M = np.broadcast_to(-weight / vocab_size, (vocab_size, vocab_size)).copy()
@@ -463,16 +459,6 @@ def gradient_flow(loss: Callable) -> Callable:
 
 # --------------------------------------------------------------------------------------------
 # validation
-
-
-def _check_prediction(prediction) -> None:
-    if not isinstance(prediction, str) or prediction not in PREDICTION_TERMS:
-        raise ValueError(f"prediction must be one of {PREDICTION_TERMS}; got {prediction!r}")
-
-
-def _check_signature_set(sigs) -> None:
-    if not isinstance(sigs, SignatureSet):
-        raise TypeError(f"sigs must be a signatures.SignatureSet; got {type(sigs).__name__}")
 
 
 def _check_coefficients(coefficients, name: str = "coefficients") -> tuple[float, ...]:

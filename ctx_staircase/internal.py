@@ -8,13 +8,14 @@ raises one message style, ``"{name} must be {what is allowed}; got {value!r}"``.
 of value (a string where a number belongs) raises `WrongTypeError`, which is both a
 ``TypeError`` and a ``ValueError`` so callers catching either see it.
 
-jax is imported inside the pytree helpers only, so the CLI can validate its arguments before
-paying for the jax import.
+jax is imported inside the pytree helpers only (and never by the checks), so the CLI can
+validate its arguments before paying for the jax import.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -60,9 +61,10 @@ def check_int(
     allowed = "an int" if low is None and high is None else f"an int {_interval(low, high)}"
     if not _is_int(value):
         raise WrongTypeError(f"{name} must be {allowed}; got {value!r}{why}")
+    value = int(value)  # a plain int, so the message reads ``got 0``, not ``got np.int64(0)``
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(f"{name} must be {allowed}; got {value!r}{why}")
-    return int(value)
+    return value
 
 
 def check_real(
@@ -82,15 +84,66 @@ def check_real(
     if value is None and none_ok:
         return None
     bounds = "" if low is None and high is None else " " + _interval(low, high, low_open, high_open)
-    allowed = f"a finite number{bounds}"
+    allowed = f"a finite real number{bounds}"
     if not _is_real(value):
         raise WrongTypeError(f"{name} must be {allowed}; got {value!r}")
+    value = float(value)
     ok = math.isfinite(value)
     ok = ok and (low is None or (value > low if low_open else value >= low))
     ok = ok and (high is None or (value < high if high_open else value <= high))
     if not ok:
         raise ValueError(f"{name} must be {allowed}; got {value!r}")
-    return float(value)
+    return value
+
+
+def check_scalar(
+    value: Any,
+    name: str,
+    *,
+    low: float | None = None,
+    low_open: bool = False,
+    nonzero: bool = False,
+) -> Any:
+    """``value`` unchanged if it is a real scalar: a number or a 0-d int/float array (jax too).
+
+    Its value must be finite, above ``low`` (strictly with ``low_open``) and, with ``nonzero``,
+    not 0. A jax tracer has no value to check: only its shape and dtype are, so the check is
+    safe under ``jax.jit`` and ``jax.vmap``.
+    """
+    bound = "" if low is None else " " + _interval(low, None, low_open)
+    allowed = f"a finite{' nonzero' if nonzero else ''} real scalar{bound}"
+    dtype = getattr(value, "dtype", None)
+    kind = "f" if _is_real(value) else None if dtype is None else np.dtype(dtype).kind
+    if kind is None or kind not in "iuf" or np.ndim(value) != 0:
+        raise WrongTypeError(f"{name} must be {allowed}; got {value!r}")
+    jax = sys.modules.get("jax")  # not imported: then value cannot be a tracer
+    if jax is not None and isinstance(value, jax.core.Tracer):
+        return value
+    number = float(value)
+    ok = math.isfinite(number) and not (nonzero and number == 0)
+    ok = ok and (low is None or (number > low if low_open else number >= low))
+    if not ok:
+        raise ValueError(f"{name} must be {allowed}; got {value!r}")
+    return value
+
+
+def check_ids(value: Any, name: str, size: int, size_name: str = "vocab_size") -> np.ndarray:
+    """``value`` as a numpy integer array, any shape, of ids in ``[0, size)``, else an error.
+
+    ``size_name`` names the bound in the message (``vocab_size`` for token ids, ``n`` for
+    sample indices). An empty array passes whatever its dtype (``[]`` is float64 to numpy) and
+    comes back as int64.
+    """
+    arr = np.asarray(value)
+    allowed = f"integer ids in [0, {size_name}) = [0, {size})"
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise WrongTypeError(f"{name} must hold {allowed}; got dtype {arr.dtype}")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= size:
+        raise ValueError(f"{name} must hold {allowed}; got values in [{lo}, {hi}]")
+    return arr
 
 
 def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
@@ -98,7 +151,7 @@ def check_choice(value: Any, name: str, choices: Iterable[Any]) -> Any:
     choices = tuple(choices)
     try:
         known = value in choices
-    except TypeError:  # an unhashable value in a dict/set of choices
+    except (TypeError, ValueError):  # unhashable in a dict/set, or an array's ambiguous ==
         known = False
     if not known:
         listed = ", ".join(repr(c) for c in choices)

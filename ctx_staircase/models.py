@@ -39,7 +39,13 @@ import numpy as np
 from flax import nnx
 
 from ctx_staircase import activations
-from ctx_staircase.activations import Activation
+from ctx_staircase.internal import (
+    WrongTypeError,
+    check_choice,
+    check_int,
+    check_real,
+    check_scalar,
+)
 
 __all__ = [
     "FFN",
@@ -63,53 +69,29 @@ RMS_NORM_EPS = 1e-6
 # argument checks (ValueError naming the parameter, the value and what is allowed)
 
 
-def _check_positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
-def _check_init(init) -> str:
-    if init not in INIT_MODES:
-        raise ValueError(f"init: unknown mode {init!r}; allowed: {INIT_MODES}")
-    return init
-
-
-def _check_gamma(gamma) -> None:
-    """γ must be a real scalar; when concrete it must be finite (a tracer passes unchecked)."""
-    if jnp.ndim(gamma) != 0:
-        raise ValueError(f"gamma: must be a scalar, got shape {jnp.shape(gamma)}")
-    if isinstance(gamma, jax.core.Tracer):
-        return
-    value = np.asarray(gamma)
-    if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
-        raise ValueError(f"gamma: must be a real number, got {gamma!r}")
-    if not np.isfinite(value):
-        raise ValueError(f"gamma: must be finite, got {gamma!r}")
+_FLOAT_DTYPES = "a floating dtype (float32, float64)"
 
 
 def _check_dtype(dtype) -> np.dtype:
     try:
         dtype = np.dtype(dtype)
     except TypeError as error:
-        raise ValueError(f"dtype: not a dtype: {dtype!r}") from error
+        raise WrongTypeError(
+            f"dtype must be a floating dtype (float32, float64); got {dtype!r}"
+        ) from error
     if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"dtype: must be a floating dtype (float32, float64), got {dtype}")
+        raise ValueError(f"dtype must be a floating dtype (float32, float64); got {dtype}")
     return dtype
-
-
-def _check_activation(activation) -> Activation:
-    return activations.get(activation)  # raises ValueError naming ``activation``
 
 
 def _check_tokens(tokens, seq_len: int | None = None) -> jax.Array:
     tokens = jnp.asarray(tokens)
     if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
         raise ValueError(
-            f"tokens: must be an integer array [B, L], got {tokens.dtype} {tokens.shape}"
+            f"tokens must be an integer array [B, L]; got {tokens.dtype} {tokens.shape}"
         )
     if seq_len is not None and tokens.shape[1] > seq_len:
-        raise ValueError(f"tokens: length {tokens.shape[1]} exceeds seq_len={seq_len}")
+        raise ValueError(f"tokens must be at most seq_len={seq_len} long; got {tokens.shape[1]}")
     return tokens
 
 
@@ -126,8 +108,8 @@ def _initializer(d: int, gamma, init: str, rngs: nnx.Rngs, dtype):
     """``draw(shape, d_in) -> nnx.Param``: N(0, std²) entries, one ``rngs.params()`` key per call
     (so a model's draws come in a fixed order), std = d^{-γ} for ``init="d"`` and d_in^{-γ} for
     ``init="fan_in"`` (SPEC §5.5)."""
-    _check_gamma(gamma)
-    init = _check_init(init)
+    check_scalar(gamma, "gamma")
+    init = check_choice(init, "init", INIT_MODES)
 
     def draw(shape: tuple[int, ...], d_in: int) -> nnx.Param:
         fan = d if init == "d" else d_in
@@ -229,9 +211,9 @@ class FFN(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
-        self.d = _check_positive_int("d", d)
-        self.activation = _check_activation(activation)
+        self.vocab_size = check_int(vocab_size, "vocab_size")
+        self.d = check_int(d, "d")
+        self.activation = activations.get(activation)
         draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
         self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
         self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
@@ -262,7 +244,7 @@ class FrozenArray:
             array = array.array
         value = np.array(array, copy=True)
         if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)):
-            raise ValueError(f"array: must be a real numeric array, got dtype {value.dtype}")
+            raise ValueError(f"array must be a real numeric array; got dtype {value.dtype}")
         value.setflags(write=False)
         self.array = value
         meta = f"{value.dtype.str}{value.shape}".encode()
@@ -311,26 +293,24 @@ class FixedEmbeddingFFN(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
+        self.vocab_size = check_int(vocab_size, "vocab_size")
         try:
             frozen = FrozenArray(embedding)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"embedding: not a real array: {error}") from error
+            raise ValueError(f"embedding must be a real array [vocab_size, d]; {error}") from error
         if frozen.array.ndim != 2 or frozen.shape[0] != self.vocab_size or frozen.shape[1] < 1:
             raise ValueError(
-                f"embedding: must have shape [vocab_size, d] = [{self.vocab_size}, d], "
+                f"embedding must have shape [vocab_size, d] = [{self.vocab_size}, d]; "
                 f"got {frozen.shape}"
             )
         if not np.all(np.isfinite(frozen.array)):
-            raise ValueError("embedding: must be finite")
-        self.d = _check_positive_int("d", frozen.shape[1] if d is None else d)
+            raise ValueError("embedding must be finite")
+        self.d = check_int(frozen.shape[1] if d is None else d, "d")
         if self.d != frozen.shape[1]:
-            raise ValueError(f"embedding: has d = {frozen.shape[1]} columns but d={self.d}")
-        real = int | float | np.integer | np.floating
-        if isinstance(scale, bool) or not isinstance(scale, real) or not math.isfinite(scale):
-            raise ValueError(f"scale: must be a finite number, got {scale!r}")
+            raise ValueError(f"embedding must have d={self.d} columns; got {frozen.shape[1]}")
+        check_real(scale, "scale")
         self.embedding = frozen
-        self.activation = _check_activation(activation)
+        self.activation = activations.get(activation)
         dtype = _check_dtype(dtype)
         draw = _initializer(self.d, gamma, init, rngs, dtype)
         rngs.params()  # the key FFN spends on W_E, so W_U equals an FFN's from the same rngs
@@ -375,10 +355,10 @@ class AttentionOnly(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
-        self.seq_len = _check_positive_int("seq_len", seq_len)
-        self.d = _check_positive_int("d", d)
-        self.d_k = _check_positive_int("d_k", d_k)
+        self.vocab_size = check_int(vocab_size, "vocab_size")
+        self.seq_len = check_int(seq_len, "seq_len")
+        self.d = check_int(d, "d")
+        self.d_k = check_int(d_k, "d_k")
         self.positional = bool(positional)
         draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
         self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
@@ -429,11 +409,11 @@ class OneLayerTransformer(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
-        self.seq_len = _check_positive_int("seq_len", seq_len)
-        self.d = _check_positive_int("d", d)
-        self.d_ff = _check_positive_int("d_ff", 4 * self.d if d_ff is None else d_ff)
-        self.activation = _check_activation(activation)
+        self.vocab_size = check_int(vocab_size, "vocab_size")
+        self.seq_len = check_int(seq_len, "seq_len")
+        self.d = check_int(d, "d")
+        self.d_ff = check_int(4 * self.d if d_ff is None else d_ff, "d_ff")
+        self.activation = activations.get(activation)
         draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
         self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
         self.P = draw((self.seq_len, self.d), d_in=self.seq_len)
@@ -499,21 +479,19 @@ class GPT(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = _check_positive_int("vocab_size", vocab_size)
-        self.seq_len = _check_positive_int("seq_len", seq_len)
-        self.d = _check_positive_int("d", d)
-        self.n_layers = _check_positive_int("n_layers", n_layers)
-        self.n_heads = _check_positive_int("n_heads", n_heads)
+        self.vocab_size = check_int(vocab_size, "vocab_size")
+        self.seq_len = check_int(seq_len, "seq_len")
+        self.d = check_int(d, "d")
+        self.n_layers = check_int(n_layers, "n_layers")
+        self.n_heads = check_int(n_heads, "n_heads")
         if self.d % self.n_heads or (self.d // self.n_heads) % 2:
             raise ValueError(
-                f"n_heads: d={self.d} must be divisible by n_heads={self.n_heads} into an even "
-                "head_dim (RoPE rotates pairs)"
+                f"n_heads must divide d={self.d} into an even head_dim (RoPE rotates pairs); "
+                f"got {self.n_heads}"
             )
         hidden = swiglu_hidden(self.d) if mlp_hidden is None else mlp_hidden
-        self.mlp_hidden = _check_positive_int("mlp_hidden", hidden)
-        if not (isinstance(rope_base, int | float) and math.isfinite(rope_base) and rope_base > 0):
-            raise ValueError(f"rope_base: must be a finite number > 0, got {rope_base!r}")
-        self.rope_base = float(rope_base)
+        self.mlp_hidden = check_int(hidden, "mlp_hidden")
+        self.rope_base = check_real(rope_base, "rope_base", low=0, low_open=True)
         self.tied = bool(tied)
         dtype = _check_dtype(dtype)
         draw = _initializer(self.d, gamma, init, rngs, dtype)
@@ -591,12 +569,11 @@ def create(name: str, *, vocab_size: int, seq_len: int | None = None, **kwargs) 
     ``"ffn_fixed"`` needs ``embedding=`` (an array ``[V, d]`` or a `FrozenArray`; pass a
     `FrozenArray` through ``sweep.train_sweep``, whose kwargs must be hashable).
     """
-    if name not in _MODELS:
-        raise ValueError(f"model: unknown name {name!r}; allowed: {names()}")
+    check_choice(name, "model", names())
     if name in ("ffn", "ffn_fixed"):
         return _MODELS[name](vocab_size, **kwargs)
     if seq_len is None:
-        raise ValueError(f"seq_len: required for model {name!r}")
+        raise ValueError(f"seq_len must be given for model {name!r}; got None")
     return _MODELS[name](vocab_size, seq_len, **kwargs)
 
 
@@ -635,7 +612,9 @@ def weights(model: nnx.Module) -> dict[str, jax.Array]:
     """
     roles = next((r for kind, r in _ROLES.items() if isinstance(model, kind)), None)
     if roles is None:
-        raise TypeError(f"model: expected one of {names()} models, got {type(model).__name__}")
+        raise WrongTypeError(
+            f"model must be one of the {names()} models; got {type(model).__name__}"
+        )
     arrays = {}
     for role in roles:
         if role == "P" and not getattr(model, "positional", True):

@@ -41,6 +41,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ctx_staircase.internal import all_finite, check_choice, check_int, check_scalar
+
 __all__ = ["RESULT_MESSAGES", "SOLVERS", "Solution", "integrate", "result_message", "rk4"]
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
@@ -99,7 +101,7 @@ def _concrete(x: Any) -> np.ndarray | None:
         return None
 
 
-def _as_float(x: Any, time_dtype: Any = None) -> jax.Array:
+def _float_array(x: Any, time_dtype: Any = None) -> jax.Array:
     """A strongly typed float array: integer/bool inputs become the default float dtype; with
     ``time_dtype``, promoted to the common dtype with time (as diffrax does)."""
     x = jnp.asarray(x)
@@ -112,35 +114,13 @@ def _as_float(x: Any, time_dtype: Any = None) -> jax.Array:
 
 
 def _check_ts(ts: Any) -> jax.Array:
-    ts = _as_float(ts)
+    ts = _float_array(ts)
     if ts.ndim != 1 or ts.shape[0] < 2:
         raise ValueError(f"ts must be 1-D with at least 2 times; got shape {ts.shape}")
     values = _concrete(ts)
     if values is not None and not (np.all(np.isfinite(values)) and np.all(np.diff(values) >= 0)):
         raise ValueError(f"ts must be finite and non-decreasing; got {values}")
     return ts
-
-
-def _check_positive(name: str, value: Any, dtype: Any) -> jax.Array:
-    if isinstance(value, bool) or np.ndim(value) != 0:
-        raise ValueError(f"{name} must be a positive finite scalar; got {value!r}")
-    concrete = _concrete(value)
-    if concrete is not None and (
-        concrete.dtype.kind not in "iuf" or not (np.isfinite(concrete) and concrete > 0)
-    ):
-        raise ValueError(f"{name} must be a positive finite scalar; got {value!r}")
-    return jnp.asarray(value, dtype=dtype)
-
-
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1; got {value!r}")
-    return int(value)
-
-
-def _all_finite(tree: Any) -> jax.Array:
-    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
 @eqx.filter_jit
@@ -160,7 +140,7 @@ def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_step
     )
     ys = _reached_values(sol.ts, sol.ys, ts, y0)
     solver_ok = sol.result == diffrax.RESULTS.successful
-    finite = _all_finite(ys)
+    finite = all_finite(ys)
     code = _result_code(solver_ok, sol.result == diffrax.RESULTS.max_steps_reached, finite)
     num_steps = jnp.asarray(sol.stats["num_steps"], dtype=jnp.int32)
     return Solution(ts, ys, solver_ok & finite, num_steps, code)
@@ -211,15 +191,14 @@ def integrate(
     Returns:
         ``Solution(ts [T], ys (leaves [T, ...]), ok bool [], num_steps int32 [], result int32 [])``.
     """
-    if not isinstance(solver, str) or solver not in SOLVERS:
-        raise ValueError(f"solver={solver!r} is not one of {tuple(SOLVERS)}")
+    check_choice(solver, "solver", tuple(SOLVERS))
     ts = _check_ts(ts)
-    rtol = _check_positive("rtol", rtol, ts.dtype)
-    atol = _check_positive("atol", atol, ts.dtype)
-    max_steps = _check_count("max_steps", max_steps)
+    rtol = jnp.asarray(check_scalar(rtol, "rtol", low=0, low_open=True), ts.dtype)
+    atol = jnp.asarray(check_scalar(atol, "atol", low=0, low_open=True), ts.dtype)
+    max_steps = check_int(max_steps, "max_steps")
     if dt0 is not None:
-        dt0 = _check_positive("dt0", dt0, ts.dtype)
-    y0 = jax.tree.map(lambda leaf: _as_float(leaf, ts.dtype), y0)
+        dt0 = jnp.asarray(check_scalar(dt0, "dt0", low=0, low_open=True), ts.dtype)
+    y0 = jax.tree.map(lambda leaf: _float_array(leaf, ts.dtype), y0)
     return _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps)
 
 
@@ -246,7 +225,7 @@ def _solve_rk4(vector_field, y0, ts, args, substeps):
     _, ys = lax.scan(interval, y0, (ts[:-1], ts[1:]))
     ys = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), y0, ys)
     num_steps = jnp.asarray(substeps * (ts.shape[0] - 1), dtype=jnp.int32)
-    finite = _all_finite(ys)
+    finite = all_finite(ys)
     return Solution(ts, ys, finite, num_steps, _result_code(True, False, finite))
 
 
@@ -263,6 +242,6 @@ def rk4(
         num_steps int32 [] = substeps * (T - 1), result int32 [])``.
     """
     ts = _check_ts(ts)
-    substeps = _check_count("substeps", substeps)
-    y0 = jax.tree.map(lambda leaf: _as_float(leaf, ts.dtype), y0)
+    substeps = check_int(substeps, "substeps")
+    y0 = jax.tree.map(lambda leaf: _float_array(leaf, ts.dtype), y0)
     return _solve_rk4(vector_field, y0, ts, args, substeps)

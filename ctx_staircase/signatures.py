@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.internal import check_ids, check_int, check_type
 
 #: Scatter-index budget per chunk: chunks keep the temporary index arrays near 64 MB.
 CHUNK_INDICES = 4_000_000
@@ -80,7 +81,7 @@ def occurrence(ds: TokenDataset) -> np.ndarray:
 
     Tokens that never occur (in samples of positive weight) have ``r_alpha = 0``.
     """
-    _check_dataset(ds)
+    check_type(ds, "ds", TokenDataset, "a TokenDataset (tasks.make)")
     counts = np.zeros(ds.vocab_size)
     for rows in _chunks(ds.n, ds.L):
         weight = ds.probabilities[rows]
@@ -142,8 +143,7 @@ def signature_set(
     progress: Progress = None,
 ) -> SignatureSet:
     """All label and co-occurrence signatures of orders ``0..max_order`` (SPEC.md §2.1)."""
-    if not isinstance(ds, TokenDataset):
-        raise TypeError(f"ds must be a TokenDataset (tasks.make); got {type(ds).__name__}")
+    check_type(ds, "ds", TokenDataset, "a TokenDataset (tasks.make)")
     _check_order(ds, max_order, "max_order")
     alpha_ids = _subset(alphas, ds.vocab_size, "alphas")
     label_ids = _subset(labels, ds.vocab_size, "labels")
@@ -164,7 +164,7 @@ def signature_set(
 
 
 def _occurrence_signature(ds, order, alphas, labels, context, progress, *, with_label):
-    _check_dataset(ds)
+    check_type(ds, "ds", TokenDataset, "a TokenDataset (tasks.make)")
     _check_order(ds, order, "order")
     V = ds.vocab_size
     alpha_ids = _subset(alphas, V, "alphas")
@@ -257,7 +257,7 @@ def attention_factor(
     Returns:
         float64 ``[A, Vnu, P, ..., P]``; entries whose conditioning event has probability 0 are 0.
     """
-    _check_dataset(ds)
+    check_type(ds, "ds", TokenDataset, "a TokenDataset (tasks.make)")
     attention = np.asarray(attention, dtype=np.float64)
     if attention.shape != ds.tokens.shape:
         raise ValueError(
@@ -282,7 +282,7 @@ def _positional_joint(ds, positions, query, alphas, labels, context, attention, 
     attention weights named in ``weighted``. Returns the joint ``[A, Vnu, P..]`` and the
     normaliser ``[A]`` (the expected number of conditioning positions holding alpha).
     """
-    _check_dataset(ds)
+    check_type(ds, "ds", TokenDataset, "a TokenDataset (tasks.make)")
     V, L = ds.vocab_size, ds.L
     positions = tuple(_position(s, L, "positions") for s in positions)
     anchor_positions = range(L) if query is None else (_position(query, L, "query"),)
@@ -470,8 +470,7 @@ def fourier_basis(p: int, ks: Sequence[int] | np.ndarray) -> np.ndarray:
 
     ``k j`` is reduced mod p in integers first, so the phases (and ``k = p/2`` parity) are exact.
     """
-    if isinstance(p, bool) or not isinstance(p, int | np.integer) or p < 1:
-        raise ValueError(f"p must be a positive int; got {p!r}")
+    check_int(p, "p")
     ks = np.atleast_1d(np.asarray(ks))
     if ks.ndim != 1 or not np.issubdtype(ks.dtype, np.integer):
         raise TypeError(f"ks must be an integer scalar or 1-D array; got {ks.dtype} {ks.shape}")
@@ -504,16 +503,8 @@ def fourier_projection(phi: np.ndarray, ks: Sequence[int] | np.ndarray) -> np.nd
 # Helpers
 
 
-def _check_dataset(ds: TokenDataset) -> None:
-    if not isinstance(ds, TokenDataset):
-        raise TypeError(f"ds must be a TokenDataset; got {type(ds).__name__}")
-
-
 def _check_order(ds: TokenDataset, order: int, name: str) -> None:
-    if isinstance(order, bool) or not isinstance(order, int | np.integer):
-        raise TypeError(f"{name} must be an int; got {order!r}")
-    if not 0 <= order <= ds.L - 1:
-        raise ValueError(f"{name} must lie in [0, L-1] = [0, {ds.L - 1}]; got {order}")
+    check_int(order, name, 0, ds.L - 1, why=f"; the dataset's sequences have L = {ds.L} positions")
 
 
 def _subset(ids, vocab_size: int, name: str) -> np.ndarray:
@@ -522,12 +513,7 @@ def _subset(ids, vocab_size: int, name: str) -> np.ndarray:
     arr = np.asarray(ids)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-D list of token ids; got shape {arr.shape}")
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integer token ids; got dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= vocab_size:
-        raise ValueError(
-            f"{name} token ids must lie in [0, {vocab_size}); got [{arr.min()}, {arr.max()}]"
-        )
+    check_ids(arr, name, vocab_size)
     if np.unique(arr).size != arr.size:
         raise ValueError(f"{name} must not repeat token ids")
     return arr.astype(np.int32)
@@ -553,9 +539,8 @@ def _output_shape(axes: list[np.ndarray]) -> tuple[int, ...]:
 
 
 def _position(s, L: int, name: str) -> int:
-    if isinstance(s, bool) or not isinstance(s, int | np.integer) or not -L <= s < L:
-        raise ValueError(f"{name} must hold positions in [-{L}, {L}); got {s!r}")
-    return int(s) % L
+    """A position ``s`` in ``[-L, L)`` as its index in ``[0, L)``."""
+    return check_int(s, name, -L, L - 1, why=f"; a position among L = {L}") % L
 
 
 def _scatter(joint: np.ndarray, index: list[np.ndarray], shape: tuple[int, ...], weight) -> None:
@@ -590,11 +575,7 @@ def _check_windows(windows, vocab_size: int, min_length: int) -> np.ndarray:
             f"windows must be a token stream [T] or windows [n, T] with T >= {min_length}; "
             f"got shape {np.shape(windows)}"
         )
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"windows must hold integer token ids; got dtype {arr.dtype}")
-    if arr.min() < 0 or arr.max() >= vocab_size:
-        raise ValueError(f"windows token ids must lie in [0, vocab_size) = [0, {vocab_size})")
-    return arr.astype(np.int64)
+    return check_ids(arr, "windows", vocab_size).astype(np.int64)
 
 
 def _progress_callback(progress: Progress, total: int, description: str):

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.internal import check_choice, check_int, check_real
 
 __all__ = [
     "describe",
@@ -55,49 +56,14 @@ LAWS = ("uniform", "normal", "poisson", "exponential")
 # Validation helpers
 
 
-def _int(name: str, value: Any, low: int | None = None, high: int | None = None) -> int:
-    """``value`` as an int in ``[low, high]``; bools, floats (NaN included), others refused."""
-    if low is not None and high is not None:
-        allowed = f"an int in [{low}, {high}]"
-    elif low is not None:
-        allowed = f"an int >= {low}"
-    elif high is not None:
-        allowed = f"an int <= {high}"
-    else:
-        allowed = "an int"
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be {allowed}; got {value!r} ({type(value).__name__})")
-    value = int(value)
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be {allowed}; got {value}")
-    return value
-
-
-def _real(name: str, value: Any, *, positive: bool = False) -> float:
-    """``value`` as a finite float (``> 0`` when ``positive``); bools and non-numbers refused."""
-    allowed = "a finite real number > 0" if positive else "a finite real number"
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{name} must be {allowed}; got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise ValueError(f"{name} must be {allowed}; got {value}")
-    return value
-
-
-def _choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}; got {value!r}")
-    return value
-
-
 def _seed(value: Any) -> np.random.Generator:
-    return np.random.default_rng(_int("seed", value, low=0))
+    return np.random.default_rng(check_int(value, "seed", 0))
 
 
 def _token_range(low_name: str, low: Any, high_name: str, high: Any, min_low: int = 0) -> range:
     """The token ids ``low..high`` (inclusive), validated."""
-    low = _int(low_name, low, low=min_low)
-    high = _int(high_name, high, low=low)
+    low = check_int(low, low_name, min_low)
+    high = check_int(high, high_name, low)
     return range(low, high + 1)
 
 
@@ -148,8 +114,7 @@ def _register(name: str, summary: str, **defaults: Any) -> Callable:
 
 
 def _task(name: Any) -> _Task:
-    if not isinstance(name, str) or name not in _REGISTRY:
-        raise ValueError(f"name must be one of {names()}; got {name!r}")
+    check_choice(name, "name", names())
     return _REGISTRY[name]
 
 
@@ -187,7 +152,7 @@ def make(name: str, **params: Any) -> TokenDataset:
         )
     requested = params.pop("vocab_size", None)
     if requested is not None:
-        requested = _int("vocab_size", requested, low=1)
+        requested = check_int(requested, "vocab_size", 1)
     full = {**task.defaults, **params}
     parts = task.builder(**full)
     labels = parts.labels.astype(np.int32, copy=False)
@@ -238,9 +203,9 @@ def random_dataset(n: int, L: int, vocab_size: int, seed: int = 0) -> TokenDatas
 
     A brute-force fixture for other modules' tests (no structure, uniform weights).
     """
-    n = _int("n", n, low=1)
-    L = _int("L", L, low=1)
-    vocab_size = _int("vocab_size", vocab_size, low=1)
+    n = check_int(n, "n", 1)
+    L = check_int(L, "L", 1)
+    vocab_size = check_int(vocab_size, "vocab_size", 1)
     _check_size("n", n, n)
     rng = _seed(seed)
     tokens = rng.integers(0, vocab_size, size=(n, L), dtype=np.int32)
@@ -280,12 +245,12 @@ def label_law_distribution(
     Only the parameters of ``law`` are used, but all are validated. Computed in log space, so
     extreme parameters underflow to exact zeros instead of NaN.
     """
-    law = _choice("law", law, LAWS)
-    x_max = _int("x_max", x_max, low=1)
-    mu = _real("mu", mu)
-    sigma = _real("sigma", sigma, positive=True)
-    lam = _real("lam", lam, positive=True)
-    rate = _real("rate", rate, positive=True)
+    law = check_choice(law, "law", LAWS)
+    x_max = check_int(x_max, "x_max", 1)
+    mu = check_real(mu, "mu")
+    sigma = check_real(sigma, "sigma", low=0, low_open=True)
+    lam = check_real(lam, "lam", low=0, low_open=True)
+    rate = check_real(rate, "rate", low=0, low_open=True)
     y = np.arange(x_max + 1, dtype=np.float64)
     if law == "uniform":
         log_p = np.zeros_like(y)
@@ -338,8 +303,8 @@ def _label_law(
       exactly. ``seed`` is then unused.
     """
     p = label_law_distribution(law, x_max, mu=mu, sigma=sigma, lam=lam, rate=rate)
-    labels = _choice("labels", labels, ("sampled", "expected"))
-    anchor = _int("anchor", anchor, low=x_max + 1)
+    labels = check_choice(labels, "labels", ("sampled", "expected"))
+    anchor = check_int(anchor, "anchor", x_max + 1)
     rng = _seed(seed)
     numbers = np.arange(x_max + 1)
     pairs = _grid(numbers, numbers)
@@ -363,7 +328,7 @@ def _label_law(
 
 def _pairs(N: int) -> np.ndarray:
     """All ``(x1, x2)`` in ``{1..N}^2``, x1 major; ``N`` validated (``>= 2``, ``N^2`` capped)."""
-    N = _int("N", N, low=2)
+    N = check_int(N, "N", 2)
     _check_size("N", N, N * N)
     numbers = np.arange(1, N + 1)
     return _grid(numbers, numbers)
@@ -409,7 +374,7 @@ def _mod(*, N: int, convention: str) -> _Parts:
     Fig. 6's attention run uses ``N = 20``).
     """
     pairs = _pairs(N)
-    convention = _choice("convention", convention, ("main", "appendix"))
+    convention = check_choice(convention, "convention", ("main", "appendix"))
     total = pairs[:, 0] + pairs[:, 1]
     labels = (total + 1) % N if convention == "main" else 1 + total % N
     return _arithmetic(pairs, labels)
@@ -429,8 +394,8 @@ def _modsum(*, N: int, L: int) -> _Parts:
     ``repeat``/``tile`` in int32, so the default ``N = 50, L = 4`` (6.25M rows) needs only the
     output arrays. ``N^L`` is capped at ``MAX_SAMPLES``.
     """
-    N = _int("N", N, low=2)
-    L = _int("L", L, low=1)
+    N = check_int(N, "N", 2)
+    L = check_int(L, "L", 1)
     if L * math.log(N) > math.log(MAX_SAMPLES) + 1e-9 or N**L > MAX_SAMPLES:
         raise ValueError(
             f"N={N}, L={L} would build N^L = {N}^{L} samples; at most {MAX_SAMPLES:,} are "
@@ -462,7 +427,7 @@ def _modulus(*, N: int, M: int) -> _Parts:
     ``M >= 2`` is allowed and the default is ``M = 4``.
     """
     pairs = _pairs(N)
-    M = _int("M", M, low=2)
+    M = check_int(M, "M", 2)
     return _arithmetic(pairs, (pairs[:, 0] + pairs[:, 1]) % M)
 
 
@@ -498,8 +463,8 @@ def _anchor_parity(
     ``y = 0`` if the anchor is even, else ``1``. The two ranges must be disjoint. Draw order (part
     of the determinism contract): noise ``[n, L]``, then anchors ``[n]``, then positions ``[n]``.
     """
-    L = _int("L", L, low=1)
-    n = _int("n", n, low=1)
+    L = check_int(L, "L", 1)
+    n = check_int(n, "n", 1)
     _check_size("n", n, n)
     anchors = _token_range("anchor_low", anchor_low, "anchor_high", anchor_high)
     noise = _token_range("noise_low", noise_low, "noise_high", noise_high)
@@ -536,8 +501,8 @@ def _task4(*, n_x: int, n_a: int) -> _Parts:
     with numeric value ``v(a) = a - n_x + 1`` in ``{1..n_a}``; defaults ``n_x = 20, n_a = 10``.
     Order: a1 major, then a2, then x.
     """
-    n_x = _int("n_x", n_x, low=2)
-    n_a = _int("n_a", n_a, low=1)
+    n_x = check_int(n_x, "n_x", 2)
+    n_a = check_int(n_a, "n_a", 1)
     _check_size("n_a", n_a, n_a * n_a * n_x)
     numbers = np.arange(n_x)
     anchors = np.arange(n_x, n_x + n_a)
@@ -559,7 +524,7 @@ def _minmax(*, N: int) -> _Parts:
     ``b = N + 2`` (label ``min(x1, x2)``). [GAP] The paper gives no data protocol; the complete
     enumeration (c major, then x1, then x2) makes ``c`` and ``x_i`` uniform as the text assumes.
     """
-    N = _int("N", N, low=2)
+    N = check_int(N, "N", 2)
     _check_size("N", N, 2 * N * N)
     controls = np.array([N + 1, N + 2])
     numbers = np.arange(1, N + 1)
@@ -631,15 +596,15 @@ def _rb_anchor(
     - Draw order (part of the determinism contract): memory label table ``[|Z|, 10^q]``, keys
       ``[n, L]``, key positions ``[n]``, row permutation.
     """
-    L = _int("L", L, low=2)
-    q = _int("q", q, low=1, high=L - 1)
+    L = check_int(L, "L", 2)
+    q = check_int(q, "q", 1, L - 1)
     n_tuples = 10**q
     n_combos = 2 * n_tuples
-    n = _int("n", n, low=n_combos)
+    n = check_int(n, "n", n_combos)
     _check_size("n", n, n)
     keys = _token_range("key_low", key_low, "key_high", key_high, min_low=21)
     _check_size("q", q, len(keys) * n_tuples)
-    memory_labels = _choice("memory_labels", memory_labels, ("uniform", "local", "ranges"))
+    memory_labels = check_choice(memory_labels, "memory_labels", ("uniform", "local", "ranges"))
     if memory_labels == "local" and keys.start < 10 * q:
         raise ValueError(
             f'key_low must be >= 10 q = {10 * q} with memory_labels="local" (labels '

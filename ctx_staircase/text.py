@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ctx_staircase.internal import check_ids, check_int, check_real, check_type
+
 #: The out-of-vocabulary token; always id 0.
 UNK = "<unk>"
 #: Default number of words kept in the vocabulary (``<unk>`` comes on top).
@@ -50,8 +52,7 @@ def tokenize(text: str) -> list[str]:
     ``_`` included, is a token of its own; whitespace separates tokens and is dropped.
     ``tokenize("Hello, World!") == ["hello", ",", "world", "!"]``.
     """
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str; got {type(text).__name__}")
+    check_type(text, "text", str, "a str")
     return _TOKEN.findall(text.lower())
 
 
@@ -94,11 +95,9 @@ class Vocabulary:
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> list[str]:
         """Words of the ids ``[n]`` (id 0 decodes to ``"<unk>"``)."""
-        ids = np.asarray(ids)
-        if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
-            raise ValueError(f"ids must be a 1-D integer array; got {ids.dtype} {ids.shape}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.size):
-            raise ValueError(f"ids must lie in [0, {self.size}); got [{ids.min()}, {ids.max()}]")
+        ids = check_ids(ids, "ids", self.size, "size")
+        if ids.ndim != 1:
+            raise ValueError(f"ids must be a 1-D integer array; got shape {ids.shape}")
         return [self.tokens[i] for i in ids.tolist()]
 
 
@@ -118,10 +117,7 @@ def build_vocabulary(words: Iterable[str], size: int | None = DEFAULT_VOCAB_SIZE
 def _build_vocabulary(words: Iterable[str], size: int | None, name: str) -> Vocabulary:
     if isinstance(words, str):
         raise TypeError("words must be a list of tokens, not a str; use tokenize(text) first")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int | np.integer)):
-        raise TypeError(f"{name} must be an int or None; got {size!r}")
-    if size is not None and size < 1:
-        raise ValueError(f"{name} must be >= 1; got {size}")
+    check_int(size, name, none_ok=True)
     counts = Counter(words)
     counts.pop(UNK, None)  # cannot come from tokenize ("<", "unk", ">"), but a list may hold it
     if size is not None and len(counts) < size:
@@ -148,8 +144,7 @@ def load_text(path: str | os.PathLike) -> str:
         TypeError: ``path`` is not a str or os.PathLike.
         Every message names ``path``.
     """
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"path must be a str or os.PathLike (a text file); got {path!r}")
+    check_type(path, "path", str | os.PathLike, "a str or os.PathLike (a text file)")
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"path {str(path)!r}: no such file")
@@ -216,12 +211,9 @@ def prepare_corpus(
         ValueError: ``validation_fraction`` outside (0, 1), or leaving either part empty; too few
             distinct training words for ``vocab_size`` (see :func:`build_vocabulary`).
     """
-    if isinstance(validation_fraction, bool) or not isinstance(
-        validation_fraction, int | float | np.integer | np.floating
-    ):
-        raise TypeError(f"validation_fraction must be a number; got {validation_fraction!r}")
-    if not 0 < validation_fraction < 1:
-        raise ValueError(f"validation_fraction must lie in (0, 1); got {validation_fraction}")
+    check_real(
+        validation_fraction, "validation_fraction", low=0, high=1, low_open=True, high_open=True
+    )
     words = tokenize(text)
     if not words:
         raise ValueError("text holds no tokens")
@@ -253,7 +245,7 @@ def windows(stream, context_length: int, *, stride: int | None = None) -> np.nda
     once. ``n = (N - T - 1) // stride + 1``.
     """
     stream, T = _check_window_args(stream, context_length)
-    stride = T if stride is None else _positive_int(stride, "stride")
+    stride = T if stride is None else check_int(stride, "stride")
     starts = np.arange(0, stream.size - T, stride)
     return stream[starts[:, None] + np.arange(T + 1)]
 
@@ -261,7 +253,7 @@ def windows(stream, context_length: int, *, stride: int | None = None) -> np.nda
 def sample_windows(stream, context_length: int, batch_size: int, rng: np.random.Generator):
     """``batch_size`` windows ``[B, T+1]`` (int32) at uniform random starts, drawn from ``rng``."""
     stream, T = _check_window_args(stream, context_length)
-    B = _positive_int(batch_size, "batch_size")
+    B = check_int(batch_size, "batch_size")
     starts = rng.integers(0, stream.size - T, size=B)
     return stream[starts[:, None] + np.arange(T + 1)]
 
@@ -273,7 +265,7 @@ def batches(stream, context_length: int, batch_size: int, seed: int = 0) -> Iter
     iterators with the same seed yield the same batches.
     """
     stream, T = _check_window_args(stream, context_length)
-    B = _positive_int(batch_size, "batch_size")  # checked now, not at the first next()
+    B = check_int(batch_size, "batch_size")  # checked now, not at the first next()
     return _batch_iterator(stream, T, B, np.random.default_rng(seed))
 
 
@@ -284,7 +276,7 @@ def _batch_iterator(stream, T, B, rng) -> Iterator[np.ndarray]:
 
 def _check_window_args(stream, context_length) -> tuple[np.ndarray, int]:
     stream = _check_stream(stream)
-    T = _positive_int(context_length, "context_length")
+    T = check_int(context_length, "context_length")
     if stream.size < T + 1:
         raise ValueError(
             f"the stream has {stream.size} tokens; context_length={T} needs at least {T + 1}"
@@ -297,12 +289,6 @@ def _check_stream(stream) -> np.ndarray:
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"stream must be a 1-D integer array; got {arr.dtype} {arr.shape}")
     return arr.astype(np.int32, copy=False)
-
-
-def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be a positive int; got {value!r}")
-    return int(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -455,9 +441,8 @@ def builtin_corpus(n_sentences: int = 40_000, seed: int = 0) -> str:
     number is followed by nearby larger numbers in counting and increasing lists, so the
     next-token signatures order the numbers, and a day by the next day(s) in the cycle.
     """
-    n_sentences = _positive_int(n_sentences, "n_sentences")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise TypeError(f"seed must be an int; got {seed!r}")
+    n_sentences = check_int(n_sentences, "n_sentences")
+    check_int(seed, "seed", None)
     r = random.Random(int(seed))
     kinds = [make for _, make in _SENTENCE_KINDS]
     cumulative = list(itertools.accumulate(w for w, _ in _SENTENCE_KINDS))

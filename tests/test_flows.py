@@ -276,3 +276,14 @@ def test_drive_matrix_is_float64_without_x64():
         assert not jax.config.jax_enable_x64
     assert M.dtype == np.float64
     np.testing.assert_allclose(M.sum(axis=0), 0.0, atol=1e-15)
+
+
+def test_drive_matrix_vocab_size_must_cover_every_id():
+    ds = tasks.make("add", N=4)
+    sigs = signatures.signature_set(ds, 0)
+    needed = 1 + max(int(sigs.alphas.max()), int(sigs.labels.max()))
+    assert flows.drive_matrix(sigs, needed).shape == (needed, needed)
+    with pytest.raises(
+        ValueError, match=rf"^vocab_size must be an int >= {needed}; got {needed - 1}"
+    ):
+        flows.drive_matrix(sigs, needed - 1)

@@ -456,14 +456,14 @@ def test_frozen_array_is_hashable_by_content():
     [np.zeros((5, 8)), np.zeros(8), np.zeros((6, 0)), np.full((6, 8), np.nan), [["a"] * 8] * 6],
 )
 def test_fixed_embedding_bad_embedding_names_embedding(embedding):
-    with pytest.raises(ValueError, match=r"^embedding:"):
+    with pytest.raises(ValueError, match=r"^embedding "):
         models.FixedEmbeddingFFN(6, embedding, rngs=nnx.Rngs(0))
 
 
 def test_fixed_embedding_bad_d_and_scale():
-    with pytest.raises(ValueError, match=r"^embedding:"):
+    with pytest.raises(ValueError, match=r"^embedding "):
         models.FixedEmbeddingFFN(6, fixed_embedding(), d=4, rngs=nnx.Rngs(0))
-    with pytest.raises(ValueError, match=r"^scale:"):
+    with pytest.raises(ValueError, match=r"^scale "):
         models.FixedEmbeddingFFN(6, fixed_embedding(), scale=float("inf"), rngs=nnx.Rngs(0))
     with pytest.raises(TypeError):
         models.create("ffn_fixed", vocab_size=6, rngs=nnx.Rngs(0))  # embedding is required
@@ -568,19 +568,19 @@ def test_bad_activation_specs_raise(spec):
     ],
 )
 def test_bad_arguments_name_the_parameter(build, parameter):
-    with pytest.raises(ValueError, match=rf"^{parameter}:"):
+    with pytest.raises(ValueError, match=rf"^{parameter} "):
         build(nnx.Rngs(0))
 
 
 def test_bad_tokens_and_model_raise():
     model = models.AttentionOnly(10, 6, 8, 4, rngs=nnx.Rngs(0), dtype=F64)
-    with pytest.raises(ValueError, match=r"^tokens:"):
+    with pytest.raises(ValueError, match=r"^tokens "):
         model(jnp.zeros((2, 7), jnp.int32))  # longer than seq_len
-    with pytest.raises(ValueError, match=r"^tokens:"):
+    with pytest.raises(ValueError, match=r"^tokens "):
         model(jnp.zeros((2, 3), jnp.float32))
 
     class NotAModel(nnx.Module):
         pass
 
-    with pytest.raises(TypeError, match=r"^model:"):
+    with pytest.raises(TypeError, match=r"^model "):
         models.weights(NotAModel())

@@ -477,3 +477,14 @@ def test_signatures_are_float64_without_x64():
         assert value.dtype == np.float64, name
         np.testing.assert_array_equal(value, on[name], err_msg=name)
     np.testing.assert_allclose(off["label2"], brute_force(ds, 2, True), atol=TOL)
+
+
+def test_positions_lie_in_minus_L_to_L_minus_one():
+    ds = tasks.make("add", N=4)
+    first = signatures.positional_signature(ds, (0,))
+    assert np.array_equal(signatures.positional_signature(ds, (-ds.L,)), first)
+    for outside in (ds.L, -ds.L - 1):
+        with pytest.raises(
+            ValueError, match=rf"^positions must be an int in \[-{ds.L}, {ds.L - 1}\]"
+        ):
+            signatures.positional_signature(ds, (outside,))

@@ -538,12 +538,12 @@ def test_unknown_parameter():
         ("mul", {"N": -3}, ValueError, "N"),
         ("mod", {"N": 1}, ValueError, "N"),
         ("add", {"N": float("nan")}, TypeError, r"N must be an int >= 2; got nan"),
-        ("add", {"N": 20.0}, TypeError, "N.*float"),
+        ("add", {"N": 20.0}, TypeError, r"N must be an int >= 2; got 20\.0$"),
         ("add", {"N": "20"}, TypeError, "N"),
         ("add", {"N": True}, TypeError, "N"),
         ("add", {"N": None}, TypeError, "N"),
         ("add", {"N": 10**4}, ValueError, "N=10000"),
-        ("mod", {"convention": "other"}, ValueError, r"convention must be one of \['main'"),
+        ("mod", {"convention": "other"}, ValueError, "convention must be one of 'main', 'app"),
         ("modulus", {"M": 1}, ValueError, "M must be an int >= 2; got 1"),
         ("modulus", {"M": 2.5}, TypeError, "M"),
         ("modulus", {"N": 1}, ValueError, "N"),
@@ -606,3 +606,17 @@ def test_label_law_distribution_rejects_bad_input():
         tasks.label_law_distribution("uniform", 50.0)
     with pytest.raises(ValueError, match="lam"):
         tasks.label_law_distribution("poisson", 50, lam=0)
+
+
+def test_token_dataset_ids_must_lie_below_vocab_size():
+    ok = TokenDataset(tokens=[[0, 2]], labels=[2], vocab_size=3)
+    assert ok.vocab_size == 3 and ok.labels.tolist() == [2]
+    bound = r"integer ids in \[0, vocab_size\) = \[0, 3\)"
+    with pytest.raises(ValueError, match=rf"^labels must hold {bound}; got values in \[3, 3\]$"):
+        TokenDataset(tokens=[[0, 2]], labels=[3], vocab_size=3)
+    with pytest.raises(ValueError, match=rf"^tokens must hold {bound}; got values in \[-1, 2\]$"):
+        TokenDataset(tokens=[[-1, 2]], labels=[0], vocab_size=3)
+    with pytest.raises(
+        ValueError, match=r"^sample_groups\['test'\] must hold integer ids in \[0, n\)"
+    ):
+        TokenDataset(tokens=[[0, 2]], labels=[0], vocab_size=3, sample_groups={"test": [1]})

@@ -60,7 +60,7 @@ def test_vocabulary_unk_and_round_trip():
     known = ["bird", "the", "and", "and"]
     assert vocab.decode(vocab.encode(known)) == known
     assert vocab.encode([]).shape == (0,)
-    with pytest.raises(ValueError, match=r"ids must lie in \[0, 4\)"):
+    with pytest.raises(ValueError, match=r"ids must hold integer ids in \[0, size\) = \[0, 4\)"):
         vocab.decode([4])
     with pytest.raises(TypeError, match="not a str"):
         vocab.encode("the cat")
@@ -71,7 +71,7 @@ def test_vocabulary_too_few_words_names_size():
     assert text.build_vocabulary(words, size=3).size == 4  # exactly enough is fine
     with pytest.raises(ValueError, match=r"size=4 .* only 3 distinct words"):
         text.build_vocabulary(words, size=4)
-    with pytest.raises(ValueError, match="size must be >= 1"):
+    with pytest.raises(ValueError, match="size must be an int >= 1"):
         text.build_vocabulary(words, size=0)
     with pytest.raises(ValueError, match=r"vocab_size=5 .* only 3 distinct words"):
         text.prepare_corpus("one two three two one one", vocab_size=5, validation_fraction=0.2)
@@ -148,7 +148,8 @@ def test_prepare_corpus_split():
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0, -0.1, 1.5])
 def test_prepare_corpus_fraction_range(fraction):
-    with pytest.raises(ValueError, match=r"validation_fraction must lie in \(0, 1\)"):
+    pattern = r"validation_fraction must be a finite real number in \(0, 1\)"
+    with pytest.raises(ValueError, match=pattern):
         text.prepare_corpus("a b c d e f", vocab_size=None, validation_fraction=fraction)
 
 
@@ -173,7 +174,7 @@ def test_windows_shapes_and_contents():
     assert text.windows(stream, 9).shape == (1, 10)
     with pytest.raises(ValueError, match="context_length=10 needs at least 11"):
         text.windows(stream, 10)
-    with pytest.raises(ValueError, match="stride must be a positive int"):
+    with pytest.raises(ValueError, match="stride must be an int >= 1"):
         text.windows(stream, 3, stride=0)
     with pytest.raises(ValueError, match="stream must be a 1-D integer array"):
         text.windows(np.zeros((2, 5), dtype=np.int32), 3)
@@ -190,7 +191,7 @@ def test_batches_deterministic():
     np.testing.assert_array_equal(np.diff(a[0], axis=1), 1)  # contiguous slices of the stream
     assert not np.array_equal(a[0], a[1])
     assert not np.array_equal(a[0], next(text.batches(stream, 8, 4, seed=4)))
-    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
         text.batches(stream, 8, 0)
 
 
