@@ -51,8 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 THRESHOLD = 0.95
@@ -143,15 +144,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         train_config = regime.train_config(
             ds, epochs=max_epochs, snapshots=snapshots, adam_lr=config["adam_lr"]
         )
-        result = sweep.train_sweep(
-            config["model"],
-            ds,
-            train_config,
-            gammas=[config["gamma"]],
-            seeds=config["seeds"],
-            d=config["d"],
-            activation=config["activation"],
-        )
+        result = train_configured(ds, train_config, config, config["seeds"])
         trajectory = result.trajectory
         epochs = regime.epochs_of(trajectory.steps[0])
         accuracy = np.asarray(trajectory.accuracy)  # [seeds, S]

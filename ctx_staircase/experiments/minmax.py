@@ -45,9 +45,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TRAINED = 0.99  # [R]
@@ -103,16 +104,13 @@ def _data_check(ds) -> tuple[float, bool, float]:
 
 
 def _train(ds, regime: Regime, config: dict):
-    result = sweep.train_sweep(
-        config["model"],
+    result = train_configured(
         ds,
         regime.train_config(
             ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
         ),
-        gammas=[config["gamma"]],
-        seeds=[config["seed"]],
-        d=config["d"],
-        activation=config["activation"],
+        config,
+        [config["seed"]],
     )
     return result.lane(0)
 
