@@ -57,7 +57,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import paper_ffn, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 HIGH = 0.7  # [R] "both high"
@@ -80,11 +80,7 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
         task="task4",
         n_x=20,
         n_a=10,
-        model="ffn",
-        d=128,
-        activation="relu",
-        adam_lr=ADAM_LR,
-        gamma=1.0,
+        **paper_ffn(ADAM_LR),
         seeds=[0, 1, 2] if full else [0],
         epochs=1000,
         snapshots=snapshots,

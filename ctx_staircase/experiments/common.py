@@ -1,5 +1,5 @@
-"""Helpers shared by the experiments: one configured training sweep, and an `Outcome` joined
-from an experiment's parts."""
+"""Helpers shared by the experiments: the paper's FFN settings, one configured training sweep,
+and an `Outcome` joined from an experiment's parts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,13 @@ from typing import Any
 from ctx_staircase import sweep, train
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
+
+
+def paper_ffn(adam_lr: float) -> dict:
+    """The config entries of the paper's one-layer ReLU FFN (d = 128, gamma = 1) under Adam at
+    ``adam_lr``: ``model``, ``d``, ``activation``, ``adam_lr``, ``gamma`` (what
+    `train_configured` reads)."""
+    return dict(model="ffn", d=128, activation="relu", adam_lr=adam_lr, gamma=1.0)
 
 
 def train_configured(

@@ -48,7 +48,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import paper_ffn, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TRAINED = 0.99  # [R]
@@ -66,11 +66,7 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
     return dict(
         task="minmax",
         N=20,
-        model="ffn",
-        d=128,
-        activation="relu",
-        adam_lr=ADAM_LR,
-        gamma=1.0,
+        **paper_ffn(ADAM_LR),
         seed=0,
         epochs=1000,
         snapshots=list(QUICK_SNAPSHOTS if quick else SNAPSHOTS),
