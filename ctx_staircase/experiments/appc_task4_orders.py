@@ -54,9 +54,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
+from ctx_staircase.experiments.common import paper_ffn, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 HIGH = 0.7  # [R] "both high"
@@ -79,11 +80,7 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
         task="task4",
         n_x=20,
         n_a=10,
-        model="ffn",
-        d=128,
-        activation="relu",
-        adam_lr=ADAM_LR,
-        gamma=1.0,
+        **paper_ffn(ADAM_LR),
         seeds=[0, 1, 2] if full else [0],
         epochs=1000,
         snapshots=snapshots,
@@ -100,16 +97,13 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
 
 
 def _train(ds, regime: Regime, config: dict, seeds):
-    return sweep.train_sweep(
-        config["model"],
+    return train_configured(
         ds,
         regime.train_config(
             ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
         ),
-        gammas=[config["gamma"]],
-        seeds=seeds,
-        d=config["d"],
-        activation=config["activation"],
+        config,
+        seeds,
     )
 
 

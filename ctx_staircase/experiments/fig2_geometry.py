@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep, tasks
+from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TASKS = ("add", "sub", "mul")
@@ -125,14 +126,11 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         phi0 = signatures.label_signature(ds, 0, alphas=alphas, labels=ds.groups["labels"])
         S_sig = np.asarray(metrics.cosine_matrix(phi0))
         sig_pca = metrics.pca(phi0, k=2)
-        result = sweep.train_sweep(
-            "ffn",
+        result = train_configured(
             ds,
             regime.train_config(ds, epochs=EPOCHS, snapshots=SNAPSHOTS, adam_lr=ADAM_LR),
-            gammas=[cfg["gamma"]],
-            seeds=cfg["seeds"],
-            d=cfg["d"],
-            activation=cfg["activation"],
+            cfg,
+            cfg["seeds"],
         )
         traj = result.trajectory
         epochs = regime.epochs_of(traj.steps[0])
@@ -282,18 +280,10 @@ def _figure(task, S_emb, S_sig, emb_pca, sig_pca, alphas, entry, cfg, regime: Re
     )
     _heatmap(fig, axes[0], S_emb, alphas, f"$S^{{emb}}$ at epoch {cfg['epoch']}")
     _heatmap(fig, axes[1], S_sig, alphas, "$S^{sig,(0)}$")
-    plots.pca_scatter(
-        axes[2],
-        np.asarray(emb_pca.scores),
-        alphas,
-        np.asarray(emb_pca.explained_variance_ratio),
-        "PCA of $w^E_a$",
-    )
-    plots.pca_scatter(
-        axes[3],
-        np.asarray(sig_pca.scores),
-        alphas,
-        np.asarray(sig_pca.explained_variance_ratio),
-        "PCA of $\\varphi^{y;0}_a$",
-    )
+    for ax, pca, title in (
+        (axes[2], emb_pca, "PCA of $w^E_a$"),
+        (axes[3], sig_pca, "PCA of $\\varphi^{y;0}_a$"),
+    ):
+        scores, ratios = np.asarray(pca.scores), np.asarray(pca.explained_variance_ratio)
+        plots.pca_scatter(ax, scores, alphas, ratios, title)
     return fig

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep, tasks
+from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
@@ -132,14 +133,11 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         anchor = int(ds.groups["anchors"][0])
         p = tasks.label_law_distribution(law, cfg["x_max"])
         phi0 = signatures.label_signature(ds, 0, alphas=[anchor], labels=X)[0]
-        result = sweep.train_sweep(
-            "ffn",
+        result = train_configured(
             ds,
             regime.train_config(ds, epochs=EPOCHS, snapshots=(0, EPOCHS), adam_lr=ADAM_LR),
-            gammas=[cfg["gamma"]],
-            seeds=list(cfg["seeds"]),
-            d=cfg["d"],
-            activation=cfg["activation"],
+            cfg,
+            list(cfg["seeds"]),
         )
         traj = result.trajectory
         runs = []

@@ -59,9 +59,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import geometry, metrics, plots, signatures, sweep
+from ctx_staircase import geometry, metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TASKS = ("add", "mod")
@@ -152,14 +153,11 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         ds = regime.make(task, N=cfg["N"])
         sig = _signatures(ds)
         for tag, dataset in (("trained", ds), ("shuffled", regime_mod.shuffled_labels(ds, 0))):
-            result = sweep.train_sweep(
-                "ffn",
+            result = train_configured(
                 dataset,
                 regime.train_config(ds, epochs=EPOCHS, snapshots=SNAPSHOTS, adam_lr=ADAM_LR),
-                gammas=[cfg["gamma"]],
-                seeds=[cfg["seed"]],
-                d=cfg["d"],
-                activation=cfg["activation"],
+                cfg,
+                [cfg["seed"]],
             )
             data[(task, tag)] = _analyse(sig, result.lane(0), regime, cfg)
             data[(task, tag)]["status"] = result.status[0]

@@ -59,8 +59,9 @@ import math
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 KS = np.arange(21)
@@ -203,15 +204,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         train_config = regime.train_config(
             ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
         )
-        result = sweep.train_sweep(
-            "ffn",
-            ds,
-            train_config,
-            gammas=[config["gamma"]],
-            seeds=seeds,
-            d=config["d"],
-            activation=activation,
-        )
+        result = train_configured(ds, train_config, config, seeds, activation)
         data[(task, activation)] = _analyse(ds, result, config, regime)
 
     def public(rows):
@@ -488,12 +481,18 @@ def _claims(data: dict, config: dict, regime: Regime) -> list[Claim]:
 # figures
 
 
-def _heatmap_figure(data: dict, config: dict, regime: Regime):
-    panels = [
-        (("add", config["activation"]), "add, ReLU (primary)"),
-        (("mod", config["activation"]), "mod, ReLU (primary)"),
+def _panels(config: dict, primary: str = "") -> list[tuple[tuple[str, str], str]]:
+    """The three runs a figure shows side by side, ``((task, activation), title)``: add and mod
+    with the primary activation (titles ending in ``primary``), mod with the diagnostic one."""
+    return [
+        (("add", config["activation"]), f"add, ReLU{primary}"),
+        (("mod", config["activation"]), f"mod, ReLU{primary}"),
         (("mod", config["diagnostic_activation"]), "mod, GELU (diagnostic)"),
     ]
+
+
+def _heatmap_figure(data: dict, config: dict, regime: Regime):
+    panels = _panels(config, " (primary)")
     fig, axes = plots.figure(
         1,
         3,
@@ -614,11 +613,7 @@ def _pca_figure(data: dict, config: dict, regime: Regime):
 
 
 def _seed_curves_figure(data: dict, config: dict, regime: Regime):
-    panels = [
-        (("add", config["activation"]), "add, ReLU"),
-        (("mod", config["activation"]), "mod, ReLU"),
-        (("mod", config["diagnostic_activation"]), "mod, GELU (diagnostic)"),
-    ]
+    panels = _panels(config)
     fig, axes = plots.figure(
         1,
         3,

@@ -53,9 +53,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ctx_staircase import plots, sweep
+from ctx_staircase import plots
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
+from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LEARNED = 0.95  # [R] "≈ 1"
@@ -121,14 +122,12 @@ def _cosines(W: np.ndarray) -> np.ndarray:
 
 def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
     snapshots = list(range(0, epochs + 1, config["snapshot_every"]))
-    result = sweep.train_sweep(
-        config["model"],
+    result = train_configured(
         ds,
         regime.train_config(ds, epochs=epochs, snapshots=snapshots, adam_lr=config["adam_lr"]),
-        gammas=[config["gamma"]],
-        seeds=[config["seed"]],
-        d=config["d"],
-        activation=f"z^{K}",
+        config,
+        [config["seed"]],
+        f"z^{K}",
     )
     trajectory = result.lane(0)
     numbers = ds.groups["numbers"]

@@ -73,6 +73,7 @@ from ctx_staircase import (
     train,
 )
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import joined_outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 #: [R] thresholds (SPEC gives 0.9 for rho_0 in §8.3; the others are qualitative there).
@@ -113,16 +114,11 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     jobs = {"task3": _task3_job(config, regime), **_arithmetic_jobs(config, regime)}
     with ThreadPoolExecutor(max_workers=2) as pool:  # one run per CPU core
         results = dict(zip(jobs, pool.map(_train, jobs.values()), strict=True))
-    claims_a, figure_a, numbers_a = _arithmetic(config, regime, jobs, results)
-    claims_b, figure_b, numbers_b = _task3(config, regime, jobs["task3"][0], results["task3"])
-    for claim in claims_a + claims_b:
-        claim.regime = regime.name
-    return Outcome(
-        claims_a + claims_b,
-        {"arithmetic": figure_a, "task3": figure_b},
-        {"arithmetic": numbers_a, "task3": numbers_b},
-        config,
-    )
+    parts = {
+        "arithmetic": _arithmetic(config, regime, jobs, results),
+        "task3": _task3(config, regime, jobs["task3"][0], results["task3"]),
+    }
+    return joined_outcome(parts, config, regime.name)
 
 
 def plateau_time(ds, gamma: float, d: int) -> float:

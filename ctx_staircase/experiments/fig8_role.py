@@ -64,6 +64,7 @@ import numpy as np
 
 from ctx_staircase import metrics, models, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import joined_outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 #: [R] thresholds: SPEC §8.10 says "about 100%" and "stays low", "structured" qualitatively.
@@ -108,16 +109,11 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     ds = regime.make("mod", N=config["N"])
     null_ds = shuffled_labels(ds, seed=0, unordered=True)
     runs = _train(ds, null_ds, config, regime)
-    claims_ac, fig_ac, numbers_ac = _structure(ds, runs, config, regime)
-    claims_d, fig_d, numbers_d = _fixed_embeddings(ds, null_ds, runs, config, regime)
-    for claim in claims_ac + claims_d:
-        claim.regime = regime.name
-    return Outcome(
-        claims_ac + claims_d,
-        {"structure": fig_ac, "fixed_embeddings": fig_d},
-        {"structure": numbers_ac, "fixed_embeddings": numbers_d},
-        config,
-    )
+    parts = {
+        "structure": _structure(ds, runs, config, regime),
+        "fixed_embeddings": _fixed_embeddings(ds, null_ds, runs, config, regime),
+    }
+    return joined_outcome(parts, config, regime.name)
 
 
 def _train(ds, null_ds, config: dict, regime: Regime) -> dict:

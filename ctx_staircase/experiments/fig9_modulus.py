@@ -51,8 +51,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import paper_ffn, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 THRESHOLD = 0.95
@@ -71,11 +72,7 @@ def _config(full: bool, quick: bool, regime: Regime) -> dict:
         task="modulus",
         N=20,
         Ms=list(QUICK_MS) if quick else list(range(2, 21)),
-        model="ffn",
-        d=128,
-        activation="relu",
-        adam_lr=1e-3,
-        gamma=1.0,
+        **paper_ffn(1e-3),
         seeds=[0, 1, 2] if full else [0],
         max_epochs=10000 if full else 2000 if quick else 6000,
         snapshot_every=10,
@@ -143,15 +140,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         train_config = regime.train_config(
             ds, epochs=max_epochs, snapshots=snapshots, adam_lr=config["adam_lr"]
         )
-        result = sweep.train_sweep(
-            config["model"],
-            ds,
-            train_config,
-            gammas=[config["gamma"]],
-            seeds=config["seeds"],
-            d=config["d"],
-            activation=config["activation"],
-        )
+        result = train_configured(ds, train_config, config, config["seeds"])
         trajectory = result.trajectory
         epochs = regime.epochs_of(trajectory.steps[0])
         accuracy = np.asarray(trajectory.accuracy)  # [seeds, S]

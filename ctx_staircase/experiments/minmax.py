@@ -45,9 +45,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures, sweep
+from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
+from ctx_staircase.experiments.common import paper_ffn, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TRAINED = 0.99  # [R]
@@ -65,11 +66,7 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
     return dict(
         task="minmax",
         N=20,
-        model="ffn",
-        d=128,
-        activation="relu",
-        adam_lr=ADAM_LR,
-        gamma=1.0,
+        **paper_ffn(ADAM_LR),
         seed=0,
         epochs=1000,
         snapshots=list(QUICK_SNAPSHOTS if quick else SNAPSHOTS),
@@ -103,16 +100,13 @@ def _data_check(ds) -> tuple[float, bool, float]:
 
 
 def _train(ds, regime: Regime, config: dict):
-    result = sweep.train_sweep(
-        config["model"],
+    result = train_configured(
         ds,
         regime.train_config(
             ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
         ),
-        gammas=[config["gamma"]],
-        seeds=[config["seed"]],
-        d=config["d"],
-        activation=config["activation"],
+        config,
+        [config["seed"]],
     )
     return result.lane(0)
 

@@ -530,6 +530,17 @@ def claims_for(main: dict, default: dict, goal: float) -> list[dict]:
     return claims
 
 
+def _training_and_ode(ax, curve: dict, trained: str, theory: str, colour) -> np.ndarray:
+    """Plot ``curve[trained]`` (training, solid) and ``curve[theory]`` (the ODE, up to its guard
+    time) against the flow times ``curve["ts"]``, which it returns."""
+    ts = curve["ts"]
+    ax.plot(ts, curve[trained], color=colour, lw=1.8)
+    frozen = ts > (curve["guard_time"] if curve["guard_time"] is not None else np.inf)
+    theory_curve = np.where(frozen, np.nan, curve[theory])
+    ax.plot(ts, theory_curve, color=colour, ls=plots.LINE_STYLE["ode"], lw=1.4)
+    return ts
+
+
 def figure(main: dict, default: dict, cfg: dict):
     gammas = cfg["gammas"]
     fig, axes = plots.figure(
@@ -541,7 +552,6 @@ def figure(main: dict, default: dict, cfg: dict):
             f"$\\sigma = z + C_2 z^2$, GD lr {cfg['lr']:g}, seed {cfg['seed']}"
         ),
     )
-    ode = plots.LINE_STYLE["ode"]
     continued = {"ls": (0, (1, 4)), "lw": 0.8}
     linear = {"ls": (0, (3, 1, 1, 1, 1, 1)), "lw": 1.0}
     for ax, block, title in (
@@ -550,10 +560,7 @@ def figure(main: dict, default: dict, cfg: dict):
     ):
         for g, curve in zip(gammas, block["curves"], strict=True):
             colour = plots.gamma_colour(g)
-            ts = curve["ts"]
-            ax.plot(ts, curve["R_train"], color=colour, lw=1.8)
-            frozen = ts > (curve["guard_time"] if curve["guard_time"] is not None else np.inf)
-            ax.plot(ts, np.where(frozen, np.nan, curve["R_theory"]), color=colour, ls=ode, lw=1.4)
+            ts = _training_and_ode(ax, curve, "R_train", "R_theory", colour)
             ax.plot(ts, curve["R_continued"], color=colour, **continued)
             if curve["R_linear"] is not None:
                 ax.plot(curve["ts_linear"], curve["R_linear"], color=colour, **linear)
@@ -572,10 +579,7 @@ def figure(main: dict, default: dict, cfg: dict):
     ax = axes[0, 1]
     for g, curve in zip(gammas, main["curves"], strict=True):
         colour = plots.gamma_colour(g)
-        ts = curve["ts"]
-        ax.plot(ts, curve["rho0"], color=colour, lw=1.8)
-        frozen = ts > (curve["guard_time"] if curve["guard_time"] is not None else np.inf)
-        ax.plot(ts, np.where(frozen, np.nan, curve["rho_theory"]), color=colour, ls=ode, lw=1.4)
+        _training_and_ode(ax, curve, "rho0", "rho_theory", colour)
         ax.plot(curve["probe_t"], curve["probe_centred"], "o", color=colour, ms=2.5)
     ax.set_ylim(0.4, 1.01)
     plots.axis_labels(

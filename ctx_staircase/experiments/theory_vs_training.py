@@ -35,9 +35,7 @@ SLOPE_GAP = 0.10
 
 
 def run(full: bool = False) -> Outcome:
-    config = dict(
-        task="add",
-        N=20,
+    training = dict(  # the keywords of comparison.theory_vs_training
         gammas=(0.6, 0.8, 1.0, 1.2, 1.4),
         max_orders=(0, 1),
         steps=1500,
@@ -46,18 +44,10 @@ def run(full: bool = False) -> Outcome:
         activation="poly:1,0.5",
         threshold=0.5,
     )
+    config = dict(task="add", N=20, **training)
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
     ds = tasks.make("add", N=config["N"])
-    experiment = comparison.theory_vs_training(
-        ds,
-        gammas=config["gammas"],
-        max_orders=config["max_orders"],
-        steps=config["steps"],
-        lr=config["lr"],
-        d=config["d"],
-        activation=config["activation"],
-        threshold=config["threshold"],
-    )
+    experiment = comparison.theory_vs_training(ds, **training)
     summary = comparison.experiment_summary(experiment)
     closed = [run["comparisons"]["closed_form"] for run in summary["runs"]]
     errors = [c["weight_rel_error_max"] for c in closed]
