@@ -27,6 +27,7 @@ import numpy as np
 
 from ctx_staircase import budget, closed_form, geometry, signatures
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.internal import check_choice, check_int, check_real
 
 
 class WeightTrajectory(NamedTuple):
@@ -205,24 +206,18 @@ def check_theory_inputs(
             f"gamma must lie in [{low}, {high}] for model {model!r} (the documented range of its "
             f"theory); got {gammas.tolist()}"
         )
-    for name, value in (("d", d), ("steps", steps), ("snapshot_every", snapshot_every)):
-        if value is None and name != "d":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
-    for name, value in (("lr", lr), ("threshold", threshold)):
-        if isinstance(value, bool) or not (np.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be finite and > 0; got {value!r}")
-    if prediction not in flows.PREDICTION_TERMS:
-        raise ValueError(f"prediction must be one of {flows.PREDICTION_TERMS}; got {prediction!r}")
+    check_int(d, "d")
+    check_int(steps, "steps", none_ok=True)
+    check_int(snapshot_every, "snapshot_every", none_ok=True)
+    check_real(lr, "lr", low=0, low_open=True)
+    check_real(threshold, "threshold", low=0, low_open=True)
+    check_choice(prediction, "prediction", flows.PREDICTION_TERMS)
     max_orders = tuple(max_orders) if np.iterable(max_orders) else (max_orders,)
-    if not max_orders or any(
-        isinstance(m, bool) or not isinstance(m, int | np.integer) or not 0 <= m <= ds.L - 1
-        for m in max_orders
-    ):
-        raise ValueError(
-            f"max_orders must be integers in [0, L-1] = [0, {ds.L - 1}]; got {list(max_orders)}"
-        )
+    if not max_orders:
+        raise ValueError(f"max_orders must hold at least one order in [0, L-1] = [0, {ds.L - 1}]")
+    orders = f" (orders in [0, L-1]; max_orders={list(max_orders)})"
+    for m in max_orders:
+        check_int(m, "max_orders", 0, ds.L - 1, why=orders)
     max_orders = tuple(int(m) for m in max_orders)
     if model == "attention":
         max_orders = (0,)

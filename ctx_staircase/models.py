@@ -333,7 +333,46 @@ class FixedEmbeddingFFN(nnx.Module):
         return activations.apply(self.activation, self.hidden(tokens)) @ self.W_U[...].T
 
 
-class AttentionOnly(nnx.Module):
+class _LastRowAttentionModel(nnx.Module):
+    """The embedding and last-row attention head `AttentionOnly` and `OneLayerTransformer` share.
+
+    ``W_E [V, d]``, ``P [seq_len, d]`` (only if ``positional``), ``W_Q, W_K, W_V [d_k, d]`` and
+    ``W_O [d, d_k]``, drawn in this order (part of the determinism contract).
+    """
+
+    def _init_attention(self, vocab_size, seq_len, d, d_k, gamma, init, rngs, dtype, positional):
+        """Check the sizes, draw the shared parameters and return the initializer for the rest."""
+        self.vocab_size = check_int(vocab_size, "vocab_size")
+        self.seq_len = check_int(seq_len, "seq_len")
+        self.d = check_int(d, "d")
+        self.positional = bool(positional)
+        draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
+        self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
+        if self.positional:
+            self.P = draw((self.seq_len, self.d), d_in=self.seq_len)
+        self.W_Q = draw((d_k, self.d), d_in=self.d)
+        self.W_K = draw((d_k, self.d), d_in=self.d)
+        self.W_V = draw((d_k, self.d), d_in=self.d)
+        self.W_O = draw((self.d, d_k), d_in=d_k)
+        return draw
+
+    def embed(self, tokens: jax.Array) -> jax.Array:
+        """h_s = w^E_{x_s} + p_s: tokens int [B, L] -> [B, L, d]."""
+        tokens = _check_tokens(tokens, self.seq_len)
+        h = self.W_E[...][tokens]
+        return h + self.P[...][: tokens.shape[1]] if self.positional else h
+
+    def _attend(self, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(h [B, L, d], a [B, L])``: the embedding and its last-row attention weights."""
+        h = self.embed(tokens)
+        return h, _last_row_attention(h, self.W_Q[...], self.W_K[...], self.d)
+
+    def attention(self, tokens: jax.Array) -> jax.Array:
+        """Last-row attention weights a_s: tokens int [B, L] -> [B, L], rows sum to 1."""
+        return self._attend(tokens)[1]
+
+
+class AttentionOnly(_LastRowAttentionModel):
     """One causal attention head predicting from the last position (SPEC §5.2).
 
     h_s = w^E_{x_s} + p_s; z_s = h_s^T W_K^T W_Q h_L / √d (1/√d, not 1/√d_k, as the theory);
@@ -355,39 +394,19 @@ class AttentionOnly(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = check_int(vocab_size, "vocab_size")
-        self.seq_len = check_int(seq_len, "seq_len")
-        self.d = check_int(d, "d")
         self.d_k = check_int(d_k, "d_k")
-        self.positional = bool(positional)
-        draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
-        self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
-        if self.positional:
-            self.P = draw((self.seq_len, self.d), d_in=self.seq_len)
-        self.W_Q = draw((self.d_k, self.d), d_in=self.d)
-        self.W_K = draw((self.d_k, self.d), d_in=self.d)
-        self.W_V = draw((self.d_k, self.d), d_in=self.d)
-        self.W_O = draw((self.d, self.d_k), d_in=self.d_k)
+        draw = self._init_attention(
+            vocab_size, seq_len, d, self.d_k, gamma, init, rngs, dtype, positional
+        )
         self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
-
-    def embed(self, tokens: jax.Array) -> jax.Array:
-        """h_s = w^E_{x_s} + p_s: tokens int [B, L] -> [B, L, d]."""
-        tokens = _check_tokens(tokens, self.seq_len)
-        h = self.W_E[...][tokens]
-        return h + self.P[...][: tokens.shape[1]] if self.positional else h
-
-    def attention(self, tokens: jax.Array) -> jax.Array:
-        """Last-row attention weights a_s: tokens int [B, L] -> [B, L], rows sum to 1."""
-        return _last_row_attention(self.embed(tokens), self.W_Q[...], self.W_K[...], self.d)
 
     def __call__(self, tokens: jax.Array) -> jax.Array:
         """Logits f = W_U W_O W_V Σ_s a_s h_s: tokens int [B, L] -> [B, V]."""
-        h = self.embed(tokens)
-        attention = _last_row_attention(h, self.W_Q[...], self.W_K[...], self.d)
+        h, attention = self._attend(tokens)
         return _attention_value(h, attention, self.W_V[...], self.W_O[...]) @ self.W_U[...].T
 
 
-class OneLayerTransformer(nnx.Module):
+class OneLayerTransformer(_LastRowAttentionModel):
     """Attention then FFN, both with residuals, no LayerNorm ([RB] Def. 2, SPEC §5.3).
 
     h = W_E[x] + P; a = softmax_s(h_s^T W_K^T W_Q h_L / √d); u = h_L + W_O W_V Σ_s a_s h_s;
@@ -409,35 +428,17 @@ class OneLayerTransformer(nnx.Module):
         rngs: nnx.Rngs,
         dtype=jnp.float32,
     ):
-        self.vocab_size = check_int(vocab_size, "vocab_size")
-        self.seq_len = check_int(seq_len, "seq_len")
-        self.d = check_int(d, "d")
-        self.d_ff = check_int(4 * self.d if d_ff is None else d_ff, "d_ff")
+        d = check_int(d, "d")
+        self.d_ff = check_int(4 * d if d_ff is None else d_ff, "d_ff")
         self.activation = activations.get(activation)
-        draw = _initializer(self.d, gamma, init, rngs, _check_dtype(dtype))
-        self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
-        self.P = draw((self.seq_len, self.d), d_in=self.seq_len)
-        self.W_Q = draw((self.d, self.d), d_in=self.d)
-        self.W_K = draw((self.d, self.d), d_in=self.d)
-        self.W_V = draw((self.d, self.d), d_in=self.d)
-        self.W_O = draw((self.d, self.d), d_in=self.d)
+        draw = self._init_attention(vocab_size, seq_len, d, d, gamma, init, rngs, dtype, True)
         self.W_f1 = draw((self.d_ff, self.d), d_in=self.d)
         self.W_f2 = draw((self.d, self.d_ff), d_in=self.d_ff)
         self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
 
-    def embed(self, tokens: jax.Array) -> jax.Array:
-        """h_s = w^E_{x_s} + p_s: tokens int [B, L] -> [B, L, d]."""
-        tokens = _check_tokens(tokens, self.seq_len)
-        return self.W_E[...][tokens] + self.P[...][: tokens.shape[1]]
-
-    def attention(self, tokens: jax.Array) -> jax.Array:
-        """Last-row attention weights a_s: tokens int [B, L] -> [B, L]."""
-        return _last_row_attention(self.embed(tokens), self.W_Q[...], self.W_K[...], self.d)
-
     def __call__(self, tokens: jax.Array) -> jax.Array:
         """Last-position logits W_U v: tokens int [B, L] -> [B, V]."""
-        h = self.embed(tokens)
-        attention = _last_row_attention(h, self.W_Q[...], self.W_K[...], self.d)
+        h, attention = self._attend(tokens)
         u = h[:, -1] + _attention_value(h, attention, self.W_V[...], self.W_O[...])
         v = u + activations.apply(self.activation, u @ self.W_f1[...].T) @ self.W_f2[...].T
         return v @ self.W_U[...].T

@@ -35,6 +35,7 @@ import numpy as np
 
 from ctx_staircase import results, train, units
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.internal import check_int
 from ctx_staircase.progress import expect as expect_work
 from ctx_staircase.progress import tick as tick_work
 
@@ -68,11 +69,10 @@ def grid(gammas, seeds, lrs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lrs = _finite_list(lrs, "lr")
     train.check_lr(lrs)
     seeds = list(seeds)
-    if not seeds or any(
-        isinstance(s, bool) or not isinstance(s, int | np.integer) or not 0 <= s <= SEED_MAX
-        for s in seeds
-    ):
-        raise ValueError(f"seeds must be a non-empty list of ints in [0, 2**32 - 1]; got {seeds}")
+    if not seeds:
+        raise ValueError("seeds must be a non-empty list of ints in [0, 2**32 - 1]; got []")
+    for s in seeds:
+        check_int(s, "seeds", 0, SEED_MAX, why=f" (seeds={seeds})")
     points = list(itertools.product(gammas, seeds, lrs))
     gamma, seed, lr = (np.asarray(column) for column in zip(*points, strict=True))
     return gamma.astype(np.float64), seed.astype(np.int64), lr.astype(np.float64)
@@ -139,10 +139,8 @@ def sweep_map(
     if n == 0:
         raise ValueError("sweep_map needs at least one lane; got no lanes (leading axes of 0)")
     platform = devices[0].platform
-    if lanes_per_batch is not None:
-        _check_positive(lanes_per_batch, "lanes_per_batch")
-    if concurrent_calls is not None:
-        _check_positive(concurrent_calls, "concurrent_calls")
+    check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
+    check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
     if lane_by_lane(platform, lanes_per_batch):
         if concurrent_calls is None:
             concurrent_calls = default_concurrent_calls(platform)
@@ -257,9 +255,7 @@ def default_lanes_per_batch(platform: str, lanes: int) -> int:
 CPU_LANES_PER_BATCH = 1
 
 
-def _check_positive(value, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1 or None; got {value!r}")
+_DEFAULT_NOTE = " (None: the platform default)"
 
 
 @functools.lru_cache(maxsize=64)
@@ -377,14 +373,9 @@ def train_sweep(
     """
     gamma, seed, lr = grid(gammas, seeds, [config.lr] if lrs is None else lrs)
     total = gamma.size
-    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-        raise ValueError(f"chunk must be an int >= 1; got {chunk!r}")
-    for name, value in (
-        ("lanes_per_batch", lanes_per_batch),
-        ("concurrent_calls", concurrent_calls),
-    ):
-        if value is not None:
-            _check_positive(value, name)
+    check_int(chunk, "chunk", none_ok=True)
+    check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
+    check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
     frozen_kwargs = tuple(sorted(model_kwargs.items()))
     lane_fn = _lane_function(model, config, frozen_kwargs)
     data = train.TrainData.from_dataset(ds)

@@ -497,6 +497,12 @@ def pycase(case_id: str, fn_path: str, kwargs: dict, needle: str, exc=ERRORS):
     return pytest.param(fn_path, kwargs, exc, needle, id=case_id)
 
 
+def pycases(prefix: str, fn_path: str, ok: dict, rows: list[tuple], exc=ERRORS):
+    """Rows that each change the passing keyword arguments ``ok`` by ``overrides``: one
+    `pycase` per ``(suffix, overrides, needle)``, with the id ``prefix-suffix``."""
+    return [pycase(f"{prefix}-{sfx}", fn_path, ok | bad, needle, exc) for sfx, bad, needle in rows]
+
+
 TRAIN_OK = dict(optimizer="adam", lr=1e-3, steps=100)
 THEORY_OK = dict(
     model="ffn", gammas=[0.8], max_orders=[0, 1], d=16, activation="poly:1,0.5", lr=0.2,
@@ -511,48 +517,34 @@ def _vf(t, y, args):
 
 PYTHON_CASES = [
     # --- tasks
-    pycase("tasks.make-unknown", "tasks.make", dict(name="nosuch"), "name"),
-    pycase("tasks.make-name-none", "tasks.make", dict(name=None), "name"),
-    pycase("tasks.make-unknown-param", "tasks.make", dict(name="add", bogus=3), "bogus"),
-    pycase("tasks.make-N-0", "tasks.make", dict(name="add", N=0), "N"),
-    pycase("tasks.make-N-1", "tasks.make", dict(name="add", N=1), "N"),
-    pycase("tasks.make-N-float", "tasks.make", dict(name="add", N=1.5), "N"),
-    pycase("tasks.make-N-nan", "tasks.make", dict(name="add", N=math.nan), "N"),
-    pycase("tasks.make-N-bool", "tasks.make", dict(name="add", N=True), "N"),
-    pycase("tasks.make-N-str", "tasks.make", dict(name="add", N="abc"), "N"),
-    pycase("tasks.make-N-huge", "tasks.make", dict(name="mul", N=10**6), "N"),
-    pycase(
-        "tasks.make-vocab-size-small", "tasks.make", dict(name="add", vocab_size=3), "vocab_size"
-    ),
-    pycase(
-        "tasks.make-vocab-size-negative",
+    *pycases(
         "tasks.make",
-        dict(name="add", vocab_size=-1),
-        "vocab_size",
-    ),
-    pycase(
-        "tasks.make-mod-convention", "tasks.make", dict(name="mod", convention="x"), "convention"
-    ),
-    pycase("tasks.make-modsum-too-big", "tasks.make", dict(name="modsum", N=100, L=5), "N"),
-    pycase("tasks.make-modulus-M-0", "tasks.make", dict(name="modulus", M=0), "M"),
-    pycase("tasks.make-label-law-law", "tasks.make", dict(name="label_law", law="x"), "law"),
-    pycase(
-        "tasks.make-label-law-anchor", "tasks.make", dict(name="label_law", anchor=10), "anchor"
-    ),
-    pycase(
-        "tasks.make-anchor-parity-overlap",
         "tasks.make",
-        dict(name="anchor_parity", noise_low=15),
-        "noise_low",
+        dict(),
+        [
+            ("unknown", dict(name="nosuch"), "name"),
+            ("name-none", dict(name=None), "name"),
+            ("unknown-param", dict(name="add", bogus=3), "bogus"),
+            ("N-0", dict(name="add", N=0), "N"),
+            ("N-1", dict(name="add", N=1), "N"),
+            ("N-float", dict(name="add", N=1.5), "N"),
+            ("N-nan", dict(name="add", N=math.nan), "N"),
+            ("N-bool", dict(name="add", N=True), "N"),
+            ("N-str", dict(name="add", N="abc"), "N"),
+            ("N-huge", dict(name="mul", N=10**6), "N"),
+            ("vocab-size-small", dict(name="add", vocab_size=3), "vocab_size"),
+            ("vocab-size-negative", dict(name="add", vocab_size=-1), "vocab_size"),
+            ("mod-convention", dict(name="mod", convention="x"), "convention"),
+            ("modsum-too-big", dict(name="modsum", N=100, L=5), "N"),
+            ("modulus-M-0", dict(name="modulus", M=0), "M"),
+            ("label-law-law", dict(name="label_law", law="x"), "law"),
+            ("label-law-anchor", dict(name="label_law", anchor=10), "anchor"),
+            ("anchor-parity-overlap", dict(name="anchor_parity", noise_low=15), "noise_low"),
+            ("rb-anchor-q-0", dict(name="rb_anchor", q=0), "q"),
+            ("rb-anchor-heldout-str", dict(name="rb_anchor", heldout="ab"), "heldout"),
+            ("task4-n-x", dict(name="task4", n_x=1), "n_x"),
+        ],
     ),
-    pycase("tasks.make-rb-anchor-q-0", "tasks.make", dict(name="rb_anchor", q=0), "q"),
-    pycase(
-        "tasks.make-rb-anchor-heldout-str",
-        "tasks.make",
-        dict(name="rb_anchor", heldout="ab"),
-        "heldout",
-    ),
-    pycase("tasks.make-task4-n-x", "tasks.make", dict(name="task4", n_x=1), "n_x"),
     pycase("tasks.describe-unknown", "tasks.describe", dict(name="nosuch"), "name"),
     pycase("tasks.random_dataset-n-0", "tasks.random_dataset", dict(n=0, L=2, vocab_size=3), "n"),
     pycase(
@@ -571,80 +563,57 @@ PYTHON_CASES = [
         "sigma",
     ),
     # --- dataset
-    pycase(
-        "TokenDataset-labels-shape",
+    *pycases(
+        "TokenDataset",
         "dataset.TokenDataset",
-        dict(tokens=np.zeros((3, 2), int), labels=np.zeros(2, int), vocab_size=2),
-        "labels",
-    ),
-    pycase(
-        "TokenDataset-vocab-size-0",
-        "dataset.TokenDataset",
-        dict(tokens=np.zeros((3, 2), int), labels=np.zeros(3, int), vocab_size=0),
-        "vocab_size",
-    ),
-    pycase(
-        "TokenDataset-tokens-out-of-vocab",
-        "dataset.TokenDataset",
-        dict(tokens=np.full((3, 2), 5), labels=np.zeros(3, int), vocab_size=3),
-        "tokens",
-    ),
-    pycase(
-        "TokenDataset-weights-negative",
-        "dataset.TokenDataset",
-        dict(
-            tokens=np.zeros((2, 2), int), labels=np.zeros(2, int), vocab_size=1, weights=[1.0, -1.0]
-        ),
-        "weights",
-    ),
-    pycase(
-        "TokenDataset-tokens-float",
-        "dataset.TokenDataset",
-        dict(tokens=np.zeros((2, 2)) + 0.5, labels=np.zeros(2, int), vocab_size=1),
-        "tokens",
+        dict(),
+        [
+            (
+                "labels-shape",
+                dict(tokens=np.zeros((3, 2), int), labels=np.zeros(2, int), vocab_size=2),
+                "labels",
+            ),
+            (
+                "vocab-size-0",
+                dict(tokens=np.zeros((3, 2), int), labels=np.zeros(3, int), vocab_size=0),
+                "vocab_size",
+            ),
+            (
+                "tokens-out-of-vocab",
+                dict(tokens=np.full((3, 2), 5), labels=np.zeros(3, int), vocab_size=3),
+                "tokens",
+            ),
+            (
+                "weights-negative",
+                dict(
+                    tokens=np.zeros((2, 2), int),
+                    labels=np.zeros(2, int),
+                    vocab_size=1,
+                    weights=[1.0, -1.0],
+                ),
+                "weights",
+            ),
+            (
+                "tokens-float",
+                dict(tokens=np.zeros((2, 2)) + 0.5, labels=np.zeros(2, int), vocab_size=1),
+                "tokens",
+            ),
+        ],
     ),
     # --- signatures
-    pycase(
-        "signature_set-order-above-L-1",
+    *pycases(
+        "signature_set",
         "signatures.signature_set",
-        dict(ds=DS, max_order=2),
-        "max_order",
-    ),
-    pycase(
-        "signature_set-order-negative",
-        "signatures.signature_set",
-        dict(ds=DS, max_order=-1),
-        "max_order",
-    ),
-    pycase(
-        "signature_set-order-float",
-        "signatures.signature_set",
-        dict(ds=DS, max_order=1.0),
-        "max_order",
-    ),
-    pycase(
-        "signature_set-alphas-out-of-vocab",
-        "signatures.signature_set",
-        dict(ds=DS, max_order=0, alphas=[999]),
-        "alphas",
-    ),
-    pycase(
-        "signature_set-labels-empty",
-        "signatures.signature_set",
-        dict(ds=DS, max_order=0, labels=[]),
-        "labels",
-    ),
-    pycase(
-        "signature_set-context-repeated",
-        "signatures.signature_set",
-        dict(ds=DS, max_order=1, context=[1, 1]),
-        "context",
-    ),
-    pycase(
-        "signature_set-ds-not-dataset",
-        "signatures.signature_set",
-        dict(ds="add", max_order=0),
-        "ds",
+        dict(),
+        [
+            ("order-above-L-1", dict(ds=DS, max_order=2), "max_order"),
+            ("order-negative", dict(ds=DS, max_order=-1), "max_order"),
+            ("order-float", dict(ds=DS, max_order=1.0), "max_order"),
+            ("alphas-out-of-vocab", dict(ds=DS, max_order=0, alphas=[999]), "alphas"),
+            ("labels-empty", dict(ds=DS, max_order=0, labels=[]), "labels"),
+            ("context-repeated", dict(ds=DS, max_order=1, context=[1, 1]), "context"),
+            ("ds-not-dataset", dict(ds="add", max_order=0), "ds"),
+        ],
     ),
     pycase("label_signature-order-5", "signatures.label_signature", dict(ds=DS, order=5), "order"),
     pycase(
@@ -672,59 +641,33 @@ PYTHON_CASES = [
         "geometry.group_tokens-unknown", "geometry.group_tokens", dict(ds=DS, group="x"), "group"
     ),
     # --- train
-    pycase("TrainConfig-optimizer", "train.TrainConfig", dict(optimizer="lbfgs"), "optimizer"),
-    pycase("TrainConfig-schedule", "train.TrainConfig", dict(schedule="cyclic"), "schedule"),
-    pycase("TrainConfig-steps-0", "train.TrainConfig", dict(steps=0), "steps"),
-    pycase("TrainConfig-steps-float", "train.TrainConfig", dict(steps=1.5), "steps"),
-    pycase("TrainConfig-steps-bool", "train.TrainConfig", dict(steps=True), "steps"),
-    pycase("TrainConfig-steps-2pow31", "train.TrainConfig", dict(steps=2**31), "steps"),
-    pycase("TrainConfig-lr-0", "train.TrainConfig", dict(lr=0.0), "lr"),
-    pycase("TrainConfig-lr-negative", "train.TrainConfig", dict(lr=-1.0), "lr"),
-    pycase("TrainConfig-lr-nan", "train.TrainConfig", dict(lr=math.nan), "lr"),
-    pycase("TrainConfig-lr-str", "train.TrainConfig", dict(lr="fast"), "lr"),
-    pycase("TrainConfig-batch-size-0", "train.TrainConfig", dict(batch_size=0), "batch_size"),
-    pycase(
-        "TrainConfig-sgd-without-batch", "train.TrainConfig", dict(optimizer="sgd"), "batch_size"
-    ),
-    pycase(
-        "TrainConfig-snapshots-negative", "train.TrainConfig", dict(snapshots=(-1, 5)), "snapshots"
-    ),
-    pycase(
-        "TrainConfig-snapshots-beyond-steps",
+    *pycases(
+        "TrainConfig",
         "train.TrainConfig",
-        dict(steps=100, snapshots=(0, 500)),
-        "snapshots",
-    ),
-    pycase("TrainConfig-snapshots-empty", "train.TrainConfig", dict(snapshots=()), "snapshots"),
-    pycase(
-        "TrainConfig-snapshots-word", "train.TrainConfig", dict(snapshots=("end",)), "snapshots"
-    ),
-    pycase(
-        "TrainConfig-snapshots-fraction", "train.TrainConfig", dict(snapshots=(0, 2.5)), "snapshots"
-    ),
-    pycase(
-        "TrainConfig-weight-decay-negative",
-        "train.TrainConfig",
-        dict(weight_decay=-1.0),
-        "weight_decay",
-    ),
-    pycase(
-        "TrainConfig-weight-decay-str",
-        "train.TrainConfig",
-        dict(weight_decay="none"),
-        "weight_decay",
-    ),
-    pycase(
-        "TrainConfig-min-lr-ratio-nan",
-        "train.TrainConfig",
-        dict(min_lr_ratio=math.nan),
-        "min_lr_ratio",
-    ),
-    pycase(
-        "TrainConfig-warmup-steps-negative",
-        "train.TrainConfig",
-        dict(warmup_steps=-1),
-        "warmup_steps",
+        dict(),
+        [
+            ("optimizer", dict(optimizer="lbfgs"), "optimizer"),
+            ("schedule", dict(schedule="cyclic"), "schedule"),
+            ("steps-0", dict(steps=0), "steps"),
+            ("steps-float", dict(steps=1.5), "steps"),
+            ("steps-bool", dict(steps=True), "steps"),
+            ("steps-2pow31", dict(steps=2**31), "steps"),
+            ("lr-0", dict(lr=0.0), "lr"),
+            ("lr-negative", dict(lr=-1.0), "lr"),
+            ("lr-nan", dict(lr=math.nan), "lr"),
+            ("lr-str", dict(lr="fast"), "lr"),
+            ("batch-size-0", dict(batch_size=0), "batch_size"),
+            ("sgd-without-batch", dict(optimizer="sgd"), "batch_size"),
+            ("snapshots-negative", dict(snapshots=(-1, 5)), "snapshots"),
+            ("snapshots-beyond-steps", dict(steps=100, snapshots=(0, 500)), "snapshots"),
+            ("snapshots-empty", dict(snapshots=()), "snapshots"),
+            ("snapshots-word", dict(snapshots=("end",)), "snapshots"),
+            ("snapshots-fraction", dict(snapshots=(0, 2.5)), "snapshots"),
+            ("weight-decay-negative", dict(weight_decay=-1.0), "weight_decay"),
+            ("weight-decay-str", dict(weight_decay="none"), "weight_decay"),
+            ("min-lr-ratio-nan", dict(min_lr_ratio=math.nan), "min_lr_ratio"),
+            ("warmup-steps-negative", dict(warmup_steps=-1), "warmup_steps"),
+        ],
     ),
     pycase(
         "train.init_state-vocab-size-small",
@@ -739,163 +682,76 @@ PYTHON_CASES = [
         "model",
     ),
     # --- sweep
-    pycase("sweep.grid-gammas-empty", "sweep.grid", dict(gammas=[], seeds=[0], lrs=[0.1]), "gamma"),
-    pycase(
-        "sweep.grid-gammas-nan",
+    *pycases(
         "sweep.grid",
-        dict(gammas=[math.nan], seeds=[0], lrs=[0.1]),
-        "gamma",
-    ),
-    pycase(
-        "sweep.grid-gammas-str", "sweep.grid", dict(gammas="big", seeds=[0], lrs=[0.1]), "gamma"
-    ),
-    pycase(
-        "sweep.grid-seeds-negative",
         "sweep.grid",
-        dict(gammas=[1.0], seeds=[-1], lrs=[0.1]),
-        "seeds",
+        dict(),
+        [
+            ("gammas-empty", dict(gammas=[], seeds=[0], lrs=[0.1]), "gamma"),
+            ("gammas-nan", dict(gammas=[math.nan], seeds=[0], lrs=[0.1]), "gamma"),
+            ("gammas-str", dict(gammas="big", seeds=[0], lrs=[0.1]), "gamma"),
+            ("seeds-negative", dict(gammas=[1.0], seeds=[-1], lrs=[0.1]), "seeds"),
+            ("seeds-float", dict(gammas=[1.0], seeds=[0.5], lrs=[0.1]), "seeds"),
+            ("seeds-2pow32", dict(gammas=[1.0], seeds=[2**32], lrs=[0.1]), "seeds"),
+            ("lrs-0", dict(gammas=[1.0], seeds=[0], lrs=[0.0]), "lr"),
+            ("lrs-inf", dict(gammas=[1.0], seeds=[0], lrs=[math.inf]), "lr"),
+        ],
     ),
-    pycase(
-        "sweep.grid-seeds-float", "sweep.grid", dict(gammas=[1.0], seeds=[0.5], lrs=[0.1]), "seeds"
-    ),
-    pycase(
-        "sweep.grid-seeds-2pow32",
-        "sweep.grid",
-        dict(gammas=[1.0], seeds=[2**32], lrs=[0.1]),
-        "seeds",
-    ),
-    pycase("sweep.grid-lrs-0", "sweep.grid", dict(gammas=[1.0], seeds=[0], lrs=[0.0]), "lr"),
-    pycase("sweep.grid-lrs-inf", "sweep.grid", dict(gammas=[1.0], seeds=[0], lrs=[math.inf]), "lr"),
-    pycase(
-        "sweep.train_sweep-chunk-0",
+    *pycases(
         "sweep.train_sweep",
-        dict(model="ffn", ds=DS, config=Lazy(lambda: _train_config()), gammas=[1.0], chunk=0),
-        "chunk",
-    ),
-    pycase(
-        "sweep.train_sweep-chunk-float",
         "sweep.train_sweep",
-        dict(model="ffn", ds=DS, config=Lazy(lambda: _train_config()), gammas=[1.0], chunk=2.5),
-        "chunk",
-    ),
-    pycase(
-        "sweep.train_sweep-unknown-model",
-        "sweep.train_sweep",
-        dict(model="mlp", ds=DS, config=Lazy(lambda: _train_config()), gammas=[1.0]),
-        "model",
-    ),
-    pycase(
-        "sweep.train_sweep-lanes-per-batch-0",
-        "sweep.train_sweep",
-        dict(
-            model="ffn",
-            ds=DS,
-            config=Lazy(lambda: _train_config()),
-            gammas=[1.0],
-            lanes_per_batch=0,
-        ),
-        "lanes_per_batch",
+        dict(ds=DS, config=Lazy(lambda: _train_config()), gammas=[1.0]),
+        [
+            ("chunk-0", dict(model="ffn", chunk=0), "chunk"),
+            ("chunk-float", dict(model="ffn", chunk=2.5), "chunk"),
+            ("unknown-model", dict(model="mlp"), "model"),
+            ("lanes-per-batch-0", dict(model="ffn", lanes_per_batch=0), "lanes_per_batch"),
+        ],
     ),
     # --- ode
-    pycase(
-        "ode.integrate-solver",
+    *pycases(
         "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], solver="euler"),
-        "solver",
-    ),
-    pycase(
-        "ode.integrate-ts-length-1", "ode.integrate", dict(vector_field=_vf, y0=1.0, ts=[0.0]), "ts"
-    ),
-    pycase(
-        "ode.integrate-ts-decreasing",
         "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[1.0, 0.0]),
-        "ts",
+        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0]),
+        [
+            ("solver", dict(solver="euler"), "solver"),
+            ("ts-length-1", dict(ts=[0.0]), "ts"),
+            ("ts-decreasing", dict(ts=[1.0, 0.0]), "ts"),
+            ("ts-2d", dict(ts=[[0.0, 1.0]]), "ts"),
+            ("ts-nan", dict(ts=[0.0, math.nan]), "ts"),
+            ("rtol-0", dict(rtol=0.0), "rtol"),
+            ("rtol-negative", dict(rtol=-1e-6), "rtol"),
+            ("atol-nan", dict(atol=math.nan), "atol"),
+            ("max-steps-0", dict(max_steps=0), "max_steps"),
+            ("max-steps-float", dict(max_steps=10.5), "max_steps"),
+            ("dt0-0", dict(dt0=0.0), "dt0"),
+        ],
     ),
-    pycase(
-        "ode.integrate-ts-2d",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[[0.0, 1.0]]),
-        "ts",
-    ),
-    pycase(
-        "ode.integrate-ts-nan",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, math.nan]),
-        "ts",
-    ),
-    pycase(
-        "ode.integrate-rtol-0",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], rtol=0.0),
-        "rtol",
-    ),
-    pycase(
-        "ode.integrate-rtol-negative",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], rtol=-1e-6),
-        "rtol",
-    ),
-    pycase(
-        "ode.integrate-atol-nan",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], atol=math.nan),
-        "atol",
-    ),
-    pycase(
-        "ode.integrate-max-steps-0",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], max_steps=0),
-        "max_steps",
-    ),
-    pycase(
-        "ode.integrate-max-steps-float",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], max_steps=10.5),
-        "max_steps",
-    ),
-    pycase(
-        "ode.integrate-dt0-0",
-        "ode.integrate",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], dt0=0.0),
-        "dt0",
-    ),
-    pycase("ode.rk4-ts-length-1", "ode.rk4", dict(vector_field=_vf, y0=1.0, ts=[0.0]), "ts"),
-    pycase("ode.rk4-ts-decreasing", "ode.rk4", dict(vector_field=_vf, y0=1.0, ts=[2.0, 1.0]), "ts"),
-    pycase(
-        "ode.rk4-substeps-0",
+    *pycases(
         "ode.rk4",
-        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0], substeps=0),
-        "substeps",
+        "ode.rk4",
+        dict(vector_field=_vf, y0=1.0, ts=[0.0, 1.0]),
+        [
+            ("ts-length-1", dict(ts=[0.0]), "ts"),
+            ("ts-decreasing", dict(ts=[2.0, 1.0]), "ts"),
+            ("substeps-0", dict(substeps=0), "substeps"),
+        ],
     ),
     pycase("ode.result_message-code", "ode.result_message", dict(code=99), "code"),
     # --- closed_form
-    pycase(
-        "linear_solution-M-not-square",
+    *pycases(
+        "linear_solution",
         "closed_form.linear_solution",
-        dict(M=np.ones((3, 4)), W_E0=np.ones((4, 2)), W_U0=np.ones((3, 2)), rate=1.0),
-        "M",
+        dict(M=np.eye(3), W_E0=np.ones((3, 2)), W_U0=np.ones((3, 2)), rate=1.0),
+        [
+            ("M-not-square", dict(M=np.ones((3, 4)), W_E0=np.ones((4, 2))), "M"),
+            ("W_E0-shape", dict(W_E0=np.ones((4, 2))), "W_E0"),
+            ("W_U0-width", dict(W_U0=np.ones((3, 5))), "W_U0"),
+            ("rate-nan", dict(rate=math.nan), "rate"),
+        ],
     ),
-    pycase(
-        "linear_solution-W_E0-shape",
-        "closed_form.linear_solution",
-        dict(M=np.eye(3), W_E0=np.ones((4, 2)), W_U0=np.ones((3, 2)), rate=1.0),
-        "W_E0",
-    ),
-    pycase(
-        "linear_solution-W_U0-width",
-        "closed_form.linear_solution",
-        dict(M=np.eye(3), W_E0=np.ones((3, 2)), W_U0=np.ones((3, 5)), rate=1.0),
-        "W_U0",
-    ),
-    pycase(
-        "linear_solution-rate-nan",
-        "closed_form.linear_solution",
-        dict(M=np.eye(3), W_E0=np.ones((3, 2)), W_U0=np.ones((3, 2)), rate=math.nan),
-        "rate",
-    ),
-    pycase(
-        "feedback_solution-vocab-size-0",
+    *pycases(
+        "feedback_solution",
         "closed_form.feedback_solution",
         dict(
             M=np.eye(3),
@@ -903,22 +759,12 @@ PYTHON_CASES = [
             W_E0=np.ones((3, 2)),
             W_U0=np.ones((3, 2)),
             rate=1.0,
-            vocab_size=0,
-        ),
-        "vocab_size",
-    ),
-    pycase(
-        "feedback_solution-Gamma-shape",
-        "closed_form.feedback_solution",
-        dict(
-            M=np.eye(3),
-            Gamma=np.eye(2),
-            W_E0=np.ones((3, 2)),
-            W_U0=np.ones((3, 2)),
-            rate=1.0,
             vocab_size=3,
         ),
-        "Gamma",
+        [
+            ("vocab-size-0", dict(vocab_size=0), "vocab_size"),
+            ("Gamma-shape", dict(Gamma=np.eye(2)), "Gamma"),
+        ],
     ),
     pycase(
         "expected_gram-d-0",
@@ -944,47 +790,26 @@ PYTHON_CASES = [
         dict(ts=[0.0, 1.0], values=[1.0, 2.0], threshold=0.0),
         "threshold",
     ),
-    pycase(
-        "escape_time_estimate-d-0",
+    *pycases(
+        "escape_time_estimate",
         "closed_form.escape_time_estimate",
-        dict(top_singular=1.0, gamma=1.0, d=0, rate=1.0),
-        "d",
+        dict(top_singular=1.0, gamma=1.0, d=16, rate=1.0),
+        [
+            ("d-0", dict(d=0), "d"),
+            ("rate-0", dict(rate=0.0), "rate"),
+            ("top-singular-0", dict(top_singular=0.0), "top_singular"),
+        ],
     ),
-    pycase(
-        "escape_time_estimate-rate-0",
-        "closed_form.escape_time_estimate",
-        dict(top_singular=1.0, gamma=1.0, d=16, rate=0.0),
-        "rate",
-    ),
-    pycase(
-        "escape_time_estimate-top-singular-0",
-        "closed_form.escape_time_estimate",
-        dict(top_singular=0.0, gamma=1.0, d=16, rate=1.0),
-        "top_singular",
-    ),
-    pycase(
-        "attention_plateau_time-depth-2",
+    *pycases(
+        "attention_plateau_time",
         "closed_form.attention_plateau_time",
-        dict(top_singular=1.0, u0=0.1, depth=2),
-        "depth",
-    ),
-    pycase(
-        "attention_plateau_time-depth-float",
-        "closed_form.attention_plateau_time",
-        dict(top_singular=1.0, u0=0.1, depth=3.5),
-        "depth",
-    ),
-    pycase(
-        "attention_plateau_time-u0-negative",
-        "closed_form.attention_plateau_time",
-        dict(top_singular=1.0, u0=-0.1),
-        "u0",
-    ),
-    pycase(
-        "attention_plateau_time-top-singular-0",
-        "closed_form.attention_plateau_time",
-        dict(top_singular=0.0, u0=0.1),
-        "top_singular",
+        dict(top_singular=1.0, u0=0.1),
+        [
+            ("depth-2", dict(depth=2), "depth"),
+            ("depth-float", dict(depth=3.5), "depth"),
+            ("u0-negative", dict(u0=-0.1), "u0"),
+            ("top-singular-0", dict(top_singular=0.0), "top_singular"),
+        ],
     ),
     # --- flows
     pycase(
@@ -999,23 +824,15 @@ PYTHON_CASES = [
         dict(W_E=W, W_U=W, sigs=FLOW_SIGS, coefficients=(1.0,), L=3, prediction="linear"),
         "prediction",
     ),
-    pycase(
-        "ffn_signature_flow-prediction",
+    *pycases(
+        "ffn_signature_flow",
         "flows.ffn_signature_flow",
-        dict(sigs=SIGS, coefficients=(1.0,), prediction="cubic"),
-        "prediction",
-    ),
-    pycase(
-        "ffn_signature_flow-coefficients-empty",
-        "flows.ffn_signature_flow",
-        dict(sigs=SIGS, coefficients=()),
-        "coefficients",
-    ),
-    pycase(
-        "ffn_signature_flow-coefficients-nan",
-        "flows.ffn_signature_flow",
-        dict(sigs=SIGS, coefficients=(1.0, math.nan)),
-        "coefficients",
+        dict(sigs=SIGS),
+        [
+            ("prediction", dict(coefficients=(1.0,), prediction="cubic"), "prediction"),
+            ("coefficients-empty", dict(coefficients=()), "coefficients"),
+            ("coefficients-nan", dict(coefficients=(1.0, math.nan)), "coefficients"),
+        ],
     ),
     pycase(
         "order_contributions-L-missing",
@@ -1046,116 +863,49 @@ PYTHON_CASES = [
         "prediction",
     ),
     # --- comparison
-    pycase(
-        "check_theory_inputs-model",
+    *pycases(
+        "check_theory_inputs",
         "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "model": "transformer"}),
-        "model",
-    ),
-    pycase(
-        "check_theory_inputs-ffn-gamma-below",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "gammas": [0.4]}),
-        "gamma",
-    ),
-    pycase(
-        "check_theory_inputs-attention-gamma-below",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "model": "attention", "gammas": [0.5]}),
-        "gamma",
-    ),
-    pycase(
-        "check_theory_inputs-gamma-empty",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "gammas": []}),
-        "gamma",
-    ),
-    pycase(
-        "check_theory_inputs-max-orders-above",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "max_orders": [2]}),
-        "max_orders",
-    ),
-    pycase(
-        "check_theory_inputs-max-orders-empty",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "max_orders": []}),
-        "max_orders",
-    ),
-    pycase(
-        "check_theory_inputs-max-orders-word",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "max_orders": ["one"]}),
-        "max_orders",
-    ),
-    pycase(
-        "check_theory_inputs-d-0",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "d": 0}),
-        "d",
-    ),
-    pycase(
-        "check_theory_inputs-steps-0",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "steps": 0}),
-        "steps",
-    ),
-    pycase(
-        "check_theory_inputs-snapshot-every-0",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "snapshot_every": 0}),
-        "snapshot_every",
-    ),
-    pycase(
-        "check_theory_inputs-lr-0",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "lr": 0.0}),
-        "lr",
-    ),
-    pycase(
-        "check_theory_inputs-threshold-nan",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "threshold": math.nan}),
-        "threshold",
-    ),
-    pycase(
-        "check_theory_inputs-prediction",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "prediction": "cubic"}),
-        "prediction",
-    ),
-    pycase(
-        "check_theory_inputs-activation",
-        "comparison.check_theory_inputs",
-        dict(ds=DS, **{**THEORY_OK, "activation": "swish"}),
-        "activation",
+        dict(ds=DS, **THEORY_OK),
+        [
+            ("model", dict(model="transformer"), "model"),
+            ("ffn-gamma-below", dict(gammas=[0.4]), "gamma"),
+            ("attention-gamma-below", dict(model="attention", gammas=[0.5]), "gamma"),
+            ("gamma-empty", dict(gammas=[]), "gamma"),
+            ("max-orders-above", dict(max_orders=[2]), "max_orders"),
+            ("max-orders-empty", dict(max_orders=[]), "max_orders"),
+            ("max-orders-word", dict(max_orders=["one"]), "max_orders"),
+            ("d-0", dict(d=0), "d"),
+            ("steps-0", dict(steps=0), "steps"),
+            ("snapshot-every-0", dict(snapshot_every=0), "snapshot_every"),
+            ("lr-0", dict(lr=0.0), "lr"),
+            ("threshold-nan", dict(threshold=math.nan), "threshold"),
+            ("prediction", dict(prediction="cubic"), "prediction"),
+            ("activation", dict(activation="swish"), "activation"),
+        ],
     ),
     # --- lm
-    pycase("LMConfig-d-0", "lm.LMConfig", dict(d=0), "d"),
-    pycase("LMConfig-heads-not-dividing", "lm.LMConfig", dict(d=30, n_heads=4), "n_heads"),
-    pycase("LMConfig-context-0", "lm.LMConfig", dict(context_length=0), "context_length"),
-    pycase("LMConfig-steps-0", "lm.LMConfig", dict(steps=0), "steps"),
-    pycase("LMConfig-steps-2pow31", "lm.LMConfig", dict(steps=2**31, snapshot_every=50), "steps"),
-    pycase("LMConfig-batch-size-bool", "lm.LMConfig", dict(batch_size=True), "batch_size"),
-    pycase("LMConfig-lr-0", "lm.LMConfig", dict(lr=0.0), "lr"),
-    pycase("LMConfig-lr-nan", "lm.LMConfig", dict(lr=math.nan), "lr"),
-    pycase("LMConfig-snapshot-every-0", "lm.LMConfig", dict(snapshot_every=0), "snapshot_every"),
-    pycase(
-        "LMConfig-snapshot-every-above-steps",
+    *pycases(
+        "LMConfig",
         "lm.LMConfig",
-        dict(steps=10, snapshot_every=20),
-        "snapshot_every",
-    ),
-    pycase("LMConfig-tracked-3", "lm.LMConfig", dict(tracked=3), "tracked"),
-    pycase(
-        "LMConfig-probe-vocabulary-1", "lm.LMConfig", dict(probe_vocabulary=1), "probe_vocabulary"
-    ),
-    pycase(
-        "LMConfig-warmup-fraction-1", "lm.LMConfig", dict(warmup_fraction=1.0), "warmup_fraction"
-    ),
-    pycase("LMConfig-min-lr-ratio-2", "lm.LMConfig", dict(min_lr_ratio=2.0), "min_lr_ratio"),
-    pycase(
-        "LMConfig-weight-decay-negative", "lm.LMConfig", dict(weight_decay=-0.1), "weight_decay"
+        dict(),
+        [
+            ("d-0", dict(d=0), "d"),
+            ("heads-not-dividing", dict(d=30, n_heads=4), "n_heads"),
+            ("context-0", dict(context_length=0), "context_length"),
+            ("steps-0", dict(steps=0), "steps"),
+            ("steps-2pow31", dict(steps=2**31, snapshot_every=50), "steps"),
+            ("batch-size-bool", dict(batch_size=True), "batch_size"),
+            ("lr-0", dict(lr=0.0), "lr"),
+            ("lr-nan", dict(lr=math.nan), "lr"),
+            ("snapshot-every-0", dict(snapshot_every=0), "snapshot_every"),
+            ("snapshot-every-above-steps", dict(steps=10, snapshot_every=20), "snapshot_every"),
+            ("tracked-3", dict(tracked=3), "tracked"),
+            ("probe-vocabulary-1", dict(probe_vocabulary=1), "probe_vocabulary"),
+            ("warmup-fraction-1", dict(warmup_fraction=1.0), "warmup_fraction"),
+            ("min-lr-ratio-2", dict(min_lr_ratio=2.0), "min_lr_ratio"),
+            ("weight-decay-negative", dict(weight_decay=-0.1), "weight_decay"),
+        ],
     ),
     # --- text
     pycase(
@@ -1165,75 +915,49 @@ PYTHON_CASES = [
         "path",
         exc=FileNotFoundError,
     ),
-    pycase("load_text-directory", "text.load_text", dict(path=Lazy(lambda: _text("dir/"))), "path"),
-    pycase(
-        "load_text-empty",
+    *pycases(
+        "load_text",
         "text.load_text",
-        dict(path=Lazy(lambda: _text("empty.txt", b""))),
-        "path",
+        dict(),
+        [
+            ("directory", dict(path=Lazy(lambda: _text("dir/"))), "path"),
+            ("empty", dict(path=Lazy(lambda: _text("empty.txt", b""))), "path"),
+            ("whitespace", dict(path=Lazy(lambda: _text("blank.txt", b" \n\t\n"))), "path"),
+            (
+                "not-utf8",
+                dict(path=Lazy(lambda: _text("latin1.txt", "café".encode("latin-1")))),
+                "path",
+            ),
+            ("nul-byte", dict(path=Lazy(lambda: _text("nul.txt", b"ab\x00cd"))), "path"),
+            ("none", dict(path=None), "path"),
+        ],
     ),
-    pycase(
-        "load_text-whitespace",
-        "text.load_text",
-        dict(path=Lazy(lambda: _text("blank.txt", b" \n\t\n"))),
-        "path",
-    ),
-    pycase(
-        "load_text-not-utf8",
-        "text.load_text",
-        dict(path=Lazy(lambda: _text("latin1.txt", "café".encode("latin-1")))),
-        "path",
-    ),
-    pycase(
-        "load_text-nul-byte",
-        "text.load_text",
-        dict(path=Lazy(lambda: _text("nul.txt", b"ab\x00cd"))),
-        "path",
-    ),
-    pycase("load_text-none", "text.load_text", dict(path=None), "path"),
-    pycase(
-        "prepare_corpus-vocab-size-0",
+    *pycases(
+        "prepare_corpus",
         "text.prepare_corpus",
-        dict(text="a b c d e f g h i j", vocab_size=0),
-        "vocab_size",
+        dict(),
+        [
+            ("vocab-size-0", dict(text="a b c d e f g h i j", vocab_size=0), "vocab_size"),
+            ("vocab-size-float", dict(text="a b c d e f g h i j", vocab_size=2.5), "vocab_size"),
+            ("vocab-size-too-many", dict(text="a b c d e f g h i j", vocab_size=100), "vocab_size"),
+            (
+                "validation-fraction-1",
+                dict(text="a b c d e f g h i j", validation_fraction=1.0),
+                "validation_fraction",
+            ),
+            ("text-bytes", dict(text=b"a b c"), "text"),
+            ("text-blank", dict(text="  \n"), "text"),
+        ],
     ),
-    pycase(
-        "prepare_corpus-vocab-size-float",
-        "text.prepare_corpus",
-        dict(text="a b c d e f g h i j", vocab_size=2.5),
-        "vocab_size",
-    ),
-    pycase(
-        "prepare_corpus-vocab-size-too-many",
-        "text.prepare_corpus",
-        dict(text="a b c d e f g h i j", vocab_size=100),
-        "vocab_size",
-    ),
-    pycase(
-        "prepare_corpus-validation-fraction-1",
-        "text.prepare_corpus",
-        dict(text="a b c d e f g h i j", validation_fraction=1.0),
-        "validation_fraction",
-    ),
-    pycase("prepare_corpus-text-bytes", "text.prepare_corpus", dict(text=b"a b c"), "text"),
-    pycase("prepare_corpus-text-blank", "text.prepare_corpus", dict(text="  \n"), "text"),
-    pycase(
-        "windows-context-0",
+    *pycases(
+        "windows",
         "text.windows",
-        dict(stream=np.arange(10), context_length=0),
-        "context_length",
-    ),
-    pycase(
-        "windows-stream-2d",
-        "text.windows",
-        dict(stream=np.zeros((2, 5), int), context_length=2),
-        "stream",
-    ),
-    pycase(
-        "windows-stream-too-short",
-        "text.windows",
-        dict(stream=np.arange(3), context_length=8),
-        "context_length",
+        dict(),
+        [
+            ("context-0", dict(stream=np.arange(10), context_length=0), "context_length"),
+            ("stream-2d", dict(stream=np.zeros((2, 5), int), context_length=2), "stream"),
+            ("stream-too-short", dict(stream=np.arange(3), context_length=8), "context_length"),
+        ],
     ),
     pycase(
         "batches-batch-size-0",
@@ -1249,70 +973,63 @@ PYTHON_CASES = [
     ),
     pycase("tokenize-not-str", "text.tokenize", dict(text=5), "text"),
     # --- activations
-    pycase("activations.get-unknown", "activations.get", dict(spec="swish"), "activation"),
-    pycase("activations.get-empty-poly", "activations.get", dict(spec="poly:"), "activation"),
-    pycase("activations.get-poly-word", "activations.get", dict(spec="poly:1,a"), "activation"),
-    pycase("activations.get-poly-inf", "activations.get", dict(spec="poly:1,inf"), "activation"),
-    pycase("activations.get-z0", "activations.get", dict(spec="z^0"), "activation"),
-    pycase(
-        "activations.get-huge-monomial", "activations.get", dict(spec="z^1000000000"), "activation"
-    ),
-    pycase("activations.get-int", "activations.get", dict(spec=5), "activation"),
-    pycase(
-        "activations.get-poly-tuple-str",
+    *pycases(
         "activations.get",
-        dict(spec=("poly", "abc")),
-        "activation",
+        "activations.get",
+        dict(),
+        [
+            ("unknown", dict(spec="swish"), "activation"),
+            ("empty-poly", dict(spec="poly:"), "activation"),
+            ("poly-word", dict(spec="poly:1,a"), "activation"),
+            ("poly-inf", dict(spec="poly:1,inf"), "activation"),
+            ("z0", dict(spec="z^0"), "activation"),
+            ("huge-monomial", dict(spec="z^1000000000"), "activation"),
+            ("int", dict(spec=5), "activation"),
+            ("poly-tuple-str", dict(spec=("poly", "abc")), "activation"),
+        ],
     ),
     # --- models
-    pycase("models.create-unknown", "models.create", dict(name="mlp", vocab_size=4), "model"),
-    pycase(
-        "models.create-seq-len-missing",
+    *pycases(
         "models.create",
-        dict(name="attention", vocab_size=4, d=4, gamma=1.0, rngs=Lazy(lambda: _rngs())),
-        "seq_len",
-    ),
-    pycase(
-        "models.create-d-0",
         "models.create",
-        dict(name="ffn", vocab_size=4, d=0, gamma=1.0, rngs=Lazy(lambda: _rngs())),
-        "d",
-    ),
-    pycase(
-        "models.create-gamma-nan",
-        "models.create",
-        dict(name="ffn", vocab_size=4, d=4, gamma=math.nan, rngs=Lazy(lambda: _rngs())),
-        "gamma",
-    ),
-    pycase(
-        "models.create-dtype-int",
-        "models.create",
-        dict(name="ffn", vocab_size=4, d=4, gamma=1.0, dtype="int32", rngs=Lazy(lambda: _rngs())),
-        "dtype",
-    ),
-    pycase(
-        "models.create-activation",
-        "models.create",
-        dict(
-            name="ffn", vocab_size=4, d=4, gamma=1.0, activation="swish", rngs=Lazy(lambda: _rngs())
-        ),
-        "activation",
+        dict(vocab_size=4),
+        [
+            ("unknown", dict(name="mlp"), "model"),
+            (
+                "seq-len-missing",
+                dict(name="attention", d=4, gamma=1.0, rngs=Lazy(lambda: _rngs())),
+                "seq_len",
+            ),
+            ("d-0", dict(name="ffn", d=0, gamma=1.0, rngs=Lazy(lambda: _rngs())), "d"),
+            (
+                "gamma-nan",
+                dict(name="ffn", d=4, gamma=math.nan, rngs=Lazy(lambda: _rngs())),
+                "gamma",
+            ),
+            (
+                "dtype-int",
+                dict(name="ffn", d=4, gamma=1.0, dtype="int32", rngs=Lazy(lambda: _rngs())),
+                "dtype",
+            ),
+            (
+                "activation",
+                dict(name="ffn", d=4, gamma=1.0, activation="swish", rngs=Lazy(lambda: _rngs())),
+                "activation",
+            ),
+        ],
     ),
     # --- metrics
     pycase("cosine_matrix-1d", "metrics.cosine_matrix", dict(X=np.ones(4)), "X"),
     pycase("upper_triangle-not-square", "metrics.upper_triangle", dict(S=np.ones((3, 4))), "S"),
-    pycase("alignment-shapes", "metrics.alignment", dict(S_a=np.eye(3), S_b=np.eye(4)), "S_b"),
-    pycase(
-        "alignment-method",
+    *pycases(
+        "alignment",
         "metrics.alignment",
-        dict(S_a=np.eye(3), S_b=np.eye(3), method="kendall"),
-        "method",
-    ),
-    pycase(
-        "alignment-nan",
-        "metrics.alignment",
-        dict(S_a=np.full((3, 3), np.nan), S_b=np.eye(3)),
-        "S_a",
+        dict(),
+        [
+            ("shapes", dict(S_a=np.eye(3), S_b=np.eye(4)), "S_b"),
+            ("method", dict(S_a=np.eye(3), S_b=np.eye(3), method="kendall"), "method"),
+            ("nan", dict(S_a=np.full((3, 3), np.nan), S_b=np.eye(3)), "S_a"),
+        ],
     ),
     pycase("pearson-shapes", "metrics.pearson", dict(a=np.ones(3), b=np.ones(4)), "b"),
     pycase("spearman-shapes", "metrics.spearman", dict(a=np.ones(3), b=np.ones(4)), "b"),
@@ -1372,28 +1089,22 @@ PYTHON_CASES = [
         "probe_snapshots",
     ),
     # --- paths and units
-    pycase(
-        "check_output_dir-existing-file",
+    *pycases(
+        "check_output_dir",
         "paths.check_output_dir",
-        dict(path=Lazy(lambda: _text("afile", b"x"))),
-        "--out",
-    ),
-    pycase(
-        "check_output_dir-under-file",
-        "paths.check_output_dir",
-        dict(path=Lazy(lambda: _text("afile", b"x") / "sub")),
-        "--out",
-    ),
-    pycase(
-        "check_output_dir-uncreatable", "paths.check_output_dir", dict(path=UNCREATABLE), "--out"
-    ),
-    pycase("check_output_dir-empty", "paths.check_output_dir", dict(path=""), "--out"),
-    pycase("check_output_dir-none", "paths.check_output_dir", dict(path=None), "--out"),
-    pycase(
-        "check_output_dir-parameter-name",
-        "paths.check_output_dir",
-        dict(path=Lazy(lambda: _text("afile", b"x")), parameter="root"),
-        "root",
+        dict(),
+        [
+            ("existing-file", dict(path=Lazy(lambda: _text("afile", b"x"))), "--out"),
+            ("under-file", dict(path=Lazy(lambda: _text("afile", b"x") / "sub")), "--out"),
+            ("uncreatable", dict(path=UNCREATABLE), "--out"),
+            ("empty", dict(path=""), "--out"),
+            ("none", dict(path=None), "--out"),
+            (
+                "parameter-name",
+                dict(path=Lazy(lambda: _text("afile", b"x")), parameter="root"),
+                "root",
+            ),
+        ],
     ),
     pycase(
         "UnitStore-finished-other-spec",
@@ -1402,39 +1113,17 @@ PYTHON_CASES = [
         "--out",
     ),
     # --- budget
-    pycase(
-        "budget.parse_size-abc",
+    *pycases(
         "budget.parse_size",
-        dict(text="abc"),
-        "--max-memory",
-        exc=ValueError,
-    ),
-    pycase(
-        "budget.parse_size-negative",
         "budget.parse_size",
-        dict(text="-5GB"),
-        "--max-memory",
-        exc=ValueError,
-    ),
-    pycase(
-        "budget.parse_size-zero",
-        "budget.parse_size",
-        dict(text="0"),
-        "--max-memory",
-        exc=ValueError,
-    ),
-    pycase(
-        "budget.parse_size-nan",
-        "budget.parse_size",
-        dict(text="nan"),
-        "--max-memory",
-        exc=ValueError,
-    ),
-    pycase(
-        "budget.parse_size-bool",
-        "budget.parse_size",
-        dict(text=True),
-        "--max-memory",
+        dict(),
+        [
+            ("abc", dict(text="abc"), "--max-memory"),
+            ("negative", dict(text="-5GB"), "--max-memory"),
+            ("zero", dict(text="0"), "--max-memory"),
+            ("nan", dict(text="nan"), "--max-memory"),
+            ("bool", dict(text=True), "--max-memory"),
+        ],
         exc=ValueError,
     ),
 ]

@@ -24,12 +24,14 @@ def ffn_objective(W, ds, coefficients, mode):
     return jnp.sum(p * jax.nn.log_softmax(logits)[jnp.arange(ds.n), ds.labels])
 
 
-def random_weights(seed, V, d, scale):
+def normal_weights(seed, scale=1.0, **shapes):
+    """Standard normals times ``scale``, one jax array per named shape, drawn in that order."""
     rng = np.random.default_rng(seed)
-    return {
-        "W_E": jnp.asarray(rng.normal(size=(V, d)) * scale),
-        "W_U": jnp.asarray(rng.normal(size=(V, d)) * scale),
-    }
+    return {name: jnp.asarray(rng.normal(size=shape) * scale) for name, shape in shapes.items()}
+
+
+def random_weights(seed, V, d, scale):
+    return normal_weights(seed, scale, W_E=(V, d), W_U=(V, d))
 
 
 def relative(a, b):
@@ -147,14 +149,7 @@ def test_drive_matrix_columns_are_centred_weighted_signatures():
 def test_attention_uniform_flow_is_the_gradient_of_the_uniform_attention_model():
     ds = tasks.make("add", N=5)
     V, d, d_k = ds.vocab_size, 6, 4
-    rng = np.random.default_rng(0)
-    params = {
-        "W_E": rng.normal(size=(V, d)),
-        "W_U": rng.normal(size=(V, d)),
-        "W_O": rng.normal(size=(d, d_k)),
-        "W_V": rng.normal(size=(d_k, d)),
-    }
-    params = {k: jnp.asarray(v) for k, v in params.items()}
+    params = normal_weights(0, W_E=(V, d), W_U=(V, d), W_O=(d, d_k), W_V=(d_k, d))
     M = flows.drive_matrix(signatures.signature_set(ds, 0), V)
 
     def objective(P):
@@ -172,16 +167,8 @@ def test_attention_uniform_flow_is_the_gradient_of_the_uniform_attention_model()
 def test_attention_paths_sum_to_the_gradient_and_value_path_is_theorem3():
     ds = tasks.make("anchor_parity", n=300, L=5)
     V, d, d_k = ds.vocab_size, 8, 4
-    rng = np.random.default_rng(1)
-    weights = {
-        "W_E": rng.normal(size=(V, d)),
-        "W_U": rng.normal(size=(V, d)),
-        "W_Q": rng.normal(size=(d_k, d)),
-        "W_K": rng.normal(size=(d_k, d)),
-        "W_V": rng.normal(size=(d_k, d)),
-        "W_O": rng.normal(size=(d, d_k)),
-    }
-    weights = {k: jnp.asarray(v) for k, v in weights.items()}
+    qkv = (d_k, d)
+    weights = normal_weights(1, W_E=(V, d), W_U=(V, d), W_Q=qkv, W_K=qkv, W_V=qkv, W_O=(d, d_k))
     paths = flows.attention_path_gradients(weights, ds.tokens, ds.labels, ds.probabilities)
 
     def label_term(W_E):

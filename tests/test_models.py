@@ -253,6 +253,24 @@ def test_one_layer_transformer_forward_matches_reference():
     assert relative_error(jitted(model)(tokens), v @ W["W_U"].T) <= 1e-12
 
 
+def test_attention_models_draw_the_shared_weights_alike_and_in_order():
+    """`AttentionOnly` (d_k = d) and `OneLayerTransformer` from one seed hold the same W_E, P,
+    W_Q, W_K, W_V, W_O (bitwise) and the same attention; the k-th ``rngs.params()`` key draws
+    the k-th of them: d^{-γ} N(0, 1) (SPEC §5.5)."""
+    V, seq_len, d, gamma = 9, 5, 6, 0.5
+    only = models.AttentionOnly(V, seq_len, d, d, gamma=gamma, rngs=nnx.Rngs(3), dtype=F64)
+    full = models.OneLayerTransformer(V, seq_len, d, gamma=gamma, rngs=nnx.Rngs(3), dtype=F64)
+    rngs = nnx.Rngs(3)
+    shapes = dict(W_E=(V, d), P=(seq_len, d), W_Q=(d, d), W_K=(d, d), W_V=(d, d), W_O=(d, d))
+    a, b = models.weights(only), models.weights(full)
+    for name, shape in shapes.items():
+        assert np.array_equal(a[name], b[name]) and a[name].dtype == b[name].dtype, name
+        expected = models.init_std(gamma, d, F64) * jax.random.normal(rngs.params(), shape, F64)
+        np.testing.assert_allclose(a[name], expected, rtol=1e-14, err_msg=name)
+    tokens = random_tokens(4, (3, seq_len), V)
+    assert np.array_equal(only.attention(tokens), full.attention(tokens))
+
+
 def reference_rope(x: np.ndarray, base: float) -> np.ndarray:
     """RoPE as complex rotation: pair (x_i, x_{i+half}) ↦ (x_i + i x_{i+half}) e^{i t θ_i}."""
     length, head_dim = x.shape[1], x.shape[-1]
