@@ -337,3 +337,27 @@ def test_budget_does_not_import_comparison():
     assert "comparison." not in inspect.getsource(budget).replace(
         "comparison.theory_vs_training", ""
     )
+
+
+def test_compare_puts_each_side_in_its_field():
+    """`Comparison`'s `TheorySimulation` pairs: the theory's curves and times in ``theory``,
+    training's in ``simulation``, the escape times read off the paired logit scales."""
+    from ctx_staircase import closed_form
+
+    ds = tasks.make("add", N=4)
+    rng = np.random.default_rng(1)
+    ts = np.linspace(0.0, 4.0, 9)
+    W_E = 1e-2 * rng.standard_normal((9, ds.vocab_size, 6))
+    W_U = 1e-2 * rng.standard_normal((9, ds.vocab_size, 6))
+    theory = comparison.WeightTrajectory(ts, W_E, W_U, np.exp(ts) * 0.1)
+    sim = comparison.WeightTrajectory(ts, 2 * W_E, W_U, np.exp(2 * ts) * 0.1)
+    c = comparison.compare(theory, sim, ds, coefficients=(1.0,), threshold=0.5)
+    np.testing.assert_array_equal(c.logit_scale.theory, theory.logit_scale)
+    np.testing.assert_array_equal(c.logit_scale.simulation, sim.logit_scale)
+    for side in ("theory", "simulation"):
+        scale = getattr(c.logit_scale, side)
+        assert getattr(c.escape_time, side) == closed_form.crossing_time(ts, scale, 0.5)
+    assert c.escape_time.theory == pytest.approx(2 * c.escape_time.simulation)
+    assert c.escape_ratio == c.escape_time.theory / c.escape_time.simulation
+    np.testing.assert_array_equal(c.rho.theory, geometry.alignment_orders(ds, W_E))
+    np.testing.assert_array_equal(c.rho.simulation, geometry.alignment_orders(ds, 2 * W_E))
