@@ -311,6 +311,26 @@ def test_escape_time_figure_follows_the_convention(model):
     texts = " ".join(_texts(fig))
     assert "training (measured)" in texts
     assert ("closed form" if model == "ffn" else "ODE") in texts
+    if model == "attention":  # the power T_Z d^(2 gamma), T_Z read off the plateau law
+        line = next(li for li in fig.axes[0].get_lines() if "slope $2" in li.get_label())
+        fine, d = line.get_xdata(), np.exp(2.2 / 2)
+        np.testing.assert_allclose(line.get_ydata(), 0.3 * d ** (2 * fine), rtol=1e-12)
+    plots.plt.close(fig)
+
+
+def test_theory_overlay_figure_draws_training_solid_and_each_theory_styled():
+    """Solid lines: training's curves (`TheorySimulation.simulation`); styled: the theory's."""
+    experiment = _theory_experiment("attention")
+    fig = plots.theory_overlay_figure(experiment, "overlay")
+    for ax, read in ((fig.axes[0], lambda c: c.logit_scale), (fig.axes[1], lambda c: c.rho)):
+        solid = [li for li in ax.get_lines() if li.get_linestyle() == "-"]
+        styled = [li for li in ax.get_lines() if li.get_linestyle() not in ("-", "None")]
+        for run, s, t in zip(experiment.runs, solid, styled[: len(experiment.runs)], strict=False):
+            pair = read(run.comparisons["uniform_attention_flow"])
+            want_s = pair.simulation if ax is fig.axes[0] else pair.simulation[0]
+            want_t = pair.theory if ax is fig.axes[0] else pair.theory[0]
+            np.testing.assert_array_equal(s.get_ydata(), want_s)
+            np.testing.assert_array_equal(t.get_ydata(), want_t)
     plots.plt.close(fig)
 
 
