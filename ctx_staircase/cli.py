@@ -768,7 +768,7 @@ def _theory(args: argparse.Namespace) -> int:
             ds, seed=args.seed, out=out / "training", **settings
         )
     errors = _stderr()
-    for note in experiment["notes"]:
+    for note in experiment.notes:
         errors.print(f"note: {note}")
     title = f"{args.task} {ds.params}, {args.model}, d={args.d}"
     if args.model == "ffn":

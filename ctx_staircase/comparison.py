@@ -19,7 +19,7 @@ the same time grid ``t = lr * step``; `compare` returns the numbers of theory/cl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +46,46 @@ class WeightTrajectory(NamedTuple):
     logit_scale: np.ndarray | None = None
 
 
+class TheorySimulation(NamedTuple):
+    """One quantity measured on both sides of a comparison: the theory's and training's."""
+
+    theory: Any
+    simulation: Any
+
+
+class Comparison(NamedTuple):
+    """Every number of `compare` (theory/closed_form.md §5), ``M`` orders, ``T`` snapshots.
+
+    Attributes:
+        escape_threshold: the threshold on the largest centred logit (C7) defining escape.
+        window_end: end of the pre-escape window, ``window * t_esc`` (measured escape; the
+            last time when training never escapes).
+        weight_rel_error_max: max over the window of ``|W_E^th - W_E^sim|_F / |W_E^sim|_F``.
+        null_weight_rel_error_max: the same error of the null predictor ``W_E(t) = W_E(0)``.
+        gram_rel_error_max: the same error of the Gram matrix ``W_E W_E^T``.
+        escape_time: `TheorySimulation` of the first crossings of the threshold (NaN: never).
+        escape_ratio: `escape_ratio` of the two escape times.
+        rho_distance_max: ``[M]`` max over t of ``|rho_m^th - rho_m^sim|``.
+        rho_distance_mean: ``[M]`` mean over t of the same.
+        onset_time: `TheorySimulation` of ``[M]`` onset times (eq. C9) per order.
+        rho: `TheorySimulation` of the ``[M, T]`` alignment curves ``rho_m(t)``.
+        logit_scale: `TheorySimulation` of the ``[T]`` escape statistics (C7).
+    """
+
+    escape_threshold: float
+    window_end: float
+    weight_rel_error_max: float
+    null_weight_rel_error_max: float
+    gram_rel_error_max: float
+    escape_time: TheorySimulation
+    escape_ratio: float
+    rho_distance_max: list[float]
+    rho_distance_mean: list[float]
+    onset_time: TheorySimulation
+    rho: TheorySimulation
+    logit_scale: TheorySimulation
+
+
 def onset_time(ts, curve) -> float:
     """First time the curve reaches half of its maximum (eq. C9); NaN for a flat curve."""
     curve = np.asarray(curve, dtype=np.float64)
@@ -63,7 +103,7 @@ def compare(
     threshold: float = 0.5,
     window: float = 0.5,
     group: str | None = None,
-) -> dict:
+) -> Comparison:
     """Every comparison number between a theory and a simulated trajectory (module docstring)."""
     if not np.allclose(theory.ts, simulation.ts):
         raise ValueError("theory and simulation must share the time grid ts")
@@ -93,23 +133,22 @@ def compare(
         geometry.alignment_orders(ds, W_sim, group=group),
     )
     gap = np.abs(rho_th - rho_sim)
-    return {
-        "escape_threshold": threshold,
-        "window_end": float(end),
-        "weight_rel_error_max": float(weight_error.max()),
-        "null_weight_rel_error_max": float(frozen_error.max()),
-        "gram_rel_error_max": float(gram_error.max()),
-        "escape_time": escape,
-        "escape_ratio": escape_ratio(escape["theory"], escape["simulation"]),
-        "rho_distance_max": [float(np.nanmax(g)) for g in gap],
-        "rho_distance_mean": [float(np.nanmean(g)) for g in gap],
-        "onset_time": {
-            "theory": [onset_time(ts, c) for c in rho_th],
-            "simulation": [onset_time(ts, c) for c in rho_sim],
-        },
-        "rho": {"theory": rho_th, "simulation": rho_sim},
-        "logit_scale": scales,
-    }
+    return Comparison(
+        escape_threshold=threshold,
+        window_end=float(end),
+        weight_rel_error_max=float(weight_error.max()),
+        null_weight_rel_error_max=float(frozen_error.max()),
+        gram_rel_error_max=float(gram_error.max()),
+        escape_time=TheorySimulation(escape["theory"], escape["simulation"]),
+        escape_ratio=escape_ratio(escape["theory"], escape["simulation"]),
+        rho_distance_max=[float(np.nanmax(g)) for g in gap],
+        rho_distance_mean=[float(np.nanmean(g)) for g in gap],
+        onset_time=TheorySimulation(
+            [onset_time(ts, c) for c in rho_th], [onset_time(ts, c) for c in rho_sim]
+        ),
+        rho=TheorySimulation(rho_th, rho_sim),
+        logit_scale=TheorySimulation(scales["theory"], scales["simulation"]),
+    )
 
 
 def escape_ratio(theory: float, simulation: float) -> float:
@@ -155,6 +194,94 @@ class TheoryLanes(NamedTuple):
 
     trajectories: tuple[WeightTrajectory, ...]
     solver: tuple[SolverStatus, ...] | None = None
+
+
+class RunComparison(NamedTuple):
+    """One gamma lane of `theory_vs_training`.
+
+    Attributes:
+        gamma: the init scale exponent (weights ``d^{-gamma} Z``).
+        status: training's status of the lane (`sweep.train_sweep`).
+        simulation: the trained `WeightTrajectory` (with its measured logit scale).
+        theories: theory name -> its `WeightTrajectory` on the same grid.
+        solver: ODE theory name -> its `SolverStatus` (closed forms have none).
+        comparisons: theory name -> its `Comparison` against ``simulation``.
+    """
+
+    gamma: float
+    status: Any
+    simulation: WeightTrajectory
+    theories: dict[str, WeightTrajectory]
+    solver: dict[str, SolverStatus]
+    comparisons: dict[str, Comparison]
+
+
+class Horizon(NamedTuple):
+    """The training horizon of `theory_vs_training`: ``steps`` GD steps, ``t = lr * steps``,
+    and the ``[G]`` predicted escape times it was sized from."""
+
+    steps: int
+    t: float
+    predicted: list[float]
+
+
+class PlateauLaw(NamedTuple):
+    """The attention plateau law (theory/attention.md A5b) from one unit-scale solve, ``[G]``
+    per gamma where a list.
+
+    Attributes:
+        unit_scale_escape: escape times of the unit-scale solve at each ``eps = d^{-gamma}``.
+        blowup_time_T_Z: ``T_Z``, the blow-up time of the unit-scale solve.
+        amplitude_A: ``A`` of the law.
+        offset_c: ``c = sqrt(A / threshold)``.
+        plateau_law: ``T_Z d^{2 gamma} - c`` per gamma.
+        single_mode_a5: A5 for one balanced mode (rate ``s_1 / L``): the order of magnitude.
+        solver_ok: whether the unit-scale solve succeeded.
+        solver_result: the solver's result code.
+    """
+
+    unit_scale_escape: list[float]
+    blowup_time_T_Z: float
+    amplitude_A: float
+    offset_c: float
+    plateau_law: list[float]
+    single_mode_a5: list[float]
+    solver_ok: Any
+    solver_result: Any
+
+
+class TheoryVsTraining(NamedTuple):
+    """Everything `theory_vs_training` measured; `experiment_summary` gives its JSON numbers.
+
+    Attributes:
+        model: ``"ffn"`` or ``"attention"``.
+        ts: ``[T]`` the shared time grid ``t = lr * step``.
+        threshold: the escape threshold (nats).
+        coefficients: the activation's Taylor coefficients ``C_1, C_2, ...``.
+        top_singular_value: ``s_1``, the top singular value of the drive `flows_drive`.
+        prediction: the softmax term of the FFN signature flow.
+        horizon: the `Horizon` of training.
+        notes: remarks on the horizon (predicted escapes it misses).
+        law: attention: the `PlateauLaw`; FFN: None.
+        runs: ``[G]`` `RunComparison`, one per gamma.
+        escape: ``"gamma"``, ``"simulation"``, each theory name (and attention:
+            ``"plateau_law"``) -> ``[G]`` escape times.
+        escape_slope: ``"simulation"``, each theory name and ``"analytic"`` -> the slope of
+            escape time against gamma (FFN: ``dt/dgamma``; attention: ``d ln t / dgamma``).
+    """
+
+    model: str
+    ts: np.ndarray
+    threshold: float
+    coefficients: tuple[float, ...]
+    top_singular_value: float
+    prediction: str
+    horizon: Horizon
+    notes: list[str]
+    law: PlateauLaw | None
+    runs: list[RunComparison]
+    escape: dict[str, list[float]]
+    escape_slope: dict[str, float]
 
 
 class TheoryInputs(NamedTuple):
@@ -250,7 +377,7 @@ def theory_vs_training(
     prediction: str = "linear",
     out: str | Path | None = None,
     memory_limit=None,
-) -> dict:
+) -> TheoryVsTraining:
     """Integrate the theory and train the same models, then `compare` them lane by lane.
 
     Every gamma uses the same seed, so the same standard-normal draw ``Z`` scaled by
@@ -275,11 +402,12 @@ def theory_vs_training(
     ``memory_limit`` overrides the memory limit of `check_theory_inputs`.
 
     Returns:
-        A dict with ``ts``, ``runs`` (per gamma: the trajectories and one `compare` dict per
-        theory, with each ODE lane's solver result), ``escape`` (measured and predicted escape
-        times against gamma), ``escape_slope`` (FFN: ``dt/dgamma`` with the analytic
-        ``ln d / (C_1 s_1)``; attention: ``d ln t / dgamma`` with the analytic ``2 ln d``),
-        ``law`` (attention: ``T_Z``, ``A``, ``c``), ``horizon`` and ``notes``.
+        A `TheoryVsTraining`: ``ts``, ``runs`` (per gamma a `RunComparison`: the trajectories
+        and one `Comparison` per theory, with each ODE lane's `SolverStatus`), ``escape``
+        (measured and predicted escape times against gamma), ``escape_slope`` (FFN:
+        ``dt/dgamma`` with the analytic ``ln d / (C_1 s_1)``; attention: ``d ln t / dgamma``
+        with the analytic ``2 ln d``), ``law`` (attention: the `PlateauLaw`), ``horizon`` and
+        ``notes``.
     """
     import jax
 
@@ -306,7 +434,7 @@ def theory_vs_training(
 
 def _theory_vs_training(
     ds, inputs: TheoryInputs, *, seed, d, activation, lr, steps, snapshot_every, threshold, out
-) -> dict:
+) -> TheoryVsTraining:
     from ctx_staircase import sweep, train
 
     model, gammas, coefficients = inputs.model, inputs.gammas, inputs.coefficients
@@ -320,10 +448,9 @@ def _theory_vs_training(
     M = flows_drive(ds)
     top = float(np.linalg.svd(M, compute_uv=False)[0])
     if model == "ffn":
-        predicted, law = _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top), {}
+        predicted, law = _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top), None
     else:
-        law = _attention_law(ds, unit, gammas, d, threshold, top)
-        predicted = np.asarray(law["escape"])
+        predicted, law = _attention_law(ds, unit, gammas, d, threshold, top)
     horizon_steps, notes = horizon(predicted, gammas, lr, steps)
     snapshots = snapshot_steps(horizon_steps, snapshot_every)
     ts = lr * np.asarray(snapshots, dtype=np.float64)
@@ -346,55 +473,44 @@ def _theory_vs_training(
         )
         lane = {name: theory.trajectories[i] for name, theory in theories.items()}
         solver = {
-            name: theory.solver[i]._asdict()
-            for name, theory in theories.items()
-            if theory.solver is not None
+            name: theory.solver[i] for name, theory in theories.items() if theory.solver is not None
         }
         comparisons = {
             name: compare(theory, sim, ds, coefficients=coefficients, threshold=threshold)
             for name, theory in lane.items()
         }
-        runs.append(
-            {
-                "gamma": float(gamma),
-                "status": trained.status[i],
-                "simulation": sim,
-                "theories": lane,
-                "solver": solver,
-                "comparisons": comparisons,
-            }
-        )
+        runs.append(RunComparison(float(gamma), trained.status[i], sim, lane, solver, comparisons))
     escape = {"gamma": gammas.tolist(), "simulation": [], **{name: [] for name in theories}}
     for run in runs:
-        first = next(iter(run["comparisons"].values()))
-        escape["simulation"].append(first["escape_time"]["simulation"])
-        for name, compared in run["comparisons"].items():
-            escape[name].append(compared["escape_time"]["theory"])
+        first = next(iter(run.comparisons.values()))
+        escape["simulation"].append(first.escape_time.simulation)
+        for name, compared in run.comparisons.items():
+            escape[name].append(compared.escape_time.theory)
     if model == "ffn":
         slopes = {name: slope(gammas, values) for name, values in escape.items() if name != "gamma"}
         slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
     else:
-        escape["plateau_law"] = list(law["plateau_law"])
+        escape["plateau_law"] = list(law.plateau_law)
         slopes = {
             name: slope(gammas, np.log(np.asarray(values, dtype=np.float64)))
             for name, values in escape.items()
             if name != "gamma"
         }
         slopes["analytic"] = float(2 * np.log(d))
-    return {
-        "model": model,
-        "ts": ts,
-        "threshold": threshold,
-        "coefficients": coefficients,
-        "top_singular_value": top,
-        "prediction": inputs.prediction,
-        "horizon": {"steps": horizon_steps, "t": float(ts[-1]), "predicted": predicted.tolist()},
-        "notes": notes,
-        "law": {k: v for k, v in law.items() if k != "escape"},
-        "runs": runs,
-        "escape": escape,
-        "escape_slope": slopes,
-    }
+    return TheoryVsTraining(
+        model=model,
+        ts=ts,
+        threshold=threshold,
+        coefficients=coefficients,
+        top_singular_value=top,
+        prediction=inputs.prediction,
+        horizon=Horizon(horizon_steps, float(ts[-1]), predicted.tolist()),
+        notes=notes,
+        law=law,
+        runs=runs,
+        escape=escape,
+        escape_slope=slopes,
+    )
 
 
 def flows_drive(ds: TokenDataset) -> np.ndarray:
@@ -439,8 +555,9 @@ def _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top) -> np.ndarray
     return np.asarray(times)
 
 
-def _attention_law(ds, unit, gammas, d, threshold, top) -> dict:
-    """The plateau law (theory/attention.md A5b) from one unit-scale uniform-attention solve."""
+def _attention_law(ds, unit, gammas, d, threshold, top) -> tuple[np.ndarray, PlateauLaw]:
+    """The ``[G]`` unit-scale escape times and the plateau law (theory/attention.md A5b) from
+    one unit-scale uniform-attention solve."""
     from ctx_staircase import flows, plateau
 
     field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
@@ -451,20 +568,19 @@ def _attention_law(ds, unit, gammas, d, threshold, top) -> dict:
     )
     eps = d ** -np.asarray(gammas, dtype=np.float64)
     escape = solved.escape_time(eps, threshold)
-    return {
-        "escape": escape,
-        "unit_scale_escape": escape.tolist(),
-        "blowup_time_T_Z": solved.blowup_time,
-        "amplitude_A": solved.amplitude,
-        "offset_c": float(np.sqrt(solved.amplitude / threshold)),
-        "plateau_law": solved.law(eps, threshold).tolist(),
+    return escape, PlateauLaw(
+        unit_scale_escape=escape.tolist(),
+        blowup_time_T_Z=solved.blowup_time,
+        amplitude_A=solved.amplitude,
+        offset_c=float(np.sqrt(solved.amplitude / threshold)),
+        plateau_law=solved.law(eps, threshold).tolist(),
         # A5 for one balanced mode, rate s_1 / L, u0 = (eps sqrt d)^4: the order of magnitude
-        "single_mode_a5": [
+        single_mode_a5=[
             closed_form.attention_plateau_time(top / ds.L, (e * np.sqrt(d)) ** 4) for e in eps
         ],
-        "solver_ok": solved.ok,
-        "solver_result": solved.result,
-    }
+        solver_ok=solved.ok,
+        solver_result=solved.result,
+    )
 
 
 @jax.jit
@@ -601,46 +717,53 @@ def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict
     return {name: TheoryLanes(tuple(lanes)) for name, lanes in out.items()}
 
 
-def experiment_summary(experiment: dict) -> dict:
+def comparison_summary(compared: Comparison) -> dict:
+    """The JSON-ready numbers of one `Comparison`: every field but the ``rho`` and
+    ``logit_scale`` curves, the `TheorySimulation` pairs as ``{"theory", "simulation"}``."""
+    numbers = compared._asdict()
+    del numbers["rho"], numbers["logit_scale"]
+    numbers["escape_time"] = compared.escape_time._asdict()
+    numbers["onset_time"] = compared.onset_time._asdict()
+    return numbers
+
+
+def experiment_summary(experiment: TheoryVsTraining) -> dict:
     """The JSON-ready numbers of `theory_vs_training` (no trajectories)."""
     runs = [
         {
-            "gamma": run["gamma"],
-            "status": run["status"],
-            "solver": run["solver"],
-            "comparisons": {
-                name: {k: v for k, v in c.items() if k not in ("rho", "logit_scale")}
-                for name, c in run["comparisons"].items()
-            },
+            "gamma": run.gamma,
+            "status": run.status,
+            "solver": {name: status._asdict() for name, status in run.solver.items()},
+            "comparisons": {name: comparison_summary(c) for name, c in run.comparisons.items()},
         }
-        for run in experiment["runs"]
+        for run in experiment.runs
     ]
-    keys = (
-        "model",
-        "threshold",
-        "coefficients",
-        "top_singular_value",
-        "prediction",
-        "horizon",
-        "notes",
-        "law",
-        "escape",
-        "escape_slope",
-    )
-    return {**{k: experiment[k] for k in keys}, "runs": runs}
+    return {
+        "model": experiment.model,
+        "threshold": experiment.threshold,
+        "coefficients": experiment.coefficients,
+        "top_singular_value": experiment.top_singular_value,
+        "prediction": experiment.prediction,
+        "horizon": experiment.horizon._asdict(),
+        "notes": experiment.notes,
+        "law": {} if experiment.law is None else experiment.law._asdict(),
+        "escape": experiment.escape,
+        "escape_slope": experiment.escape_slope,
+        "runs": runs,
+    }
 
 
-def solver_failures(experiment: dict) -> list[str]:
+def solver_failures(experiment: TheoryVsTraining) -> list[str]:
     """One line per ODE lane that did not succeed (empty when every solve is ok)."""
     lines = [
-        f"gamma={run['gamma']:g} {name}: {status['result']}"
-        for run in experiment["runs"]
-        for name, status in run["solver"].items()
-        if not status["ok"]
+        f"gamma={run.gamma:g} {name}: {status.result}"
+        for run in experiment.runs
+        for name, status in run.solver.items()
+        if not status.ok
     ]
-    law = experiment.get("law") or {}
-    if law and not law.get("solver_ok", True):
-        lines.append(f"unit-scale solve of the plateau law: code {law['solver_result']}")
+    law = experiment.law
+    if law is not None and not law.solver_ok:
+        lines.append(f"unit-scale solve of the plateau law: code {law.solver_result}")
     return lines
 
 

@@ -433,46 +433,50 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
     return fig
 
 
-def theory_overlay_figure(experiment: dict, title: str):
+def theory_overlay_figure(experiment, title: str):
     """Theory over training: logit scale, ρ₀ and ρ₁ against t = η · step, one colour per γ,
-    each theory in its role's style (`theory_styles`), the styles explained in the legend."""
-    ts = experiment["ts"]
-    runs = experiment["runs"]
+    each theory in its role's style (`theory_styles`), the styles explained in the legend.
+
+    ``experiment``: a `comparison.TheoryVsTraining`.
+    """
+    ts = experiment.ts
+    runs = experiment.runs
     fig, axes = figure(1, 3, panel=(5.0, 4.0), suptitle=title)
-    names = list(runs[0]["comparisons"])
+    names = list(runs[0].comparisons)
     for run in runs:
-        colour = gamma_colour(run["gamma"])
-        first = next(iter(run["comparisons"].values()))
-        axes[0].plot(ts, first["logit_scale"]["simulation"], color=colour, lw=1.8)
+        colour = gamma_colour(run.gamma)
+        first = next(iter(run.comparisons.values()))
+        axes[0].plot(ts, first.logit_scale.simulation, color=colour, lw=1.8)
         for m in (0, 1):
-            axes[1 + m].plot(ts, first["rho"]["simulation"][m], color=colour, lw=1.8)
-        for name, comparison in run["comparisons"].items():
+            axes[1 + m].plot(ts, first.rho.simulation[m], color=colour, lw=1.8)
+        for name, comparison in run.comparisons.items():
             style = {"color": colour, **theory_styles(name)}
-            axes[0].plot(ts, comparison["logit_scale"]["theory"], **style)
+            axes[0].plot(ts, comparison.logit_scale.theory, **style)
             for m in (0, 1):
-                axes[1 + m].plot(ts, comparison["rho"]["theory"][m], **style)
-    reference(axes[0], y=experiment["threshold"], label="escape threshold")
+                axes[1 + m].plot(ts, comparison.rho.theory[m], **style)
+    reference(axes[0], y=experiment.threshold, label="escape threshold")
     axes[0].set_yscale("log")
     axes[0].set_ylim(top=1e3)  # past escape the truncated theories blow up; not their regime
     axis_labels(axes[0], FLOW_TIME, "largest centred logit (nats)", "logit scale")
     axis_labels(axes[1], FLOW_TIME, r"$\rho_0$ (corr.)", r"alignment with $S^{sig,(0)}$")
     axis_labels(axes[2], FLOW_TIME, r"$\rho_1$ (corr.)", "best first-order frequency alignment")
-    extra = [*gamma_handles(r["gamma"] for r in runs), *theory_handles(names)]
+    extra = [*gamma_handles(r.gamma for r in runs), *theory_handles(names)]
     role_legend(axes[0], roles=("training",), extra=extra, loc="best")
     return fig
 
 
-def escape_time_figure(experiment: dict, title: str):
+def escape_time_figure(experiment, title: str):
     """Escape time against γ: theory lines, measured points (SPEC §8 item 14).
 
     FFN: linear axes with the analytic slope ``ln d / (C_1 s_1)`` (eq. C8). Attention-only:
     log time, with the plateau law ``T_Z d^{2 gamma} - c`` and its power ``T_Z d^{2 gamma}``,
-    whose slope in ``ln t`` is ``2 ln d`` (theory/attention.md A5b).
+    whose slope in ``ln t`` is ``2 ln d`` (theory/attention.md A5b). ``experiment``: a
+    `comparison.TheoryVsTraining`.
     """
-    escape = experiment["escape"]
-    slopes = experiment["escape_slope"]
+    escape = experiment.escape
+    slopes = experiment.escape_slope
     gammas = np.asarray(escape["gamma"])
-    attention = experiment.get("model") == "attention"
+    attention = experiment.model == "attention"
     unit = r"$d \ln t / d\gamma$" if attention else "slope"
     measured = f"measured {unit} {slopes['simulation']:.2f}"
     fig, ax = figure(1, 1, panel=(5.4, 4.2), suptitle=f"{title}\n{measured}")
@@ -485,10 +489,10 @@ def escape_time_figure(experiment: dict, title: str):
     fine = np.linspace(gammas.min(), gammas.max(), 100)
     analytic_style = {"color": "0.4", "ls": LINE_STYLE["closed_form"], "lw": 1.0}
     if attention:
-        law = experiment["law"]
+        law = experiment.law
         d = float(np.exp(slopes["analytic"] / 2))
         label = rf"$T_Z d^{{2\gamma}}$, slope $2 \ln d$ = {slopes['analytic']:.2f}"
-        ax.plot(fine, law["blowup_time_T_Z"] * d ** (2 * fine), label=label, **analytic_style)
+        ax.plot(fine, law.blowup_time_T_Z * d ** (2 * fine), label=label, **analytic_style)
         ax.set_yscale("log")
     else:
         analytic = slopes["analytic"]

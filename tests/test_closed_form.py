@@ -200,15 +200,15 @@ def test_theory_against_flax_training_add():
     out = comparison.theory_vs_training(
         ds, gammas=(0.6, 0.8, 1.0, 1.2, 1.4), max_orders=(0, 1), steps=1500, lr=0.2
     )
-    for run in out["runs"]:
-        assert run["status"] == "ok"
-        closed = run["comparisons"]["closed_form"]
-        assert closed["weight_rel_error_max"] <= 0.05, run["gamma"]
-        assert abs(closed["escape_ratio"] - 1) <= 0.10, run["gamma"]
+    for run in out.runs:
+        assert run.status == "ok"
+        closed = run.comparisons["closed_form"]
+        assert closed.weight_rel_error_max <= 0.05, run.gamma
+        assert abs(closed.escape_ratio - 1) <= 0.10, run.gamma
         # the softmax feedback (theory/escape_feedback.md) closes most of the gap: within 5%
-        feedback = run["comparisons"]["closed_form_feedback"]
-        assert abs(feedback["escape_ratio"] - 1) <= 0.05, run["gamma"]
-    slopes = out["escape_slope"]
+        feedback = run.comparisons["closed_form_feedback"]
+        assert abs(feedback.escape_ratio - 1) <= 0.05, run.gamma
+    slopes = out.escape_slope
     assert slopes["closed_form"] == pytest.approx(slopes["simulation"], rel=0.10)
     assert slopes["analytic"] == pytest.approx(slopes["simulation"], rel=0.10)
 

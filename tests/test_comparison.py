@@ -162,31 +162,31 @@ def test_theory_runs_in_float64_whatever_the_global_flag():
             ds, model="attention", gammas=(0.6, 0.65), d=16, lr=0.5, steps=None
         )
         assert not jax.config.jax_enable_x64  # the caller's flag is restored
-    run = out["runs"][0]
-    assert run["simulation"].W_E.dtype == np.float64
-    assert run["theories"]["uniform_attention_flow"].W_E.dtype == np.float64
+    run = out.runs[0]
+    assert run.simulation.W_E.dtype == np.float64
+    assert run.theories["uniform_attention_flow"].W_E.dtype == np.float64
     # both sides escape inside the automatic horizon, with the attention logits
-    for run in out["runs"]:
-        c = run["comparisons"]["uniform_attention_flow"]
-        assert np.isfinite(c["escape_time"]["simulation"]) and np.isfinite(c["escape_ratio"])
-        assert run["solver"]["uniform_attention_flow"] == {"ok": True, "result": "ok"}
+    for run in out.runs:
+        c = run.comparisons["uniform_attention_flow"]
+        assert np.isfinite(c.escape_time.simulation) and np.isfinite(c.escape_ratio)
+        assert run.solver["uniform_attention_flow"] == comparison.SolverStatus(True, "ok")
     # the time grid is t = lr * step on steps 0, 10, .., horizon, and its first snapshot is the
     # initial state: the seed-0 draw at d^-gamma
-    steps = out["horizon"]["steps"]
-    np.testing.assert_array_equal(out["ts"], 0.5 * np.arange(0, steps + 1, 10))
-    for run in out["runs"]:
+    steps = out.horizon.steps
+    np.testing.assert_array_equal(out.ts, 0.5 * np.arange(0, steps + 1, 10))
+    for run in out.runs:
         _, state = train.init_state(
-            "attention", ds, gamma=run["gamma"], seed=0, d=16, positional=False, dtype="float64"
+            "attention", ds, gamma=run.gamma, seed=0, d=16, positional=False, dtype="float64"
         )
-        np.testing.assert_allclose(run["simulation"].W_E[0], state["W_E"][...], rtol=1e-12)
+        np.testing.assert_allclose(run.simulation.W_E[0], state["W_E"][...], rtol=1e-12)
     # attention slopes are d ln t / d gamma: through two points, the slope of the line
-    gammas = np.asarray(out["escape"]["gamma"])
-    for name, times in out["escape"].items():
+    gammas = np.asarray(out.escape["gamma"])
+    for name, times in out.escape.items():
         if name == "gamma":
             continue
         log_t = np.log(np.asarray(times))
         by_hand = (log_t[1] - log_t[0]) / (gammas[1] - gammas[0])
-        assert out["escape_slope"][name] == pytest.approx(by_hand, rel=1e-9), name
+        assert out.escape_slope[name] == pytest.approx(by_hand, rel=1e-9), name
 
 
 def test_snapshot_grid_starts_at_step_0_and_ends_at_the_horizon():
@@ -228,15 +228,15 @@ def test_attention_theory_against_training_add():
     flow and of the plateau law T_Z d^(2 gamma) - c within 10% for 5 gamma, attention logits on
     both sides (add N=20, d=128, GD lr 0.2; sims/results/attention_theory.json)."""
     out = comparison.theory_vs_training(tasks.make("add", N=20), model="attention")
-    assert len(out["runs"]) == 5
-    for run in out["runs"]:
-        flow = run["comparisons"]["uniform_attention_flow"]
-        assert run["solver"]["uniform_attention_flow"]["ok"]
-        assert flow["weight_rel_error_max"] <= 0.05
-        assert abs(flow["escape_ratio"] - 1) <= 0.10, run["gamma"]
-    law = np.asarray(out["escape"]["plateau_law"]) / np.asarray(out["escape"]["simulation"])
+    assert len(out.runs) == 5
+    for run in out.runs:
+        flow = run.comparisons["uniform_attention_flow"]
+        assert run.solver["uniform_attention_flow"].ok
+        assert flow.weight_rel_error_max <= 0.05
+        assert abs(flow.escape_ratio - 1) <= 0.10, run.gamma
+    law = np.asarray(out.escape["plateau_law"]) / np.asarray(out.escape["simulation"])
     assert np.all(np.abs(law - 1) <= 0.10), law
-    slopes = out["escape_slope"]
+    slopes = out.escape_slope
     assert slopes["analytic"] == pytest.approx(slopes["simulation"], rel=0.05)
 
 

@@ -154,7 +154,7 @@ def test_compare_scores_the_nothing_moves_null_on_the_same_window():
     W_E = W0 + ts[:, None, None] * D  # never escapes: the window is the first half of ts
     sim = comparison.WeightTrajectory(ts, W_E, np.broadcast_to(U, W_E.shape))
     out = comparison.compare(sim, sim, ds, coefficients=(1.0,))
-    assert out["weight_rel_error_max"] == 0.0  # a theory equal to training
+    assert out.weight_rel_error_max == 0.0  # a theory equal to training
     before = ts <= 5.0
     expected = max(np.linalg.norm(W - W0) / np.linalg.norm(W) for W in W_E[before])
-    assert out["null_weight_rel_error_max"] == pytest.approx(expected, rel=1e-12)
+    assert out.null_weight_rel_error_max == pytest.approx(expected, rel=1e-12)

@@ -194,14 +194,97 @@ def test_theory_lanes_hold_one_solver_status_per_lane():
     assert ode.solver[0]._asdict() == {"ok": False, "result": "max_steps"}
 
 
+def _synthetic_experiment(law=None) -> comparison.TheoryVsTraining:
+    """Two gamma lanes, a closed form and an ODE theory "flow" whose gamma=0.8 solve failed;
+    every number distinct, so a field read from the wrong place shows."""
+    TS = comparison.TheorySimulation
+    runs = []
+    for i, gamma in enumerate((0.6, 0.8)):
+        compared = {
+            name: comparison.Comparison(
+                escape_threshold=0.5,
+                window_end=1.5 + i,
+                weight_rel_error_max=0.0625 + i + j,
+                null_weight_rel_error_max=0.25 + i + j,
+                gram_rel_error_max=0.125 + i + j,
+                escape_time=TS(3.0 + i + j, 4.0 + i),
+                escape_ratio=(3.0 + i + j) / (4.0 + i),
+                rho_distance_max=[0.125 + j, 0.2],
+                rho_distance_mean=[0.0625 + j, 0.06],
+                onset_time=TS([1.0 + j, 2.0], [1.5, 2.5 + i]),
+                rho=TS(np.zeros((2, 3)), np.ones((2, 3))),
+                logit_scale=TS(np.zeros(3), np.ones(3)),
+            )
+            for j, name in enumerate(("closed_form", "flow"))
+        }
+        solver = {"flow": comparison.SolverStatus(i == 0, "ok" if i == 0 else "stiff")}
+        runs.append(comparison.RunComparison(gamma, "ok", None, {}, solver, compared))
+    return comparison.TheoryVsTraining(
+        model="ffn",
+        ts=np.arange(3.0),
+        threshold=0.5,
+        coefficients=(1.0, 0.5),
+        top_singular_value=2.0,
+        prediction="linear",
+        horizon=comparison.Horizon(60, 12.0, [3.5, 4.5]),
+        notes=["a note"],
+        law=law,
+        runs=runs,
+        escape={"gamma": [0.6, 0.8], "simulation": [4.0, 5.0], "closed_form": [3.0, 4.0]},
+        escape_slope={"simulation": 5.0, "closed_form": 5.0, "analytic": 4.9},
+    )
+
+
 def test_solver_failures_name_the_failed_lanes():
-    experiment = {
-        "runs": [
-            {"gamma": 0.6, "solver": {"flow": comparison.SolverStatus(True, "ok")._asdict()}},
-            {"gamma": 0.8, "solver": {"flow": comparison.SolverStatus(False, "stiff")._asdict()}},
-        ]
-    }
+    experiment = _synthetic_experiment()
     assert comparison.solver_failures(experiment) == ["gamma=0.8 flow: stiff"]
+    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], False, 7)
+    assert comparison.solver_failures(experiment._replace(law=law)) == [
+        "gamma=0.8 flow: stiff",
+        "unit-scale solve of the plateau law: code 7",
+    ]
+    ok = law._replace(solver_ok=True)
+    assert comparison.solver_failures(experiment._replace(law=ok)) == ["gamma=0.8 flow: stiff"]
+
+
+def test_experiment_summary_is_the_json_of_the_records_in_the_saved_order():
+    """The saved metrics.json layout: top-level keys in this order, a `Comparison` without its
+    curves, `TheorySimulation` pairs as {"theory", "simulation"}, `SolverStatus` as a dict."""
+    import json
+
+    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], True, 0)
+    summary = comparison.experiment_summary(_synthetic_experiment(law))
+    assert list(summary) == [
+        "model", "threshold", "coefficients", "top_singular_value", "prediction", "horizon",
+        "notes", "law", "escape", "escape_slope", "runs",
+    ]  # fmt: skip
+    assert summary["horizon"] == {"steps": 60, "t": 12.0, "predicted": [3.5, 4.5]}
+    assert list(summary["law"]) == [
+        "unit_scale_escape", "blowup_time_T_Z", "amplitude_A", "offset_c", "plateau_law",
+        "single_mode_a5", "solver_ok", "solver_result",
+    ]  # fmt: skip
+    assert summary["law"]["blowup_time_T_Z"] == 0.3 and summary["law"]["offset_c"] == 0.6
+    assert comparison.experiment_summary(_synthetic_experiment())["law"] == {}
+    run = summary["runs"][1]
+    assert list(run) == ["gamma", "status", "solver", "comparisons"]
+    assert run["gamma"] == 0.8 and run["solver"] == {"flow": {"ok": False, "result": "stiff"}}
+    assert run["comparisons"]["flow"] == {
+        "escape_threshold": 0.5,
+        "window_end": 2.5,
+        "weight_rel_error_max": 2.0625,
+        "null_weight_rel_error_max": 2.25,
+        "gram_rel_error_max": 2.125,
+        "escape_time": {"theory": 5.0, "simulation": 5.0},
+        "escape_ratio": 1.0,
+        "rho_distance_max": [1.125, 0.2],
+        "rho_distance_mean": [1.0625, 0.06],
+        "onset_time": {"theory": [2.0, 2.0], "simulation": [1.5, 3.5]},
+    }
+    first = summary["runs"][0]["comparisons"]["closed_form"]
+    assert list(first) == list(run["comparisons"]["flow"])
+    assert first["escape_time"] == {"theory": 3.0, "simulation": 4.0}
+    assert first["onset_time"] == {"theory": [1.0, 2.0], "simulation": [1.5, 2.5]}
+    json.dumps(summary)  # JSON-ready: no arrays left
 
 
 def test_frozen_past_stops_the_flow_once_a_weight_reaches_the_cap():
@@ -254,3 +337,27 @@ def test_budget_does_not_import_comparison():
     assert "comparison." not in inspect.getsource(budget).replace(
         "comparison.theory_vs_training", ""
     )
+
+
+def test_compare_puts_each_side_in_its_field():
+    """`Comparison`'s `TheorySimulation` pairs: the theory's curves and times in ``theory``,
+    training's in ``simulation``, the escape times read off the paired logit scales."""
+    from ctx_staircase import closed_form
+
+    ds = tasks.make("add", N=4)
+    rng = np.random.default_rng(1)
+    ts = np.linspace(0.0, 4.0, 9)
+    W_E = 1e-2 * rng.standard_normal((9, ds.vocab_size, 6))
+    W_U = 1e-2 * rng.standard_normal((9, ds.vocab_size, 6))
+    theory = comparison.WeightTrajectory(ts, W_E, W_U, np.exp(ts) * 0.1)
+    sim = comparison.WeightTrajectory(ts, 2 * W_E, W_U, np.exp(2 * ts) * 0.1)
+    c = comparison.compare(theory, sim, ds, coefficients=(1.0,), threshold=0.5)
+    np.testing.assert_array_equal(c.logit_scale.theory, theory.logit_scale)
+    np.testing.assert_array_equal(c.logit_scale.simulation, sim.logit_scale)
+    for side in ("theory", "simulation"):
+        scale = getattr(c.logit_scale, side)
+        assert getattr(c.escape_time, side) == closed_form.crossing_time(ts, scale, 0.5)
+    assert c.escape_time.theory == pytest.approx(2 * c.escape_time.simulation)
+    assert c.escape_ratio == c.escape_time.theory / c.escape_time.simulation
+    np.testing.assert_array_equal(c.rho.theory, geometry.alignment_orders(ds, W_E))
+    np.testing.assert_array_equal(c.rho.simulation, geometry.alignment_orders(ds, 2 * W_E))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ctx_staircase import plots, results
+from ctx_staircase import comparison, plots, results
 
 EXPERIMENTS = Path(plots.__file__).parent / "experiments"
 
@@ -234,7 +234,9 @@ def test_save_figure_wants_a_png_path(tmp_path):
 # the library's figures on small synthetic input
 
 
-def _theory_experiment(model: str = "ffn") -> dict:
+def _theory_experiment(model: str = "ffn") -> comparison.TheoryVsTraining:
+    from ctx_staircase.comparison import Comparison, RunComparison, TheorySimulation
+
     ts = np.linspace(0.0, 5.0, 30)
     names = (
         ["closed_form", "closed_form_feedback", "signature_flow_m1"]
@@ -244,25 +246,22 @@ def _theory_experiment(model: str = "ffn") -> dict:
     runs = []
     for gamma in (0.5, 1.0):
         rho = np.stack([np.tanh(ts), 0.5 * np.tanh(ts)])
-        compared = {
-            "logit_scale": {"simulation": np.exp(ts / gamma) * 1e-2, "theory": np.exp(ts) * 1e-2},
-            "rho": {"simulation": rho, "theory": 0.9 * rho},
-        }
-        runs.append({"gamma": gamma, "comparisons": dict.fromkeys(names, compared)})
+        nan = TheorySimulation(np.nan, np.nan)
+        compared = Comparison(
+            *[np.nan] * 5, nan, np.nan, [], [], nan,
+            rho=TheorySimulation(0.9 * rho, rho),
+            logit_scale=TheorySimulation(np.exp(ts) * 1e-2, np.exp(ts / gamma) * 1e-2),
+        )  # fmt: skip
+        runs.append(RunComparison(gamma, "ok", None, {}, {}, dict.fromkeys(names, compared)))
     escape = {"gamma": [0.5, 1.0], "simulation": [1.0, 2.0], **{n: [1.1, 2.2] for n in names}}
     slopes = {n: 2.2 for n in [*names, "simulation", "analytic"]}
     if model == "attention":
         escape["plateau_law"] = [1.0, 2.1]
         slopes["plateau_law"] = 2.0
-    return {
-        "model": model,
-        "ts": ts,
-        "threshold": 0.5,
-        "runs": runs,
-        "escape": escape,
-        "escape_slope": slopes,
-        "law": {"blowup_time_T_Z": 0.3},
-    }
+    law = comparison.PlateauLaw([], 0.3, np.nan, np.nan, [], [], True, 0)
+    return comparison.TheoryVsTraining(
+        model, ts, 0.5, (1.0,), 1.0, "linear", None, [], law, runs, escape, slopes
+    )
 
 
 def _texts(fig) -> list[str]:
@@ -289,7 +288,7 @@ def test_theory_overlay_figure_draws_each_theory_in_its_style(model, tmp_path):
     experiment = _theory_experiment(model)
     fig = plots.theory_overlay_figure(experiment, "overlay")
     _assert_convention(fig)
-    names = list(experiment["runs"][0]["comparisons"])
+    names = list(experiment.runs[0].comparisons)
     legend_texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "training" in legend_texts
     assert all(plots.theory_label(n) in legend_texts for n in names)
@@ -312,6 +311,26 @@ def test_escape_time_figure_follows_the_convention(model):
     texts = " ".join(_texts(fig))
     assert "training (measured)" in texts
     assert ("closed form" if model == "ffn" else "ODE") in texts
+    if model == "attention":  # the power T_Z d^(2 gamma), T_Z read off the plateau law
+        line = next(li for li in fig.axes[0].get_lines() if "slope $2" in li.get_label())
+        fine, d = line.get_xdata(), np.exp(2.2 / 2)
+        np.testing.assert_allclose(line.get_ydata(), 0.3 * d ** (2 * fine), rtol=1e-12)
+    plots.plt.close(fig)
+
+
+def test_theory_overlay_figure_draws_training_solid_and_each_theory_styled():
+    """Solid lines: training's curves (`TheorySimulation.simulation`); styled: the theory's."""
+    experiment = _theory_experiment("attention")
+    fig = plots.theory_overlay_figure(experiment, "overlay")
+    for ax, read in ((fig.axes[0], lambda c: c.logit_scale), (fig.axes[1], lambda c: c.rho)):
+        solid = [li for li in ax.get_lines() if li.get_linestyle() == "-"]
+        styled = [li for li in ax.get_lines() if li.get_linestyle() not in ("-", "None")]
+        for run, s, t in zip(experiment.runs, solid, styled[: len(experiment.runs)], strict=False):
+            pair = read(run.comparisons["uniform_attention_flow"])
+            want_s = pair.simulation if ax is fig.axes[0] else pair.simulation[0]
+            want_t = pair.theory if ax is fig.axes[0] else pair.theory[0]
+            np.testing.assert_array_equal(s.get_ydata(), want_s)
+            np.testing.assert_array_equal(t.get_ydata(), want_t)
     plots.plt.close(fig)
 
 

@@ -80,8 +80,7 @@ def run(full: bool = False) -> Outcome:
         summary = comparison.experiment_summary(experiment)
         # Lambda(0): at gamma = 0.6 the initial logits are already about half the threshold
         summary["initial_logit_scale"] = [
-            float(run["comparisons"][THEORY]["logit_scale"]["simulation"][0])
-            for run in experiment["runs"]
+            float(run.comparisons[THEORY].logit_scale.simulation[0]) for run in experiment.runs
         ]
         numbers[name] = summary
         figures[f"{name}_escape"] = plots.escape_time_figure(
@@ -95,7 +94,7 @@ def run(full: bool = False) -> Outcome:
     return Outcome(claims, figures, numbers, config | {"regime": regime})
 
 
-def _theory(ds: TokenDataset, config: dict, activation: str) -> dict:
+def _theory(ds: TokenDataset, config: dict, activation: str) -> comparison.TheoryVsTraining:
     return comparison.theory_vs_training(
         ds,
         gammas=GAMMAS,
@@ -161,19 +160,19 @@ def _claims(name: str, summary: dict, regime: str) -> list[Claim]:
     ]
 
 
-def _effective_rates(ds: TokenDataset, experiment: dict) -> list[float]:
+def _effective_rates(ds: TokenDataset, experiment: comparison.TheoryVsTraining) -> list[float]:
     """Per gamma, the rate C_1 with which the feedback closed form escapes with training."""
     M = comparison.flows_drive(ds)
     Gamma = closed_form.count_second_moment(ds)
-    ts = np.linspace(0.0, float(experiment["ts"][-1]), 2000)
+    ts = np.linspace(0.0, float(experiment.ts[-1]), 2000)
     rates = []
-    for run in experiment["runs"]:
-        measured = run["comparisons"][THEORY]["escape_time"]["simulation"]
-        start = (run["simulation"].W_E[0], run["simulation"].W_U[0])
+    for run in experiment.runs:
+        measured = run.comparisons[THEORY].escape_time.simulation
+        start = (run.simulation.W_E[0], run.simulation.W_U[0])
         low, high = 0.25, 2.0  # escape time falls as the rate grows: bisect in log rate
         for _ in range(30):
             middle = np.sqrt(low * high)
-            later = _feedback_escape(ds, M, Gamma, start, middle, ts, experiment["threshold"])
+            later = _feedback_escape(ds, M, Gamma, start, middle, ts, experiment.threshold)
             low, high = (middle, high) if not later <= measured else (low, middle)
         rates.append(float(np.sqrt(low * high)))
     return rates

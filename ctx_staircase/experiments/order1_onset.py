@@ -251,8 +251,8 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
         d=cfg["d"],
         prediction="uniform",  # P1 is the uniform-softmax truncation
     )
-    ts = experiment["ts"]
-    s1 = experiment["top_singular_value"]
+    ts = experiment.ts
+    s1 = experiment.top_singular_value
     print(
         f"C2={C2:g}: trained and integrated in {time.perf_counter() - t_start:.0f} s",
         file=sys.stderr,
@@ -300,16 +300,16 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
 
     probe_dt = cfg["probe_dt"] if key == "main" else cfg["probe_dt_default"]
     rows, curves = [], []
-    for i, (g, run) in enumerate(zip(gammas, experiment["runs"], strict=True)):
-        sim, theory = run["simulation"], run["theories"]["signature_flow_m1"]
+    for i, (g, run) in enumerate(zip(gammas, experiment.runs, strict=True)):
+        sim, theory = run.simulation, run.theories["signature_flow_m1"]
         R_train = drive_ratio(sim.W_E, sim.W_U, sigs, coefficients, numbers)
         R_theory = drive_ratio(theory.W_E, theory.W_U, sigs, coefficients, numbers)
         guard_hit = up_crossing(ts, np.abs(theory.W_E).max(axis=(1, 2)), 1.0)
 
         continued = ode.integrate(uniform, y0s[i], jnp.asarray(ts), 1, rtol=1e-7, atol=1e-12)
         R_cont = drive_ratio(continued.ys["W_E"], continued.ys["W_U"], sigs, coefficients, numbers)
-        escape = run["comparisons"]["signature_flow_m1"]["escape_time"]
-        R_lin, ts_linear = None, ts[ts <= escape["theory"] + cfg["linear_after_escape"] + 1e-9]
+        escape = run.comparisons["signature_flow_m1"].escape_time
+        R_lin, ts_linear = None, ts[ts <= escape.theory + cfg["linear_after_escape"] + 1e-9]
         if with_linear:
             sol = ode.integrate(linear, y0s[i], jnp.asarray(ts_linear), None, rtol=1e-7, atol=1e-12)
             R_lin = drive_ratio(sol.ys["W_E"], sol.ys["W_U"], sigs, coefficients, numbers)
@@ -324,9 +324,9 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
         measured = measured_onsets(ds, sim.W_E, ts, cfg, probe_dt, record=key == "main")
         row = {
             "gamma": g,
-            "status": run["status"],
-            "escape_theory": escape["theory"],
-            "escape_training": escape["simulation"],
+            "status": run.status,
+            "escape_theory": escape.theory,
+            "escape_training": escape.simulation,
             "P1_uniform_flow": up_crossing(ts, R_theory, 1.0),
             "P1_max_R_before_guard": float(np.nanmax(R_theory)),
             "P1_guard_time": guard_hit,
@@ -353,7 +353,7 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
             "R_continued": R_cont,
             "R_linear": R_lin,
             "ts_linear": ts_linear,
-            "rho_theory": run["comparisons"]["signature_flow_m1"]["rho"]["theory"][0],
+            "rho_theory": run.comparisons["signature_flow_m1"].rho.theory[0],
             **measured["curves"],
         }
         if check is not None:
@@ -380,7 +380,7 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
         rows.append(row)
         curves.append(curve)
         print(
-            f"C2={C2:g} γ={g:.1f}: esc {escape['theory']:.0f}/{escape['simulation']:.0f}  "
+            f"C2={C2:g} γ={g:.1f}: esc {escape.theory:.0f}/{escape.simulation:.0f}  "
             f"P1 {fmt(row['P1_uniform_flow'])} (R_inf {row['P1_R_inf']:.3f})  "
             f"P2 {fmt(row['P2_linear_softmax_flow'])}  P3 {p3:.0f}  "
             f"S1 {fmt(row['S1_trained_weights'])}  M1 {fmt(row['M1_probe'])}  "

@@ -60,10 +60,10 @@ def run(full: bool = False) -> Outcome:
     analytic_gap = abs(slopes["analytic"] / slopes["simulation"] - 1)
 
     # Nulls.
-    ts = np.asarray(experiment["ts"])
+    ts = np.asarray(experiment.ts)
     static_errors = []
-    for run, compared in zip(experiment["runs"], closed, strict=True):
-        W = np.asarray(run["simulation"].W_E)[ts <= compared["window_end"]]
+    for run, compared in zip(experiment.runs, closed, strict=True):
+        W = np.asarray(run.simulation.W_E)[ts <= compared["window_end"]]
         moved = np.linalg.norm(W - W[0], axis=(1, 2)) / np.linalg.norm(W, axis=(1, 2))
         static_errors.append(float(moved.max()))
     gammas = np.asarray(config["gammas"], dtype=np.float64)
