@@ -195,12 +195,7 @@ def pearson(a, b, weights=None) -> jax.Array:
         ``[...]`` in ``[-1, 1]``. Where ``a`` or ``b`` is constant on the weighted entries the
         correlation is undefined and 0 is returned (with zero gradient), never NaN.
     """
-    if weights is None:
-        a, b = _as_float(a, b)
-        weights = jnp.ones((), a.dtype)
-    else:
-        a, b, weights = _as_float(a, b, weights)
-    a, b, weights = _broadcast(a=a, b=b, weights=weights)
+    a, b, weights = _weighted_pair(a, b, weights)
     centered_a = a - _weighted_mean(a, weights)[..., None]
     centered_b = b - _weighted_mean(b, weights)[..., None]
     covariance = _weighted_mean(centered_a * centered_b, weights)
@@ -213,6 +208,16 @@ def pearson(a, b, weights=None) -> jax.Array:
     )
     scale = jnp.where(scale > 0, scale, one)
     return jnp.where(undefined, jnp.zeros_like(covariance), jnp.clip(covariance / scale, -1, 1))
+
+
+def _weighted_pair(a, b, weights) -> list[jax.Array]:
+    """``a``, ``b`` and ``weights`` (uniform ones when ``None``) as floats, broadcast together."""
+    if weights is None:
+        a, b = _as_float(a, b)
+        weights = jnp.ones((), a.dtype)
+    else:
+        a, b, weights = _as_float(a, b, weights)
+    return _broadcast(a=a, b=b, weights=weights)
 
 
 def _broadcast(**arrays: jax.Array) -> list[jax.Array]:
@@ -248,12 +253,7 @@ def one_minus_mse(a, b, weights=None) -> jax.Array:
 
     ``a``, ``b``, optional ``weights``: ``[..., m]`` -> ``[...]``.
     """
-    if weights is None:
-        a, b = _as_float(a, b)
-        weights = jnp.ones((), a.dtype)
-    else:
-        a, b, weights = _as_float(a, b, weights)
-    a, b, weights = _broadcast(a=a, b=b, weights=weights)
+    a, b, weights = _weighted_pair(a, b, weights)
     return 1 - _weighted_mean((a - b) ** 2, weights)
 
 

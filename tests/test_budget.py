@@ -154,14 +154,11 @@ def test_lanes_in_flight_mirrors_the_sweep_layout():
 # calibration against XLA and NumPy
 
 
-def _xla_bytes(compiled) -> int:
-    analysis = compiled.memory_analysis()
-    return (
-        analysis.argument_size_in_bytes
-        + analysis.output_size_in_bytes
-        + analysis.temp_size_in_bytes
-        - analysis.alias_size_in_bytes
-    )
+def test_xla_bytes_counts_arguments_and_outputs_and_a_donated_buffer_once():
+    x = jnp.zeros(1000, jnp.float32)  # 4000 bytes in, 4000 out, no temporaries
+    assert budget.xla_bytes(jax.jit(lambda x: 2 * x).lower(x).compile()) == 8000
+    donated = jax.jit(lambda x: 2 * x, donate_argnums=0).lower(x).compile()
+    assert budget.xla_bytes(donated) == 4000  # the output reuses the argument's buffer
 
 
 def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
@@ -169,7 +166,7 @@ def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
     run = train.make_run(graphdef, config)
     lr = jnp.asarray(config.lr, dtype=train.state_dtype(state))
     data = train.TrainData.from_dataset(ds)
-    return _xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
+    return budget.xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
 
 
 TRAIN_CASES = {
@@ -259,7 +256,7 @@ def _lm_xla_bytes(config, corpus) -> int:
         *(jnp.asarray(w, jnp.int32) for w in windows),
         jnp.asarray(0, jnp.uint32),
     )
-    return _xla_bytes(jax.jit(lane).lower(*args).compile())
+    return budget.xla_bytes(jax.jit(lane).lower(*args).compile())
 
 
 SIGNATURE_CASES = {
@@ -290,7 +287,7 @@ def test_signature_estimate_matches_numpy_and_xla(case):
     # the JAX part: cosine matrix and PCA of the largest order's vectors
     largest = max(kept, key=np.size)
     rows = jax.ShapeDtypeStruct((largest.shape[0], largest.size // largest.shape[0]), jnp.float64)
-    processing = _xla_bytes(
+    processing = budget.xla_bytes(
         jax.jit(lambda X: (metrics.cosine_matrix(X), metrics.pca(X))).lower(rows).compile()
     )
     estimate = budget.signature_bytes(ds, order)
@@ -305,7 +302,7 @@ def test_theory_escape_stage_matches_xla(N):
     weights = jax.ShapeDtypeStruct((grid, add.vocab_size, d), jnp.float64)
     compiled = closed_form.logit_scale.lower(weights, weights, add.tokens, (1.0, 0.5)).compile()
     estimate = budget.theory_stages(add, d=d)["escape"]
-    assert LOW <= estimate / _xla_bytes(compiled) <= HIGH
+    assert LOW <= estimate / budget.xla_bytes(compiled) <= HIGH
     assert budget.theory_bytes(add, d=d) >= estimate
 
 
