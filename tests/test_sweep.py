@@ -20,11 +20,17 @@ def ds():
     return tasks.make("add", N=8)
 
 
+def _grid_sweep(ds, **layout):
+    """The 2 x 2 x 2 (gamma x seed x lr) grid of the ``reference`` run, one lr diverging, laid
+    out as ``layout`` (`sweep.train_sweep`'s devices, lanes_per_batch, concurrent_calls) says."""
+    return sweep.train_sweep(
+        "ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], lrs=[0.5, 1e7], **F64, **layout
+    )
+
+
 @pytest.fixture(scope="module")
 def reference(ds):
-    return sweep.train_sweep(
-        "ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], lrs=[0.5, 1e7], **F64
-    )
+    return _grid_sweep(ds)
 
 
 def test_grid_is_gamma_major(reference):
@@ -58,16 +64,7 @@ def test_divergent_lanes_do_not_touch_the_others(ds, reference):
 
 def test_sharded_sweep_equals_single_device(ds, reference):
     assert len(jax.devices()) == 4  # tests/conftest.py forces four host devices
-    single = sweep.train_sweep(
-        "ffn",
-        ds,
-        CONFIG,
-        gammas=[0.5, 1.0],
-        seeds=[0, 3],
-        lrs=[0.5, 1e7],
-        devices=jax.devices()[:1],
-        **F64,
-    )
+    single = _grid_sweep(ds, devices=jax.devices()[:1])
     np.testing.assert_array_equal(single.trajectory.W_E, reference.trajectory.W_E)
     # vmapped, an odd lane count is padded to the device count and the padding dropped
     odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0), lanes_per_batch=2)
@@ -134,17 +131,11 @@ def test_bad_grid_names_the_parameter(ds, grid, needle):
 def test_how_lanes_run_changes_nothing(ds, reference, lanes_per_batch, concurrent_calls):
     # one device, 8 lanes: lane by lane (1) from 1 or 3 threads; vmapped in groups of 3 (2
     # groups and a vmapped rest of 2) or 8 (one vmap); 2 calls of 4 lanes in 2 groups
-    run = sweep.train_sweep(
-        "ffn",
+    run = _grid_sweep(
         ds,
-        CONFIG,
-        gammas=[0.5, 1.0],
-        seeds=[0, 3],
-        lrs=[0.5, 1e7],
         devices=jax.devices()[:1],
         lanes_per_batch=lanes_per_batch,
         concurrent_calls=concurrent_calls,
-        **F64,
     )
     assert run.status == reference.status
     if lanes_per_batch == 1:  # the default layout on CPU: bitwise
@@ -308,17 +299,7 @@ def test_vmapped_train_sweep_places_lanes_on_all_devices(ds, reference, monkeypa
         return call, sharding
 
     monkeypatch.setattr(sweep, "sharded_map", spying)
-    run = sweep.train_sweep(
-        "ffn",
-        ds,
-        CONFIG,
-        gammas=[0.5, 1.0],
-        seeds=[0, 3],
-        lrs=[0.5, 1e7],
-        lanes_per_batch=2,
-        concurrent_calls=1,
-        **F64,
-    )
+    run = _grid_sweep(ds, lanes_per_batch=2, concurrent_calls=1)
     assert placements and all(p == set(jax.devices()) for p in placements)
     assert run.status == reference.status
     np.testing.assert_allclose(run.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12)
