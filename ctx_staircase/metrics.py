@@ -50,6 +50,7 @@ __all__ = [
     "DistributionMatch",
     "ProbeResult",
     "alignment",
+    "check_finite",
     "constant_frequencies",
     "cosine_matrix",
     "distribution_match",
@@ -273,6 +274,13 @@ class Alignment(NamedTuple):
 
     value: jax.Array
     method: str
+
+
+def check_finite(**arrays) -> None:
+    """Raise a ``ValueError`` naming the first of ``arrays`` (name=array) with a NaN or inf."""
+    for name, value in arrays.items():
+        if not bool(jnp.all(jnp.isfinite(value))):
+            raise ValueError(f"{name} has non-finite entries (NaN or inf)")
 
 
 def _check_similarity(S: jax.Array, name: str) -> None:
@@ -579,9 +587,7 @@ def probe_fit(
     A, order = phi.shape[0], phi.ndim - 2
     if S_emb.shape != (A, A):
         raise ValueError(f"S_emb must have shape [{A}, {A}] to match phi; got {S_emb.shape}")
-    for value, name in ((phi, "phi"), (S_emb, "S_emb")):
-        if not bool(jnp.all(jnp.isfinite(value))):
-            raise ValueError(f"{name} has non-finite entries (NaN or inf)")
+    check_finite(phi=phi, S_emb=S_emb)
     n_pairs = A * (A - 1) // 2
     if isinstance(folds, bool) or not isinstance(folds, int | np.integer) or folds < 2:
         raise ValueError(f"folds must be an int >= 2; got {folds!r}")

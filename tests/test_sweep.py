@@ -33,6 +33,35 @@ def reference(ds):
     return _grid_sweep(ds)
 
 
+def interrupt_after(monkeypatch, saved: int):
+    """Make the next sweep die after it saved ``saved`` lanes; returns a function that undoes
+    it."""
+    original = sweep.LaneStore.save
+    calls = {"count": 0}
+
+    def save(self, lane, trajectory):
+        if calls["count"] == saved:
+            raise KeyboardInterrupt
+        calls["count"] += 1
+        original(self, lane, trajectory)
+
+    monkeypatch.setattr(sweep.LaneStore, "save", save)
+    return lambda: monkeypatch.setattr(sweep.LaneStore, "save", original)
+
+
+def counting_lanes(monkeypatch):
+    """From now on, record the lane count of every `sweep.sweep_map` call; returns the list."""
+    computed = []
+    original = sweep.sweep_map
+
+    def counting(fn, *lanes, **kwargs):
+        computed.append(int(lanes[0].shape[0]))
+        return original(fn, *lanes, **kwargs)
+
+    monkeypatch.setattr(sweep, "sweep_map", counting)
+    return computed
+
+
 def test_grid_is_gamma_major(reference):
     assert reference.gamma.tolist() == [0.5] * 4 + [1.0] * 4
     assert reference.seed.tolist() == [0, 0, 3, 3] * 2
@@ -75,30 +104,14 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
     grid = dict(gammas=[0.5, 0.8, 1.0], seeds=[0, 1], **F64)
     whole = sweep.train_sweep("ffn", ds, CONFIG, **grid)
 
-    saves = {"count": 0}
-    original_save = sweep.LaneStore.save
-
-    def interrupted_save(self, lane, trajectory):
-        if saves["count"] == 2:
-            raise KeyboardInterrupt  # the process dies after two lanes reached disk
-        saves["count"] += 1
-        original_save(self, lane, trajectory)
-
-    monkeypatch.setattr(sweep.LaneStore, "save", interrupted_save)
+    restore = interrupt_after(monkeypatch, 2)  # the process dies after two lanes reached disk
     with pytest.raises(KeyboardInterrupt):
         sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
     assert len(list((tmp_path / "units").glob("lane_*.npz"))) == 2
     assert not (tmp_path / "metrics.json").exists()
-    monkeypatch.setattr(sweep.LaneStore, "save", original_save)
+    restore()
 
-    computed = []
-    original_map = sweep.sweep_map
-
-    def counting_map(fn, *lanes, **kwargs):
-        computed.append(int(lanes[0].shape[0]))
-        return original_map(fn, *lanes, **kwargs)
-
-    monkeypatch.setattr(sweep, "sweep_map", counting_map)
+    computed = counting_lanes(monkeypatch)
     resumed = sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
     assert computed == [2, 2]  # the four missing lanes, in two chunks; none of the saved two
     np.testing.assert_array_equal(resumed.trajectory.W_E, whole.trajectory.W_E)
@@ -346,33 +359,6 @@ SMALL = train.TrainConfig(optimizer="gd", lr=0.5, steps=6, snapshots=(0, 3, 6))
 SMALL_GRID = dict(gammas=[0.5, 1.0], seeds=[0], lrs=[0.5])
 
 
-def interrupt_after_one_lane(monkeypatch):
-    """Make the next sweep die after it saved one lane; returns a function that undoes it."""
-    original = sweep.LaneStore.save
-    calls = {"count": 0}
-
-    def save(self, lane, trajectory):
-        if calls["count"] == 1:
-            raise KeyboardInterrupt
-        calls["count"] += 1
-        original(self, lane, trajectory)
-
-    monkeypatch.setattr(sweep.LaneStore, "save", save)
-    return lambda: monkeypatch.setattr(sweep.LaneStore, "save", original)
-
-
-def counting_lanes(monkeypatch):
-    computed = []
-    original = sweep.sweep_map
-
-    def counting(fn, *lanes, **kwargs):
-        computed.append(int(lanes[0].shape[0]))
-        return original(fn, *lanes, **kwargs)
-
-    monkeypatch.setattr(sweep, "sweep_map", counting)
-    return computed
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -391,7 +377,7 @@ def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkey
     old = sweep.train_sweep("ffn", ds, SMALL, **SMALL_GRID, **F64)
     assert not np.array_equal(fresh.trajectory.W_E, old.trajectory.W_E)  # the change matters
 
-    restore = interrupt_after_one_lane(monkeypatch)
+    restore = interrupt_after(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
         sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, chunk=1, **SMALL_GRID, **F64)
     restore()
