@@ -386,3 +386,18 @@ def test_estimators_are_cheap():
         for _ in range(10):
             call()
         assert (time.perf_counter() - start) / 10 < 0.02, name
+
+
+def test_each_more_lane_holds_its_recorded_weights_twice():
+    """`train_bytes`: a lane beyond those in flight adds only its trajectory, held twice; the
+    weights part of it is S snapshots of ``W_E, W_U [V, d]``."""
+    ds, d = tasks.make("add", N=8), 16
+    extra = {}
+    for record in (True, False):
+        config = train.TrainConfig(steps=10, snapshots=(0, 5, 10), record_weights=record)
+        one, two = (
+            budget.train_bytes("ffn", ds, config, lanes=n, concurrent=1, d=d) for n in (1, 2)
+        )
+        extra[record] = two - one
+    assert extra[False] > 0
+    assert extra[True] - extra[False] == 2 * 4 * 3 * (2 * ds.vocab_size * d)
