@@ -169,30 +169,19 @@ def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
     return budget.xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
 
 
+SHORT = dict(steps=10, snapshots=(0, 10))  # few snapshots: the step's memory dominates
 TRAIN_CASES = {
     # the `ctx-staircase train add` default: the 34 recorded snapshots dominate
     "ffn add N=20 d=128": ("ffn", "add", dict(N=20), dict(steps=100), dict(d=128)),
     # long sequences: the gathered embeddings [n, L, d] dominate
-    "ffn modsum N=12 L=4 d=32": (
-        "ffn",
-        "modsum",
-        dict(N=12, L=4),
-        dict(steps=10, snapshots=(0, 10)),
-        dict(d=32),
-    ),
+    "ffn modsum N=12 L=4 d=32": ("ffn", "modsum", dict(N=12, L=4), SHORT, dict(d=32)),
     # a wide vocabulary: the logits [n, V] and their gradient dominate
-    "ffn add N=120 V=1500 d=64": (
-        "ffn",
-        "add",
-        dict(N=120, vocab_size=1500),
-        dict(steps=10, snapshots=(0, 10)),
-        dict(d=64),
-    ),
+    "ffn add N=120 V=1500 d=64": ("ffn", "add", dict(N=120, vocab_size=1500), SHORT, dict(d=64)),
     "attention modsum N=8 L=4 d=64": (
         "attention",
         "modsum",
         dict(N=8, L=4),
-        dict(steps=10, snapshots=(0, 10), optimizer="gd"),
+        dict(SHORT, optimizer="gd"),
         dict(d=64),
     ),
 }
