@@ -215,16 +215,24 @@ def bench_lanes(config, corpus, gammas, steps: int, repeats: int) -> dict:
         "trace_lower_s": lower_s,
         "compile_s": compile_s,
         **timing,
-        "tokens_per_s_best": tokens / timing["best_s"],
-        "tokens_per_s_median": tokens / timing["median_s"],
-        "tokens_per_s_per_lane_best": tokens / lanes / timing["best_s"],
-        "step_s_best": timing["best_s"] / steps,
-        "step_s_median": timing["median_s"] / steps,
+        **_rates(timing, tokens, lanes, steps),
         "final_loss_first_windows": np.asarray(loss).ravel().tolist(),
         "diverged_step": np.asarray(diverged).ravel().tolist(),
         "xla_flops_one_step": xla_step,
         "xla_flops_per_token": (None if xla_step is None else xla_step / (tokens / steps)),
         "xla_flops_step_loop_as_reported": loop_xla,
+    }
+
+
+def _rates(timing: dict, tokens: int, lanes: int, steps: int) -> dict:
+    """Tokens per second (all lanes, and per lane) and seconds per step of ``timing``'s best
+    and median call, one call being ``steps`` steps of ``lanes`` lanes over ``tokens`` tokens."""
+    return {
+        "tokens_per_s_best": tokens / timing["best_s"],
+        "tokens_per_s_median": tokens / timing["median_s"],
+        "tokens_per_s_per_lane_best": tokens / lanes / timing["best_s"],
+        "step_s_best": timing["best_s"] / steps,
+        "step_s_median": timing["median_s"] / steps,
     }
 
 
@@ -262,11 +270,7 @@ def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict
         "compile_s": first_s - timing["median_s"],
         "xla_flops_per_token": None,
         **timing,
-        "tokens_per_s_best": tokens / timing["best_s"],
-        "tokens_per_s_median": tokens / timing["median_s"],
-        "tokens_per_s_per_lane_best": tokens / lanes / timing["best_s"],
-        "step_s_best": timing["best_s"] / steps,
-        "step_s_median": timing["median_s"] / steps,
+        **_rates(timing, tokens, lanes, steps),
     }
 
 

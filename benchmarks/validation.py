@@ -120,15 +120,6 @@ def calibration() -> list[tuple[str, int, int]]:
 
     from ctx_staircase import budget, lm, tasks, text, train
 
-    def xla(compiled) -> int:
-        m = compiled.memory_analysis()
-        return (
-            m.argument_size_in_bytes
-            + m.output_size_in_bytes
-            + m.temp_size_in_bytes
-            - m.alias_size_in_bytes
-        )
-
     short = dict(steps=10, snapshots=(0, 10))  # few snapshots: the step's memory dominates
     rows = []
     for label, model, task, params, settings, kwargs in (
@@ -159,7 +150,9 @@ def calibration() -> list[tuple[str, int, int]]:
         run = train.make_run(graphdef, config)
         lr = jnp.asarray(config.lr, dtype=train.state_dtype(state))
         data = train.TrainData.from_dataset(ds)
-        measured = xla(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
+        measured = budget.xla_bytes(
+            jax.jit(run).lower(state, lr, jax.random.key(0), data).compile()
+        )
         rows.append(
             (f"train {label}", budget.train_lane_bytes(model, ds, config, **kwargs), measured)
         )
@@ -192,7 +185,7 @@ def calibration() -> list[tuple[str, int, int]]:
             *(jnp.asarray(w, jnp.int32) for w in windows),
             jnp.asarray(0, jnp.uint32),
         )
-        measured = xla(jax.jit(lane).lower(*args).compile())
+        measured = budget.xla_bytes(jax.jit(lane).lower(*args).compile())
         label = f"lm d={config.d} layers={config.n_layers} T={T} B={config.batch_size} V={V}"
         rows.append((label, budget.lm_lane_bytes(config, V, tokens=corpus.train.size), measured))
     return rows

@@ -335,6 +335,19 @@ _STEP_OPTIMIZER_FACTOR = 1.5
 _HELD_COPIES = 2
 
 
+def xla_bytes(compiled) -> int:
+    """Peak bytes XLA assigns a compiled function (``jax.jit(f).lower(...).compile()``): its
+    ``memory_analysis()`` arguments + outputs + temporaries, less the aliased (donated) bytes
+    counted twice. The measurement every estimator here is calibrated against."""
+    analysis = compiled.memory_analysis()
+    return (
+        analysis.argument_size_in_bytes
+        + analysis.output_size_in_bytes
+        + analysis.temp_size_in_bytes
+        - analysis.alias_size_in_bytes
+    )
+
+
 def model_parameters(
     model: str,
     *,
@@ -389,7 +402,7 @@ def _snapshot_elements(V: int, d: int, L: int, groups: int, record_weights: bool
     return (2 * V * d if record_weights else 0) + L + 4 + 2 * groups + 4
 
 
-def train_lane_bytes(
+def _lane_and_trajectory_bytes(
     model: str,
     ds,
     config,
@@ -401,19 +414,8 @@ def train_lane_bytes(
     d_ff: int | None = None,
     positional: bool = True,
     **_other_model_kwargs,
-) -> int:
-    """Peak bytes of one compiled training lane, ``jax.jit(train.make_run(...))`` (arguments +
-    temporaries + outputs, as XLA's ``memory_analysis`` counts them).
-
-    Counts: the parameters P (`model_parameters`) as the argument; inside the step
-    ``(3 + 1.5 k) P`` for the parameters, gradient, update and k optimizer copies (Adam: k = 2,
-    GD/SGD: 0); the larger of one step's activations over the batch (``batch_size`` or all n
-    sequences; `_activations`: e.g. FFN ``n (L d + 2 d + 2 V)``, the logits ``[n, V]`` twice) and
-    one snapshot's forward pass over all n sequences; the data (tokens ``[n, L]``, labels,
-    weights); and the recorded trajectory, ``S`` snapshots of ``W_E, W_U [V, d]`` and scalars.
-    ``model_kwargs`` that do not change memory (activation, init, gamma...) are accepted and
-    ignored.
-    """
+) -> tuple[int, int]:
+    """`train_lane_bytes`, and the part of it that is the recorded trajectory."""
     V = ds.vocab_size if vocab_size is None else int(vocab_size)
     n, L = ds.n, ds.L
     itemsize = np.dtype(dtype).itemsize
@@ -431,7 +433,25 @@ def train_lane_bytes(
     data = n * (L * 4 + 4 + itemsize)
     snapshots = len(config.snapshots)
     recorded = snapshots * _snapshot_elements(V, d, L, groups, config.record_weights)
-    return int(itemsize * ((1 + copies) * params + working + recorded) + data)
+    lane = int(itemsize * ((1 + copies) * params + working + recorded) + data)
+    return lane, itemsize * recorded
+
+
+def train_lane_bytes(model: str, ds, config, **model_kwargs) -> int:
+    """Peak bytes of one compiled training lane, ``jax.jit(train.make_run(...))`` (arguments +
+    temporaries + outputs, as XLA's ``memory_analysis`` counts them).
+
+    Counts: the parameters P (`model_parameters`) as the argument; inside the step
+    ``(3 + 1.5 k) P`` for the parameters, gradient, update and k optimizer copies (Adam: k = 2,
+    GD/SGD: 0); the larger of one step's activations over the batch (``batch_size`` or all n
+    sequences; `_activations`: e.g. FFN ``n (L d + 2 d + 2 V)``, the logits ``[n, V]`` twice) and
+    one snapshot's forward pass over all n sequences; the data (tokens ``[n, L]``, labels,
+    weights); and the recorded trajectory, ``S`` snapshots of ``W_E, W_U [V, d]`` and scalars.
+    The model keywords, with their defaults: ``d=128``, ``vocab_size=None`` (the data's),
+    ``dtype="float32"``, ``d_k=64``, ``d_ff=None`` (``4 d``), ``positional=True``; those that do
+    not change memory (activation, init, gamma...) are accepted and ignored.
+    """
+    return _lane_and_trajectory_bytes(model, ds, config, **model_kwargs)[0]
 
 
 def train_bytes(
@@ -442,13 +462,7 @@ def train_bytes(
     lanes: int = 1,
     concurrent: int | None = None,
     chunk: int | None = None,
-    d: int = 128,
-    vocab_size: int | None = None,
-    dtype="float32",
-    d_k: int = 64,
-    d_ff: int | None = None,
-    positional: bool = True,
-    **_other_model_kwargs,
+    **model_kwargs,
 ) -> int:
     """Peak bytes of ``sweep.train_sweep(model, ds, config, ..., **model_kwargs)`` over ``lanes``
     (gamma x seed x lr) lanes, run ``chunk`` lanes per call (default all).
@@ -459,16 +473,7 @@ def train_bytes(
     twice, as the sweep's output and as the stacked result. The model keywords are
     `train_lane_bytes`'s.
     """
-    kwargs = dict(
-        d=d, vocab_size=vocab_size, dtype=dtype, d_k=d_k, d_ff=d_ff, positional=positional
-    )
-    lane = train_lane_bytes(model, ds, config, **kwargs)
-    V = ds.vocab_size if vocab_size is None else int(vocab_size)
-    trajectory = (
-        np.dtype(dtype).itemsize
-        * len(config.snapshots)
-        * _snapshot_elements(V, d, ds.L, len(ds.groups), config.record_weights)
-    )
+    lane, trajectory = _lane_and_trajectory_bytes(model, ds, config, **model_kwargs)
     size = min(lanes, chunk or lanes)
     in_flight = min(size, concurrent or lanes_in_flight(size))
     return int(in_flight * (lane - trajectory) + _HELD_COPIES * lanes * trajectory)

@@ -694,9 +694,7 @@ def prefix_probe(
     A, K = phi.shape[0], phi.shape[2]
     if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
         raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi; got {S_emb.shape}")
-    for value, name in ((phi, "phi"), (S_emb, "S_emb")):
-        if not bool(jnp.all(jnp.isfinite(value))):
-            raise ValueError(f"{name} has non-finite entries (NaN or inf)")
+    metrics.check_finite(phi=phi, S_emb=S_emb)
     internal.check_int(steps, "steps", 0)
     internal.check_int(restarts, "restarts", 1)
     _check_float(lr, "lr", low=0.0, low_open=True)

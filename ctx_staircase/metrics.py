@@ -50,6 +50,7 @@ __all__ = [
     "DistributionMatch",
     "ProbeResult",
     "alignment",
+    "check_finite",
     "constant_frequencies",
     "cosine_matrix",
     "distribution_match",
@@ -195,12 +196,7 @@ def pearson(a, b, weights=None) -> jax.Array:
         ``[...]`` in ``[-1, 1]``. Where ``a`` or ``b`` is constant on the weighted entries the
         correlation is undefined and 0 is returned (with zero gradient), never NaN.
     """
-    if weights is None:
-        a, b = _as_float(a, b)
-        weights = jnp.ones((), a.dtype)
-    else:
-        a, b, weights = _as_float(a, b, weights)
-    a, b, weights = _broadcast(a=a, b=b, weights=weights)
+    a, b, weights = _weighted_pair(a, b, weights)
     centered_a = a - _weighted_mean(a, weights)[..., None]
     centered_b = b - _weighted_mean(b, weights)[..., None]
     covariance = _weighted_mean(centered_a * centered_b, weights)
@@ -213,6 +209,16 @@ def pearson(a, b, weights=None) -> jax.Array:
     )
     scale = jnp.where(scale > 0, scale, one)
     return jnp.where(undefined, jnp.zeros_like(covariance), jnp.clip(covariance / scale, -1, 1))
+
+
+def _weighted_pair(a, b, weights) -> list[jax.Array]:
+    """``a``, ``b`` and ``weights`` (uniform ones when ``None``) as floats, broadcast together."""
+    if weights is None:
+        a, b = _as_float(a, b)
+        weights = jnp.ones((), a.dtype)
+    else:
+        a, b, weights = _as_float(a, b, weights)
+    return _broadcast(a=a, b=b, weights=weights)
 
 
 def _broadcast(**arrays: jax.Array) -> list[jax.Array]:
@@ -248,12 +254,7 @@ def one_minus_mse(a, b, weights=None) -> jax.Array:
 
     ``a``, ``b``, optional ``weights``: ``[..., m]`` -> ``[...]``.
     """
-    if weights is None:
-        a, b = _as_float(a, b)
-        weights = jnp.ones((), a.dtype)
-    else:
-        a, b, weights = _as_float(a, b, weights)
-    a, b, weights = _broadcast(a=a, b=b, weights=weights)
+    a, b, weights = _weighted_pair(a, b, weights)
     return 1 - _weighted_mean((a - b) ** 2, weights)
 
 
@@ -273,6 +274,13 @@ class Alignment(NamedTuple):
 
     value: jax.Array
     method: str
+
+
+def check_finite(**arrays) -> None:
+    """Raise a ``ValueError`` naming the first of ``arrays`` (name=array) with a NaN or inf."""
+    for name, value in arrays.items():
+        if not bool(jnp.all(jnp.isfinite(value))):
+            raise ValueError(f"{name} has non-finite entries (NaN or inf)")
 
 
 def _check_similarity(S: jax.Array, name: str) -> None:
@@ -579,9 +587,7 @@ def probe_fit(
     A, order = phi.shape[0], phi.ndim - 2
     if S_emb.shape != (A, A):
         raise ValueError(f"S_emb must have shape [{A}, {A}] to match phi; got {S_emb.shape}")
-    for value, name in ((phi, "phi"), (S_emb, "S_emb")):
-        if not bool(jnp.all(jnp.isfinite(value))):
-            raise ValueError(f"{name} has non-finite entries (NaN or inf)")
+    check_finite(phi=phi, S_emb=S_emb)
     n_pairs = A * (A - 1) // 2
     if isinstance(folds, bool) or not isinstance(folds, int | np.integer) or folds < 2:
         raise ValueError(f"folds must be an int >= 2; got {folds!r}")

@@ -21,27 +21,27 @@ _lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def reporting(sink: Callable[[int], None]) -> Iterator[None]:
+def _registered(
+    registry: list[Callable[[int], None]], sink: Callable[[int], None]
+) -> Iterator[None]:
+    """Hold ``sink`` in ``registry`` inside the block (thread-safe)."""
+    with _lock:
+        registry.append(sink)
+    try:
+        yield
+    finally:
+        with _lock:
+            registry.remove(sink)
+
+
+def reporting(sink: Callable[[int], None]) -> contextlib.AbstractContextManager[None]:
     """Send every tick (a count of finished work items) to ``sink`` inside the block."""
-    with _lock:
-        _sinks.append(sink)
-    try:
-        yield
-    finally:
-        with _lock:
-            _sinks.remove(sink)
+    return _registered(_sinks, sink)
 
 
-@contextlib.contextmanager
-def expecting(sink: Callable[[int], None]) -> Iterator[None]:
+def expecting(sink: Callable[[int], None]) -> contextlib.AbstractContextManager[None]:
     """Send every announcement of upcoming work (`expect`) to ``sink`` inside the block."""
-    with _lock:
-        _expectations.append(sink)
-    try:
-        yield
-    finally:
-        with _lock:
-            _expectations.remove(sink)
+    return _registered(_expectations, sink)
 
 
 def expect(count: int) -> None:

@@ -154,14 +154,11 @@ def test_lanes_in_flight_mirrors_the_sweep_layout():
 # calibration against XLA and NumPy
 
 
-def _xla_bytes(compiled) -> int:
-    analysis = compiled.memory_analysis()
-    return (
-        analysis.argument_size_in_bytes
-        + analysis.output_size_in_bytes
-        + analysis.temp_size_in_bytes
-        - analysis.alias_size_in_bytes
-    )
+def test_xla_bytes_counts_arguments_and_outputs_and_a_donated_buffer_once():
+    x = jnp.zeros(1000, jnp.float32)  # 4000 bytes in, 4000 out, no temporaries
+    assert budget.xla_bytes(jax.jit(lambda x: 2 * x).lower(x).compile()) == 8000
+    donated = jax.jit(lambda x: 2 * x, donate_argnums=0).lower(x).compile()
+    assert budget.xla_bytes(donated) == 4000  # the output reuses the argument's buffer
 
 
 def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
@@ -169,33 +166,22 @@ def _train_xla_bytes(model, ds, config, **model_kwargs) -> int:
     run = train.make_run(graphdef, config)
     lr = jnp.asarray(config.lr, dtype=train.state_dtype(state))
     data = train.TrainData.from_dataset(ds)
-    return _xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
+    return budget.xla_bytes(jax.jit(run).lower(state, lr, jax.random.key(0), data).compile())
 
 
+SHORT = dict(steps=10, snapshots=(0, 10))  # few snapshots: the step's memory dominates
 TRAIN_CASES = {
     # the `ctx-staircase train add` default: the 34 recorded snapshots dominate
     "ffn add N=20 d=128": ("ffn", "add", dict(N=20), dict(steps=100), dict(d=128)),
     # long sequences: the gathered embeddings [n, L, d] dominate
-    "ffn modsum N=12 L=4 d=32": (
-        "ffn",
-        "modsum",
-        dict(N=12, L=4),
-        dict(steps=10, snapshots=(0, 10)),
-        dict(d=32),
-    ),
+    "ffn modsum N=12 L=4 d=32": ("ffn", "modsum", dict(N=12, L=4), SHORT, dict(d=32)),
     # a wide vocabulary: the logits [n, V] and their gradient dominate
-    "ffn add N=120 V=1500 d=64": (
-        "ffn",
-        "add",
-        dict(N=120, vocab_size=1500),
-        dict(steps=10, snapshots=(0, 10)),
-        dict(d=64),
-    ),
+    "ffn add N=120 V=1500 d=64": ("ffn", "add", dict(N=120, vocab_size=1500), SHORT, dict(d=64)),
     "attention modsum N=8 L=4 d=64": (
         "attention",
         "modsum",
         dict(N=8, L=4),
-        dict(steps=10, snapshots=(0, 10), optimizer="gd"),
+        dict(SHORT, optimizer="gd"),
         dict(d=64),
     ),
 }
@@ -259,7 +245,7 @@ def _lm_xla_bytes(config, corpus) -> int:
         *(jnp.asarray(w, jnp.int32) for w in windows),
         jnp.asarray(0, jnp.uint32),
     )
-    return _xla_bytes(jax.jit(lane).lower(*args).compile())
+    return budget.xla_bytes(jax.jit(lane).lower(*args).compile())
 
 
 SIGNATURE_CASES = {
@@ -290,7 +276,7 @@ def test_signature_estimate_matches_numpy_and_xla(case):
     # the JAX part: cosine matrix and PCA of the largest order's vectors
     largest = max(kept, key=np.size)
     rows = jax.ShapeDtypeStruct((largest.shape[0], largest.size // largest.shape[0]), jnp.float64)
-    processing = _xla_bytes(
+    processing = budget.xla_bytes(
         jax.jit(lambda X: (metrics.cosine_matrix(X), metrics.pca(X))).lower(rows).compile()
     )
     estimate = budget.signature_bytes(ds, order)
@@ -305,7 +291,7 @@ def test_theory_escape_stage_matches_xla(N):
     weights = jax.ShapeDtypeStruct((grid, add.vocab_size, d), jnp.float64)
     compiled = closed_form.logit_scale.lower(weights, weights, add.tokens, (1.0, 0.5)).compile()
     estimate = budget.theory_stages(add, d=d)["escape"]
-    assert LOW <= estimate / _xla_bytes(compiled) <= HIGH
+    assert LOW <= estimate / budget.xla_bytes(compiled) <= HIGH
     assert budget.theory_bytes(add, d=d) >= estimate
 
 
@@ -389,3 +375,18 @@ def test_estimators_are_cheap():
         for _ in range(10):
             call()
         assert (time.perf_counter() - start) / 10 < 0.02, name
+
+
+def test_each_more_lane_holds_its_recorded_weights_twice():
+    """`train_bytes`: a lane beyond those in flight adds only its trajectory, held twice; the
+    weights part of it is S snapshots of ``W_E, W_U [V, d]``."""
+    ds, d = tasks.make("add", N=8), 16
+    extra = {}
+    for record in (True, False):
+        config = train.TrainConfig(steps=10, snapshots=(0, 5, 10), record_weights=record)
+        one, two = (
+            budget.train_bytes("ffn", ds, config, lanes=n, concurrent=1, d=d) for n in (1, 2)
+        )
+        extra[record] = two - one
+    assert extra[False] > 0
+    assert extra[True] - extra[False] == 2 * 4 * 3 * (2 * ds.vocab_size * d)

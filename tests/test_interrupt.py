@@ -56,6 +56,26 @@ def _interrupt(argv: list[str], out: Path, sig: int, delay: float) -> subprocess
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+def _reference_and_stopped(
+    argv: list[str], tmp_path: Path, name: str, sig: int, low: float, high: float
+) -> tuple[Path, Path, subprocess.CompletedProcess, str]:
+    """An uninterrupted run of ``argv`` under ``tmp_path/reference``, and one under
+    ``tmp_path/name`` stopped by ``sig`` after a delay drawn (seeded by ``name``) from
+    ``[low, high]`` s; the last element says when, for failure messages."""
+    reference = tmp_path / "reference"
+    done = _run(argv, reference)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / name
+    delay = random.Random(name).uniform(low, high)
+    return reference, out, _interrupt(argv, out, sig, delay), f"{sig!r} after {delay:.2f} s"
+
+
+def _resume(argv: list[str], out: Path) -> None:
+    """Rerun ``argv`` into the interrupted ``out``; it must finish."""
+    resumed = _run(argv, out)
+    assert resumed.returncode == 0, resumed.stderr
+
+
 def _arrays(path: Path) -> dict[str, np.ndarray]:
     with np.load(path) as data:
         return {k: data[k] for k in data.files}
@@ -96,22 +116,18 @@ def test_train_resumes_bitwise_after_interruption(tmp_path, reference_train, sig
         else:
             assert stopped.returncode == -signal.SIGKILL, context
         assert not (out / "metrics.json").exists(), context  # the summary is written last
-    resumed = _run(TRAIN, out)
-    assert resumed.returncode == 0, resumed.stderr
+    _resume(TRAIN, out)
     for name in ("sweep/arrays.npz", "alignment.npz"):
         _assert_bitwise(reference_train / name, out / name)
 
 
 def test_lm_resumes_bitwise_after_kill(tmp_path):
-    reference = tmp_path / "reference"
-    assert _run(LM, reference).returncode == 0
-    out = tmp_path / "lm"
-    delay = random.Random("lm").uniform(4.0, 12.0)
-    stopped = _interrupt(LM, out, signal.SIGKILL, delay)
+    reference, out, stopped, context = _reference_and_stopped(
+        LM, tmp_path, "lm", signal.SIGKILL, 4.0, 12.0
+    )
     if stopped.returncode != 0:
-        assert not (out / "metrics.json").exists()
-    resumed = _run(LM, out)
-    assert resumed.returncode == 0, resumed.stderr
+        assert not (out / "metrics.json").exists(), context
+    _resume(LM, out)
     _assert_bitwise(reference / "arrays.npz", out / "arrays.npz")
 
 
@@ -190,15 +206,12 @@ def test_flagship_run_resumes_after_kill_with_the_same_numbers(tmp_path):
     """`run --tiny` killed at a random moment, then rerun: every claim and number as in an
     uninterrupted run (the figures aside, whose bytes carry no numbers of their own)."""
     argv = ["run", "--tiny"]
-    reference = tmp_path / "reference"
-    assert _run(argv, reference).returncode == 0
-    out = tmp_path / "run"
-    delay = random.Random("run").uniform(5.0, 20.0)
-    stopped = _interrupt(argv, out, signal.SIGKILL, delay)
+    reference, out, stopped, context = _reference_and_stopped(
+        argv, tmp_path, "run", signal.SIGKILL, 5.0, 20.0
+    )
     if stopped.returncode != 0:
-        assert not (out / "results" / "staircase.json").exists(), f"killed after {delay:.1f} s"
-    resumed = _run(argv, out)
-    assert resumed.returncode == 0, resumed.stderr
+        assert not (out / "results" / "staircase.json").exists(), context
+    _resume(argv, out)
     assert not (out / "units").exists() or not any((out / "units").iterdir())
     name = "results/staircase.json"
     assert _record_numbers(out / name) == _record_numbers(reference / name)
@@ -207,15 +220,13 @@ def test_flagship_run_resumes_after_kill_with_the_same_numbers(tmp_path):
 @pytest.mark.slow
 def test_theory_resumes_bitwise_after_sigint(tmp_path):
     argv = ["theory", "add", "--param", "N=6", "--d", "16", "--gamma", "0.8", "1.0", "1.2"]
-    reference = tmp_path / "reference"
-    assert _run(argv, reference).returncode == 0
-    out = tmp_path / "theory"
-    delay = random.Random("theory").uniform(4.0, 12.0)
-    stopped = _interrupt(argv, out, signal.SIGINT, delay)
+    reference, out, stopped, context = _reference_and_stopped(
+        argv, tmp_path, "theory", signal.SIGINT, 4.0, 12.0
+    )
     if stopped.returncode != 0:
-        assert stopped.returncode == 130 and stopped.stderr.strip().endswith(cli.INTERRUPTED)
-    resumed = _run(argv, out)
-    assert resumed.returncode == 0, resumed.stderr
+        assert stopped.returncode == 130, context
+        assert stopped.stderr.strip().endswith(cli.INTERRUPTED), context
+    _resume(argv, out)
     _assert_bitwise(reference / "training" / "arrays.npz", out / "training" / "arrays.npz")
     left, right = (
         {k: v for k, v in json.loads((root / "metrics.json").read_text()).items()

@@ -447,3 +447,12 @@ def test_frequency_alignment_treats_components_zero_in_theory_as_zero_without_x6
         assert constant.tolist() == [True, True]
         # S^{sig,(1)}_k is the zero matrix, not the all-ones matrix of noise rows
         np.testing.assert_allclose(rho, 1 - np.mean(off**2), rtol=1e-6)
+
+
+def test_check_finite_names_the_first_bad_array_and_passes_finite_ones():
+    metrics.check_finite(a=np.zeros(3), b=jnp.ones((2, 2)))
+    for bad in (np.nan, np.inf, -np.inf):
+        with pytest.raises(ValueError, match=r"^b has non-finite entries"):
+            metrics.check_finite(a=np.zeros(3), b=np.array([0.0, bad]), c=np.array([np.nan]))
+    with pytest.raises(ValueError, match="S_emb has non-finite"):
+        metrics.probe_fit(np.ones((4, 2, 3)), np.full((4, 4), np.nan))

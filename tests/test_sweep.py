@@ -20,11 +20,46 @@ def ds():
     return tasks.make("add", N=8)
 
 
+def _grid_sweep(ds, **layout):
+    """The 2 x 2 x 2 (gamma x seed x lr) grid of the ``reference`` run, one lr diverging, laid
+    out as ``layout`` (`sweep.train_sweep`'s devices, lanes_per_batch, concurrent_calls) says."""
+    return sweep.train_sweep(
+        "ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], lrs=[0.5, 1e7], **F64, **layout
+    )
+
+
 @pytest.fixture(scope="module")
 def reference(ds):
-    return sweep.train_sweep(
-        "ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], lrs=[0.5, 1e7], **F64
-    )
+    return _grid_sweep(ds)
+
+
+def interrupt_after(monkeypatch, saved: int):
+    """Make the next sweep die after it saved ``saved`` lanes; returns a function that undoes
+    it."""
+    original = sweep.LaneStore.save
+    calls = {"count": 0}
+
+    def save(self, lane, trajectory):
+        if calls["count"] == saved:
+            raise KeyboardInterrupt
+        calls["count"] += 1
+        original(self, lane, trajectory)
+
+    monkeypatch.setattr(sweep.LaneStore, "save", save)
+    return lambda: monkeypatch.setattr(sweep.LaneStore, "save", original)
+
+
+def counting_lanes(monkeypatch):
+    """From now on, record the lane count of every `sweep.sweep_map` call; returns the list."""
+    computed = []
+    original = sweep.sweep_map
+
+    def counting(fn, *lanes, **kwargs):
+        computed.append(int(lanes[0].shape[0]))
+        return original(fn, *lanes, **kwargs)
+
+    monkeypatch.setattr(sweep, "sweep_map", counting)
+    return computed
 
 
 def test_grid_is_gamma_major(reference):
@@ -58,16 +93,7 @@ def test_divergent_lanes_do_not_touch_the_others(ds, reference):
 
 def test_sharded_sweep_equals_single_device(ds, reference):
     assert len(jax.devices()) == 4  # tests/conftest.py forces four host devices
-    single = sweep.train_sweep(
-        "ffn",
-        ds,
-        CONFIG,
-        gammas=[0.5, 1.0],
-        seeds=[0, 3],
-        lrs=[0.5, 1e7],
-        devices=jax.devices()[:1],
-        **F64,
-    )
+    single = _grid_sweep(ds, devices=jax.devices()[:1])
     np.testing.assert_array_equal(single.trajectory.W_E, reference.trajectory.W_E)
     # vmapped, an odd lane count is padded to the device count and the padding dropped
     odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0), lanes_per_batch=2)
@@ -78,30 +104,14 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
     grid = dict(gammas=[0.5, 0.8, 1.0], seeds=[0, 1], **F64)
     whole = sweep.train_sweep("ffn", ds, CONFIG, **grid)
 
-    saves = {"count": 0}
-    original_save = sweep.LaneStore.save
-
-    def interrupted_save(self, lane, trajectory):
-        if saves["count"] == 2:
-            raise KeyboardInterrupt  # the process dies after two lanes reached disk
-        saves["count"] += 1
-        original_save(self, lane, trajectory)
-
-    monkeypatch.setattr(sweep.LaneStore, "save", interrupted_save)
+    restore = interrupt_after(monkeypatch, 2)  # the process dies after two lanes reached disk
     with pytest.raises(KeyboardInterrupt):
         sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
     assert len(list((tmp_path / "units").glob("lane_*.npz"))) == 2
     assert not (tmp_path / "metrics.json").exists()
-    monkeypatch.setattr(sweep.LaneStore, "save", original_save)
+    restore()
 
-    computed = []
-    original_map = sweep.sweep_map
-
-    def counting_map(fn, *lanes, **kwargs):
-        computed.append(int(lanes[0].shape[0]))
-        return original_map(fn, *lanes, **kwargs)
-
-    monkeypatch.setattr(sweep, "sweep_map", counting_map)
+    computed = counting_lanes(monkeypatch)
     resumed = sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, chunk=2, **grid)
     assert computed == [2, 2]  # the four missing lanes, in two chunks; none of the saved two
     np.testing.assert_array_equal(resumed.trajectory.W_E, whole.trajectory.W_E)
@@ -134,17 +144,11 @@ def test_bad_grid_names_the_parameter(ds, grid, needle):
 def test_how_lanes_run_changes_nothing(ds, reference, lanes_per_batch, concurrent_calls):
     # one device, 8 lanes: lane by lane (1) from 1 or 3 threads; vmapped in groups of 3 (2
     # groups and a vmapped rest of 2) or 8 (one vmap); 2 calls of 4 lanes in 2 groups
-    run = sweep.train_sweep(
-        "ffn",
+    run = _grid_sweep(
         ds,
-        CONFIG,
-        gammas=[0.5, 1.0],
-        seeds=[0, 3],
-        lrs=[0.5, 1e7],
         devices=jax.devices()[:1],
         lanes_per_batch=lanes_per_batch,
         concurrent_calls=concurrent_calls,
-        **F64,
     )
     assert run.status == reference.status
     if lanes_per_batch == 1:  # the default layout on CPU: bitwise
@@ -308,17 +312,7 @@ def test_vmapped_train_sweep_places_lanes_on_all_devices(ds, reference, monkeypa
         return call, sharding
 
     monkeypatch.setattr(sweep, "sharded_map", spying)
-    run = sweep.train_sweep(
-        "ffn",
-        ds,
-        CONFIG,
-        gammas=[0.5, 1.0],
-        seeds=[0, 3],
-        lrs=[0.5, 1e7],
-        lanes_per_batch=2,
-        concurrent_calls=1,
-        **F64,
-    )
+    run = _grid_sweep(ds, lanes_per_batch=2, concurrent_calls=1)
     assert placements and all(p == set(jax.devices()) for p in placements)
     assert run.status == reference.status
     np.testing.assert_allclose(run.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12)
@@ -365,33 +359,6 @@ SMALL = train.TrainConfig(optimizer="gd", lr=0.5, steps=6, snapshots=(0, 3, 6))
 SMALL_GRID = dict(gammas=[0.5, 1.0], seeds=[0], lrs=[0.5])
 
 
-def interrupt_after_one_lane(monkeypatch):
-    """Make the next sweep die after it saved one lane; returns a function that undoes it."""
-    original = sweep.LaneStore.save
-    calls = {"count": 0}
-
-    def save(self, lane, trajectory):
-        if calls["count"] == 1:
-            raise KeyboardInterrupt
-        calls["count"] += 1
-        original(self, lane, trajectory)
-
-    monkeypatch.setattr(sweep.LaneStore, "save", save)
-    return lambda: monkeypatch.setattr(sweep.LaneStore, "save", original)
-
-
-def counting_lanes(monkeypatch):
-    computed = []
-    original = sweep.sweep_map
-
-    def counting(fn, *lanes, **kwargs):
-        computed.append(int(lanes[0].shape[0]))
-        return original(fn, *lanes, **kwargs)
-
-    monkeypatch.setattr(sweep, "sweep_map", counting)
-    return computed
-
-
 @pytest.mark.parametrize(
     "change",
     [
@@ -410,7 +377,7 @@ def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkey
     old = sweep.train_sweep("ffn", ds, SMALL, **SMALL_GRID, **F64)
     assert not np.array_equal(fresh.trajectory.W_E, old.trajectory.W_E)  # the change matters
 
-    restore = interrupt_after_one_lane(monkeypatch)
+    restore = interrupt_after(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
         sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, chunk=1, **SMALL_GRID, **F64)
     restore()
