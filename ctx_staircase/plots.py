@@ -35,7 +35,7 @@ from ctx_staircase.geometry import SignatureGeometry
 MIN_FONT = 8.0
 
 #: Resolution (dots per inch) of every saved PNG.
-DPI = 200
+DPI = 150  # the floor of issue 13; at 200 the flagship staircase PNG grew to 366 kB
 
 #: Matplotlib settings of every figure (`figure`, and applied when this module is imported).
 RC = {
