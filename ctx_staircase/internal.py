@@ -42,6 +42,18 @@ def _interval(low, high, low_open: bool = False, high_open: bool = False) -> str
     return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
 
 
+def _converted(value, name, allowed, accepts, convert, in_range, why="") -> Any:
+    """``convert(value)`` if ``accepts(value)`` (else `WrongTypeError`) and ``in_range`` holds
+    for the converted value (else ``ValueError``); both messages say ``allowed`` and the
+    converted value."""
+    if not accepts(value):
+        raise WrongTypeError(f"{name} must be {allowed}; got {value!r}{why}")
+    value = convert(value)
+    if not in_range(value):
+        raise ValueError(f"{name} must be {allowed}; got {value!r}{why}")
+    return value
+
+
 def check_int(
     value: Any,
     name: str,
@@ -59,12 +71,12 @@ def check_int(
     if value is None and none_ok:
         return None
     allowed = "an int" if low is None and high is None else f"an int {_interval(low, high)}"
-    if not _is_int(value):
-        raise WrongTypeError(f"{name} must be {allowed}; got {value!r}{why}")
-    value = int(value)  # a plain int, so the message reads ``got 0``, not ``got np.int64(0)``
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{name} must be {allowed}; got {value!r}{why}")
-    return value
+
+    def in_range(number: int) -> bool:
+        return (low is None or number >= low) and (high is None or number <= high)
+
+    # converted to a plain int first, so the message reads ``got 0``, not ``got np.int64(0)``
+    return _converted(value, name, allowed, _is_int, int, in_range, why)
 
 
 def check_real(
@@ -85,15 +97,13 @@ def check_real(
         return None
     bounds = "" if low is None and high is None else " " + _interval(low, high, low_open, high_open)
     allowed = f"a finite real number{bounds}"
-    if not _is_real(value):
-        raise WrongTypeError(f"{name} must be {allowed}; got {value!r}")
-    value = float(value)
-    ok = math.isfinite(value)
-    ok = ok and (low is None or (value > low if low_open else value >= low))
-    ok = ok and (high is None or (value < high if high_open else value <= high))
-    if not ok:
-        raise ValueError(f"{name} must be {allowed}; got {value!r}")
-    return value
+
+    def in_range(number: float) -> bool:
+        ok = math.isfinite(number)
+        ok = ok and (low is None or (number > low if low_open else number >= low))
+        return ok and (high is None or (number < high if high_open else number <= high))
+
+    return _converted(value, name, allowed, _is_real, float, in_range)
 
 
 def check_scalar(
