@@ -79,25 +79,8 @@ def test_bad_input_is_one_line_exit_2_and_no_files(tmp_path, capsys, argv, needl
 
 def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
     out = tmp_path / "train"
-    argv = [
-        "train",
-        "add",
-        "--param",
-        "N=8",
-        "--gamma",
-        "0.8",
-        "1.2",
-        "--steps",
-        "30",
-        "--d",
-        "16",
-        "--lr",
-        "0.01",
-        "--probe-snapshots",
-        "2",
-        "--out",
-        str(out),
-    ]
+    flags = "--gamma 0.8 1.2 --steps 30 --d 16 --lr 0.01 --probe-snapshots 2"
+    argv = ["train", "add", "--param", "N=8", *flags.split(), "--out", str(out)]
     assert cli.main(argv) == 0
     summary = json.loads((out / "metrics.json").read_text())
     assert summary["status"] == ["ok", "ok"]
@@ -114,26 +97,8 @@ def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
 
 def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
     out = tmp_path / "theory"
-    argv = [
-        "theory",
-        "add",
-        "--param",
-        "N=6",
-        "--gamma",
-        "0.8",
-        "1.2",
-        "--max-order",
-        "0",
-        "1",
-        "--d",
-        "16",
-        "--steps",
-        "200",
-        "--lr",
-        "0.5",
-        "--out",
-        str(out),
-    ]
+    flags = "--gamma 0.8 1.2 --max-order 0 1 --d 16 --steps 200 --lr 0.5"
+    argv = ["theory", "add", "--param", "N=6", *flags.split(), "--out", str(out)]
     assert cli.main(argv) == 0
     summary = json.loads((out / "metrics.json").read_text())
     assert [run["gamma"] for run in summary["runs"]] == [0.8, 1.2]
