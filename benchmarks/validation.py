@@ -122,40 +122,24 @@ def calibration() -> list[tuple[str, int, int]]:
 
     short = dict(steps=10, snapshots=(0, 10))  # few snapshots: the step's memory dominates
     rows = []
-    for label, model, task, params, settings, kwargs in (
-        ("ffn add N=20 d=128, 100 steps", "ffn", "add", dict(N=20), dict(steps=100), dict(d=128)),
-        ("ffn modsum N=12 L=4 d=32", "ffn", "modsum", dict(N=12, L=4), short, dict(d=32)),
-        (
-            "ffn add N=120 V=1500 d=64",
-            "ffn",
-            "add",
-            dict(N=120, vocab_size=1500),
-            short,
-            dict(d=64),
-        ),
-        (
-            "ffn add N=5 V=20000 d=256",
-            "ffn",
-            "add",
-            dict(N=5, vocab_size=20000),
-            short,
-            dict(d=256),
-        ),
-        ("attention modsum N=8 L=4 d=64", "attention", "modsum", dict(N=8, L=4), short, dict(d=64)),
-        ("transformer add N=100 d=64", "transformer", "add", dict(N=100), short, dict(d=64)),
+    for label, model, task, params, settings, d in (
+        ("ffn add N=20 d=128, 100 steps", "ffn", "add", dict(N=20), dict(steps=100), 128),
+        ("ffn modsum N=12 L=4 d=32", "ffn", "modsum", dict(N=12, L=4), short, 32),
+        ("ffn add N=120 V=1500 d=64", "ffn", "add", dict(N=120, vocab_size=1500), short, 64),
+        ("ffn add N=5 V=20000 d=256", "ffn", "add", dict(N=5, vocab_size=20000), short, 256),
+        ("attention modsum N=8 L=4 d=64", "attention", "modsum", dict(N=8, L=4), short, 64),
+        ("transformer add N=100 d=64", "transformer", "add", dict(N=100), short, 64),
     ):
         ds = tasks.make(task, **params)
         config = train.TrainConfig(**settings)
-        graphdef, state = train.init_state(model, ds, gamma=1.0, seed=0, **kwargs)
+        graphdef, state = train.init_state(model, ds, gamma=1.0, seed=0, d=d)
         run = train.make_run(graphdef, config)
         lr = jnp.asarray(config.lr, dtype=train.state_dtype(state))
         data = train.TrainData.from_dataset(ds)
         measured = budget.xla_bytes(
             jax.jit(run).lower(state, lr, jax.random.key(0), data).compile()
         )
-        rows.append(
-            (f"train {label}", budget.train_lane_bytes(model, ds, config, **kwargs), measured)
-        )
+        rows.append((f"train {label}", budget.train_lane_bytes(model, ds, config, d=d), measured))
     corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=3000), vocab_size=None)
     for shape in (
         dict(d=32, n_layers=1, n_heads=2, context_length=16, batch_size=8, tracked=24),
