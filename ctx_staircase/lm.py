@@ -618,7 +618,7 @@ def lm_metrics(
     *,
     heldout_fraction: float = 0.5,
     seed: int = 0,
-    probe_steps: int = 300,
+    probe_steps: int = metrics.PROBE_STEPS,
 ) -> LMCurves:
     """The alignment curves of ``trajectory`` (SPEC §3 "Language model").
 
@@ -661,8 +661,8 @@ def prefix_probe(
     S_emb,
     heldout_tokens,
     *,
-    steps: int = 300,
-    lr: float = 0.01,
+    steps: int = metrics.PROBE_STEPS,
+    lr: float = metrics.PROBE_LR,
     restarts: int = 4,
     seed: int = 0,
 ) -> PrefixProbe:

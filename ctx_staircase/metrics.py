@@ -431,6 +431,11 @@ def probe_similarity(phi, v: Sequence[jax.Array]) -> jax.Array:
 
 
 PROBE_OBJECTIVES = ("pearson", "mse")
+PROBE_STEPS = 300
+"""Adam steps of a probe fit (SPEC §3), the default of `probe_fit` and `lm.prefix_probe`."""
+PROBE_LR = 0.01
+"""Adam learning rate of a probe fit (SPEC §3), the default of `probe_fit` and
+`lm.prefix_probe`."""
 
 
 @functools.partial(jax.jit, static_argnames=("steps", "restarts", "objective_name"))
@@ -522,8 +527,8 @@ def probe_fit(
     S_emb,
     *,
     folds: int = 5,
-    steps: int = 300,
-    lr: float = 0.01,
+    steps: int = PROBE_STEPS,
+    lr: float = PROBE_LR,
     seed: int = 0,
     init_std: float | Sequence[float] | None = None,
     restarts: int | None = None,
