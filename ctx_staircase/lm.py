@@ -743,7 +743,6 @@ def _prefix_probe(phi_train, phi_held, s_train, s_held, v_init, lr, *, steps):
     signatures are ``phi_train``) and ``s_held`` ``[N, P_held]`` of the held-out ones, vmapped
     over the N snapshots and the restarts (so the contraction of ``phi`` is one matrix product
     for all of them). The fit only ever sees the training tokens."""
-    optimizer = optax.adam(lr)
 
     def cosines(phi, v):
         return metrics.upper_triangle(metrics.probe_similarity(phi, (v,)))
@@ -754,17 +753,7 @@ def _prefix_probe(phi_train, phi_held, s_train, s_held, v_init, lr, *, steps):
         return jnp.mean((a * x + b - s) ** 2)
 
     def fit(v, s):
-        def step(carry, _):
-            v, state = carry
-            grads = jax.grad(training_mse)(v, s)
-            with jax.numpy_dtype_promotion("standard"):  # optax's bias correction
-                updates, state = optimizer.update(grads, state, v)
-            return (optax.apply_updates(v, updates), state), None
-
-        with jax.numpy_dtype_promotion("standard"):
-            state = optimizer.init(v)
-        (v, _), _ = jax.lax.scan(step, (v, state), length=steps)
-        return v
+        return metrics.adam_descent(lambda v: training_mse(v, s), v, lr, steps)
 
     def one(s, s_heldout):
         vs = jax.vmap(fit, in_axes=(0, None))(v_init, s)

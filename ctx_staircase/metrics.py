@@ -49,6 +49,7 @@ __all__ = [
     "Alignment",
     "DistributionMatch",
     "ProbeResult",
+    "adam_descent",
     "alignment",
     "check_finite",
     "constant_frequencies",
@@ -438,6 +439,30 @@ PROBE_LR = 0.01
 `lm.prefix_probe`."""
 
 
+def adam_descent(loss, v, learning_rate, steps: int):
+    """``v`` after ``steps`` Adam steps (optax, rate ``learning_rate``) down ``loss(v)``, run as one
+    ``jax.lax.scan``; ``v`` is any pytree of arrays and keeps its structure and dtypes.
+
+    The probe fits' optimizer (SPEC §3: Adam, `PROBE_STEPS`, `PROBE_LR`): `fit_probe` and
+    `lm.prefix_probe`. Traceable; vmap it over initial ``v`` for restarts.
+    """
+    optimizer = optax.adam(learning_rate)
+
+    def step(carry, _):
+        v, state = carry
+        grads = jax.grad(loss)(v)
+        # optax's Adam bias correction raises a python float to an int32 step count, which
+        # strict dtype promotion rejects; the parameters keep their dtype either way.
+        with jax.numpy_dtype_promotion("standard"):
+            updates, state = optimizer.update(grads, state, v)
+        return (optax.apply_updates(v, updates), state), None
+
+    with jax.numpy_dtype_promotion("standard"):
+        state = optimizer.init(v)
+    (v, _), _ = jax.lax.scan(step, (v, state), length=steps)
+    return v
+
+
 @functools.partial(jax.jit, static_argnames=("steps", "restarts", "objective_name"))
 def fit_probe(
     phi,
@@ -476,7 +501,6 @@ def fit_probe(
         init_std[r] * jax.random.normal(keys[r], (restarts, size), phi.dtype)
         for r, size in enumerate(phi.shape[2:])
     )
-    optimizer = optax.adam(learning_rate)
 
     def pair_similarities(v):
         return upper_triangle(probe_similarity(phi, v))
@@ -487,19 +511,7 @@ def fit_probe(
         return pearson(pair_similarities(v), triangle_emb, weights)
 
     def fit(v, weights):
-        def step(carry, _):
-            v, state = carry
-            grads = jax.grad(lambda v: -objective(v, weights))(v)
-            # optax's Adam bias correction raises a python float to an int32 step count, which
-            # strict dtype promotion rejects; the parameters keep their dtype either way.
-            with jax.numpy_dtype_promotion("standard"):
-                updates, state = optimizer.update(grads, state, v)
-            return (optax.apply_updates(v, updates), state), None
-
-        with jax.numpy_dtype_promotion("standard"):
-            state = optimizer.init(v)
-        (v, _), _ = jax.lax.scan(step, (v, state), length=steps)
-        return v
+        return adam_descent(lambda v: -objective(v, weights), v, learning_rate, steps)
 
     def best_fit(weights):
         v = jax.vmap(fit, in_axes=(0, None))(v_init, weights)

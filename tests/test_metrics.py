@@ -273,6 +273,45 @@ def test_probe_recovers_a_planted_second_order_pair():
     assert [v.shape for v in result.v] == [(6,), (6,)]
 
 
+def test_adam_descent_is_optax_adam_step_by_step():
+    """`adam_descent` = ``steps`` hand-run ``optax.adam`` updates, exactly, on a pytree."""
+    import optax
+
+    target = (jnp.arange(3.0, dtype=jnp.float32), jnp.float32(-2.0))
+
+    def loss(v):
+        return jnp.sum((v[0] - target[0]) ** 2) + (v[1] - target[1]) ** 4
+
+    v0 = (jnp.ones(3, jnp.float32), jnp.float32(0.5))
+    got = jax.jit(metrics.adam_descent, static_argnums=(0, 3))(loss, v0, 0.1, 7)
+    optimizer = optax.adam(0.1)
+    v = v0
+    with jax.numpy_dtype_promotion("standard"):
+        state = optimizer.init(v)
+        for _ in range(7):
+            updates, state = optimizer.update(jax.grad(loss)(v), state, v)
+            v = optax.apply_updates(v, updates)
+    assert jax.tree.structure(got) == jax.tree.structure(v0)
+    for a, b in zip(got, v, strict=True):
+        assert a.dtype == jnp.float32
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert float(loss(got)) < float(loss(v0))
+    unchanged = metrics.adam_descent(loss, v0, 0.1, 0)
+    assert all(np.array_equal(a, b) for a, b in zip(unchanged, v0, strict=True))
+
+
+def test_probe_defaults_are_the_spec_protocol():
+    import inspect
+
+    from ctx_staircase import lm
+
+    assert (metrics.PROBE_STEPS, metrics.PROBE_LR) == (300, 0.01)
+    for fit in (metrics.probe_fit, lm.prefix_probe):
+        parameters = inspect.signature(fit).parameters
+        assert parameters["steps"].default == metrics.PROBE_STEPS
+        assert parameters["lr"].default == metrics.PROBE_LR
+
+
 def test_probe_rejects_bad_input():
     phi = np.random.default_rng(13).random((6, 4, 5))
     with pytest.raises(ValueError, match="S_emb must have shape"):
