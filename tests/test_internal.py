@@ -118,6 +118,8 @@ def test_check_int_none_ok_and_why():
         check_int(None, "size")
     with pytest.raises(ValueError, match=r"^d must be an int >= 1; got 0; it needs 80 GB$"):
         check_int(0, "d", why="; it needs 80 GB")
+    with pytest.raises(WrongTypeError, match=r"^d must be an int >= 1; got 1.5; it needs 80 GB$"):
+        check_int(1.5, "d", why="; it needs 80 GB")
 
 
 # --------------------------------------------------------------------------------------------
