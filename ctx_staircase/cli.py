@@ -937,7 +937,7 @@ def _lm(args: argparse.Namespace) -> int:
 def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
     import dataclasses
 
-    from ctx_staircase import lm_study, plots, results, signatures
+    from ctx_staircase import lm_study, metrics, plots, results, signatures
 
     start = time.perf_counter()
     with _bar(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
@@ -946,7 +946,7 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
             config,
             gammas=args.gamma,
             seed=args.seed,
-            probe_steps=50 if args.tiny else 300,
+            probe_steps=50 if args.tiny else metrics.PROBE_STEPS,
             out=out / "lanes",
         )
     summary = lm_study.summarize(trajectory, curves)

@@ -31,7 +31,7 @@ def train_and_measure(
     *,
     gammas=GAMMAS,
     seed: int = 0,
-    probe_steps: int = 300,
+    probe_steps: int = metrics.PROBE_STEPS,
     out: str | Path | None = None,
 ) -> tuple[lm.LMTrajectory, lm.LMSignatures, lm.LMCurves]:
     """Train the gamma lanes (saved in ``out`` to resume, see `lm.train_lm`), count the

@@ -135,8 +135,9 @@ def test_flagship_run_tiny_end_to_end(tmp_path, capsys):
         assert np.shape(numbers["spectrum"]) == (len(numbers["steps"]), 5)  # k = 0..N/2
     assert {c["item"] for c in record["claims"]} >= {"§8.3", "§8.5", "§8.6", "§8.14", "theory"}
     for key in ("staircase", "theory_overlay", "escape_time"):
-        png = (out / record["figures"][key]).read_bytes()
-        assert png[:4] == b"\x89PNG" and len(png) < 300_000
+        png = out / record["figures"][key]
+        assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size < 300_000
+        assert png.with_suffix(".pdf").read_bytes()[:4] == b"%PDF"  # the PDF beside it
     assert "jax" in record["environment"]["packages"]
     assert cli.main(["run", "--list"]) == 0
     listing = capsys.readouterr().out
