@@ -196,10 +196,13 @@ def embedding_similarity(W_E: np.ndarray, alphas: np.ndarray) -> np.ndarray:
 def offdiagonal_statistics(S_emb, S_sig0) -> OffDiagonal:
     """`OffDiagonal` of ``S_emb`` ``[..., A, A]`` against ``S_sig0`` ``[A, A]``.
 
-    The pairs are `metrics.upper_triangle`'s; the mean is NumPy's over them (pairwise summation).
+    The pairs are `metrics.upper_triangle`'s, taken with NumPy so that the inputs keep their
+    dtype (a float64 ``S_emb`` would become float32 as a JAX array without x64); the mean is
+    NumPy's over them (pairwise summation).
     """
-    emb = np.asarray(metrics.upper_triangle(S_emb))
-    sig = np.asarray(metrics.upper_triangle(S_sig0))
+    S_emb, S_sig0 = np.asarray(S_emb), np.asarray(S_sig0)
+    rows, cols = np.triu_indices(S_sig0.shape[-1], k=1)
+    emb, sig = S_emb[..., rows, cols], S_sig0[..., rows, cols]
     return OffDiagonal(1.0 - np.asarray(metrics.one_minus_mse(emb, sig)), emb.mean(axis=-1))
 
 

@@ -361,3 +361,14 @@ def test_compare_puts_each_side_in_its_field():
     assert c.escape_ratio == c.escape_time.theory / c.escape_time.simulation
     np.testing.assert_array_equal(c.rho.theory, geometry.alignment_orders(ds, W_E))
     np.testing.assert_array_equal(c.rho.simulation, geometry.alignment_orders(ds, 2 * W_E))
+
+
+def test_offdiagonal_statistics_keep_float64_without_x64():
+    """fig3's mean off-diagonal cosine is NumPy's float64 mean of the pairs, whatever the flag."""
+    rng = np.random.default_rng(3)
+    S_emb = rng.uniform(-1, 1, (3, 6, 6))
+    with jax.enable_x64(False):
+        stats = geometry.offdiagonal_statistics(S_emb, np.eye(6))
+    rows, cols = np.triu_indices(6, k=1)
+    assert stats.mean.dtype == np.float64
+    np.testing.assert_array_equal(stats.mean, S_emb[:, rows, cols].mean(axis=-1))
