@@ -391,7 +391,9 @@ def test_cli_lm_tiny_run(tmp_path):
         "metrics.json",
         "arrays.npz",
         "curves.png",
+        "curves.pdf",  # every figure has its PDF beside the PNG
         "semantics.png",
+        "semantics.pdf",
         "lanes",  # the saved lanes a rerun resumes from
     }
     record = json.loads((out / "metrics.json").read_text())
