@@ -82,7 +82,9 @@ from flax import nnx
 
 from ctx_staircase import lm, loop, models, paths, results, sweep, text
 
-D, N_LAYERS, N_HEADS, CONTEXT, BATCH = 128, 2, 4, 64, 32
+SHAPE = lm.LMConfig()  # the standard GPT: d 128, 2 layers, 4 heads, T 64, B 32
+D, N_LAYERS, N_HEADS = SHAPE.d, SHAPE.n_layers, SHAPE.n_heads
+CONTEXT, BATCH = SHAPE.context_length, SHAPE.batch_size
 GAMMAS = (1.0, 0.5)
 SEED = 0
 SHAKESPEARE = paths.shared_corpus()
@@ -291,14 +293,8 @@ def main() -> None:
 
     corpus, corpus_note = load_corpus(args.text)
     V = corpus.vocab_size
-    config = lm.LMConfig(
-        d=D,
-        n_layers=N_LAYERS,
-        n_heads=N_HEADS,
-        context_length=CONTEXT,
-        batch_size=BATCH,
-        steps=args.train_lm_steps,
-        snapshot_every=args.snapshot_every,
+    config = dataclasses.replace(
+        SHAPE, steps=args.train_lm_steps, snapshot_every=args.snapshot_every
     )
     print(
         f"corpus {corpus_note}: V={V}, {corpus.train.size} training tokens; GPT d={D}, "

@@ -347,6 +347,7 @@ def parser() -> argparse.ArgumentParser:
     th.add_argument("--model", default="ffn", choices=("ffn", "attention"), help="model")
     th.add_argument(
         "--gamma",
+        dest="gammas",
         type=_real(),
         nargs="+",
         default=None,
@@ -354,6 +355,7 @@ def parser() -> argparse.ArgumentParser:
     )
     th.add_argument(
         "--max-order",
+        dest="max_orders",
         type=_integer(0, 64),
         nargs="+",
         default=[0, 1],
@@ -743,23 +745,19 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
     return 0
 
 
+#: The ``theory`` flags passed through to `comparison.theory_vs_training` under their own names.
+THEORY_SETTINGS = (
+    "model", "gammas", "max_orders", "d", "activation", "lr", "steps", "snapshot_every",
+    "threshold", "prediction",
+)  # fmt: skip
+
+
 def _theory(args: argparse.Namespace) -> int:
     from ctx_staircase import comparison, plots, results
 
     out = _out(args, DEFAULT_RUN_ROOT / f"theory_{args.task}_{args.model}")
     ds = _make_task(args)
-    settings = dict(
-        model=args.model,
-        gammas=args.gamma,
-        max_orders=args.max_order,
-        d=args.d,
-        activation=args.activation,
-        lr=args.lr,
-        steps=args.steps,
-        snapshot_every=args.snapshot_every,
-        threshold=args.threshold,
-        prediction=args.prediction,
-    )
+    settings = {key: getattr(args, key) for key in THEORY_SETTINGS}
     settings["memory_limit"] = _limit(args)
     comparison.check_theory_inputs(ds, **settings)  # includes the memory estimate
     start = time.perf_counter()

@@ -101,41 +101,37 @@ class FeedbackSolution(NamedTuple):
     Call it with ``t`` (scalar or ``[...]``) for ``(W_E(t), W_U(t))``, like `LinearSolution`.
 
     Attributes:
-        left, singular, right_t: the SVD ``M = left diag(singular) right_t``.
-        a0, b0: ``right_t W_E(0)`` and ``left^T W_U(0)``, the initial mode amplitudes ``[V, d]``.
+        linear: the `LinearSolution` without the feedback: the SVD of M, the initial mode
+            amplitudes and C_1.
         feedback: ``kappa_i = C_1^2 v_i^T Gamma v_i / V`` ``[V]`` (0 on the kernel of M).
-        rate: C_1.
     """
 
-    left: jax.Array
-    singular: jax.Array
-    right_t: jax.Array
-    a0: jax.Array
-    b0: jax.Array
+    linear: LinearSolution
     feedback: jax.Array
-    rate: float
 
     @property
     def ceiling(self) -> jax.Array:
         """``P*_i = C_1 s_i / kappa_i = V s_i / (C_1 v_i^T Gamma v_i)`` ``[V]``, inf where no
         feedback: the logistic ceiling of the mode overlap ``a_i . b_i`` (eq. E9)."""
-        kappa = self.feedback
+        linear, kappa = self.linear, self.feedback
         safe = jnp.where(kappa > 0, kappa, 1.0)
-        return jnp.where(kappa > 0, self.rate * self.singular / safe, jnp.inf)
+        return jnp.where(kappa > 0, linear.rate * linear.singular / safe, jnp.inf)
 
     def log_growth(self, t) -> jax.Array:
         """``2 Lambda_i(t) = ln Y_i(t)`` ``[..., V]``: ``a_i + b_i`` grows by ``e^Lambda`` (E7)."""
-        g0 = jnp.sum((self.a0 + self.b0) ** 2, axis=-1)
-        h0 = jnp.sum((self.a0 - self.b0) ** 2, axis=-1)
-        t = jnp.asarray(t, dtype=self.singular.dtype)[..., None]
-        return _riccati_log_solution(t, 2 * self.rate * self.singular, self.feedback, g0, h0)
+        linear = self.linear
+        g0 = jnp.sum((linear.a0 + linear.b0) ** 2, axis=-1)
+        h0 = jnp.sum((linear.a0 - linear.b0) ** 2, axis=-1)
+        t = jnp.asarray(t, dtype=linear.singular.dtype)[..., None]
+        return _riccati_log_solution(t, 2 * linear.rate * linear.singular, self.feedback, g0, h0)
 
     def __call__(self, t) -> tuple[jax.Array, jax.Array]:
         """``(W_E(t), W_U(t))``, each ``[..., V, d]`` for ``t`` of shape ``[...]`` (eq. E8)."""
         root = jnp.exp(0.5 * self.log_growth(t))[..., None]  # sqrt(Y) = e^Lambda
-        plus, minus = (self.a0 + self.b0) * root, (self.a0 - self.b0) / root
-        W_E = jnp.einsum("kv,...kd->...vd", self.right_t, 0.5 * (plus + minus))
-        W_U = jnp.einsum("vk,...kd->...vd", self.left, 0.5 * (plus - minus))
+        linear = self.linear
+        plus, minus = (linear.a0 + linear.b0) * root, (linear.a0 - linear.b0) / root
+        W_E = jnp.einsum("kv,...kd->...vd", linear.right_t, 0.5 * (plus + minus))
+        W_U = jnp.einsum("vk,...kd->...vd", linear.left, 0.5 * (plus - minus))
         return W_E, W_U
 
 
@@ -180,17 +176,15 @@ def feedback_solution(M, Gamma, W_E0, W_U0, rate: float, vocab_size: int) -> Fee
         raise ValueError(f"Gamma must have the shape of M, {M.shape}; got shape {Gamma.shape}")
     W_E0 = _weights("W_E0", W_E0, M.shape[0])
     W_U0 = _weights("W_U0", W_U0, M.shape[0], W_E0.shape[1])
-    check_scalar(rate, "rate")
+    linear = linear_solution(M, W_E0, W_U0, rate)
     check_int(vocab_size, "vocab_size")
-    left, singular, right_t = jnp.linalg.svd(M)
+    singular, right_t = linear.singular, linear.right_t
     gamma_ii = jnp.einsum("kv,vw,kw->k", right_t, Gamma, right_t)
     # The kernel of M pairs left and right singular vectors arbitrarily, so a diagonal feedback
     # there is meaningless; it is frozen, as in (C3) (exactly so where Gamma v = 0).
     driven = singular > singular[0] * M.shape[0] * jnp.finfo(singular.dtype).eps
     kappa = jnp.where(driven, rate**2 * gamma_ii / vocab_size, 0.0)
-    return FeedbackSolution(
-        left, singular, right_t, right_t @ W_E0, left.T @ W_U0, kappa, float(rate)
-    )
+    return FeedbackSolution(linear, kappa)
 
 
 def expected_gram(M, t, *, d: int, sigma_E: float, sigma_U: float, rate: float) -> jax.Array:

@@ -153,7 +153,7 @@ def environment() -> dict[str, Any]:
     Keys: ``schema_version`` (`SCHEMA_VERSION`), ``python``, ``platform``, ``packages``
     (``{name: version or None}``), ``command_line`` (``sys.argv``, a list of strings),
     ``git_commit`` and ``git_dirty`` (`git_state` of the package sources; None outside a git
-    checkout), ``source_fingerprint``, ``devices`` and ``x64``. Never raises.
+    checkout), ``source_fingerprint``, ``cpu`` (`cpu`), ``devices`` and ``x64``. Never raises.
     """
     versions = {}
     for name in PACKAGES:
@@ -171,6 +171,7 @@ def environment() -> dict[str, Any]:
         "git_commit": commit,
         "git_dirty": dirty,
         "source_fingerprint": source_fingerprint(),
+        "cpu": cpu(),
     }
     try:
         import jax
@@ -180,6 +181,36 @@ def environment() -> dict[str, Any]:
     except Exception as err:  # provenance must never fail a run
         info["devices"] = f"unavailable: {err}"
     return info
+
+
+#: Prefixes of the instruction-set extensions that change XLA's CPU code (vector width, FMA).
+VECTOR_ISA = ("sse4", "avx", "fma", "f16c", "amx")
+
+
+def cpu(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> dict[str, Any]:
+    """The host CPU: ``{"model", "machine", "cores", "isa"}``; ``isa`` is the sorted list of its
+    `VECTOR_ISA` flags, ``None`` where ``cpuinfo`` cannot be read (off Linux). Never raises.
+
+    XLA compiles float32 code for the host's vector extensions, so one program can differ in the
+    last bits between hosts; this says which kind of host a result came from.
+    """
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():  # the first processor's block comes first
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = fields.get("flags")
+    return {
+        "model": fields.get("model name") or platform.processor() or None,
+        "machine": platform.machine(),
+        "cores": os.cpu_count(),
+        "isa": None
+        if flags is None
+        else sorted(f for f in flags.split() if f.startswith(VECTOR_ISA)),
+    }
 
 
 def write_npz(path: str | os.PathLike, **arrays: np.ndarray) -> Path:

@@ -297,8 +297,8 @@ def test_feedback_solution_solves_the_projected_mode_flow(add_drive):
     W_E0, W_U0 = _random_init(V, 16, 0.05)
     W_E0 = W_E0.at[0].set(-W_U0[0])  # a mode with g0 = |a0 + b0|^2 = 0 somewhere is harmless
     solution = closed_form.feedback_solution(M, Gamma, W_E0, W_U0, rate, V)
-    s = solution.singular
-    v = solution.right_t
+    linear = solution.linear
+    s, v = linear.singular, linear.right_t
     kappa = jnp.where(s > 1e-12, rate**2 * jnp.einsum("kv,vw,kw->k", v, Gamma, v) / V, 0.0)
 
     def modes(t, y, args):
@@ -308,16 +308,16 @@ def test_feedback_solution_solves_the_projected_mode_flow(add_drive):
 
     ts = jnp.linspace(0.0, 600.0, 13)  # far enough for every driven mode to saturate
     ode_solution = ode.integrate(
-        modes, {"a": solution.a0, "b": solution.b0}, ts, rtol=1e-10, atol=1e-14
+        modes, {"a": linear.a0, "b": linear.b0}, ts, rtol=1e-10, atol=1e-14
     )
     assert bool(ode_solution.ok)
     W_E, W_U = solution(ts)
     want_E = jnp.einsum("kv,tkd->tvd", v, ode_solution.ys["a"])
-    want_U = jnp.einsum("vk,tkd->tvd", solution.left, ode_solution.ys["b"])
+    want_U = jnp.einsum("vk,tkd->tvd", linear.left, ode_solution.ys["b"])
     for got, want in ((W_E, want_E), (W_U, want_U)):
         assert float(jnp.max(jnp.abs(got - want)) / jnp.max(jnp.abs(want))) <= 1e-8
     # the overlap saturates at the logistic ceiling V s / (C_1 v^T Gamma v) (E9)
-    a, b = v @ W_E[-1], solution.left.T @ W_U[-1]
+    a, b = v @ W_E[-1], linear.left.T @ W_U[-1]
     driven = s > 1e-12
     np.testing.assert_allclose(jnp.sum(a * b, -1)[driven], solution.ceiling[driven], rtol=1e-6)
     # stable far out: finite, saturated, the kernel of M (absent token 0) frozen

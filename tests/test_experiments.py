@@ -158,3 +158,43 @@ def test_compare_scores_the_nothing_moves_null_on_the_same_window():
     before = ts <= 5.0
     expected = max(np.linalg.norm(W - W0) / np.linalg.norm(W) for W in W_E[before])
     assert out.null_weight_rel_error_max == pytest.approx(expected, rel=1e-12)
+
+
+# ------------------------------------------------------------------------- fig3's measurement
+
+
+def test_fig3_measures_the_probe_at_init_and_at_each_probe_epoch():
+    """fig3's probe null is a fit at epoch 0 (the untrained init), its curve a fit at each probe
+    epoch, and rho_0, the off-diagonal MSE and the checkpoints come from the right snapshots."""
+    from types import SimpleNamespace
+
+    from ctx_staircase import geometry, metrics
+    from ctx_staircase.experiments import fig3_staircase as fig3
+
+    ds = regimes.PRIMARY.make("add", N=6)
+    sig = fig3.signatures_of(ds)
+    epochs = np.array([0, 10, fig3.EARLY, 500, fig3.LATE])
+    rng = np.random.default_rng(3)
+    W_E = rng.normal(size=(len(epochs), ds.vocab_size, 8))  # every snapshot independent
+    trajectory = SimpleNamespace(
+        steps=epochs * regimes.PRIMARY.steps_per_epoch,
+        W_E=W_E,
+        loss=rng.random(len(epochs)),
+        accuracy=rng.random(len(epochs)),
+    )
+    cfg = {"probe_epochs": [10, 500, fig3.LATE], "probe_seed": 0}
+    measured = fig3.measure(sig, trajectory, regimes.PRIMARY, cfg)
+
+    S_emb = np.asarray(geometry.embedding_similarity(W_E, sig["alphas"]))
+    fits = [metrics.probe_fit(sig["phi1"], S_emb[s], seed=0) for s in (0, 1, 3, 4)]
+    assert measured["init_probe"] == (float(fits[0].heldout_corr), float(fits[0].heldout_mse))
+    np.testing.assert_array_equal(measured["probe_corr"], [float(f.heldout_corr) for f in fits[1:]])
+    np.testing.assert_array_equal(measured["probe_mse"], [float(f.heldout_mse) for f in fits[1:]])
+    np.testing.assert_array_equal(measured["steps"], epochs)
+    rho0 = [float(metrics.alignment(S, sig["S_sig0"]).value) for S in S_emb]
+    np.testing.assert_allclose(measured["rho0"], rho0, rtol=1e-6)
+    offdiag = np.triu_indices(len(sig["alphas"]), k=1)
+    mse0 = [np.mean((S[offdiag] - sig["S_sig0"][offdiag]) ** 2) for S in S_emb]
+    np.testing.assert_allclose(measured["mse0"], mse0, rtol=1e-6)
+    np.testing.assert_array_equal(measured["geometry"][fig3.EARLY]["S"], S_emb[2])
+    np.testing.assert_array_equal(measured["geometry"][fig3.LATE]["S"], S_emb[4])

@@ -4,7 +4,7 @@ import numpy as np
 
 from ctx_staircase import sweep, tasks
 from ctx_staircase.experiments import Claim
-from ctx_staircase.experiments.common import joined_outcome, train_configured
+from ctx_staircase.experiments.common import joined_outcome, scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY
 
 
@@ -59,3 +59,11 @@ def test_paper_ffn_is_the_papers_model_in_config_order():
     config = paper_ffn(1e-3)
     assert list(config) == ["model", "d", "activation", "adam_lr", "gamma"]
     assert config == dict(model="ffn", d=128, activation="relu", adam_lr=1e-3, gamma=1.0)
+
+
+def test_scored_applies_one_criterion_to_the_run_and_to_its_null():
+    def above_half(x):
+        return x > 0.5
+
+    assert scored(above_half, 0.9, 0.1) == {"passed": True, "null_passed": False}
+    assert scored(above_half, 0.1, 0.9) == {"passed": False, "null_passed": True}

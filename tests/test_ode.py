@@ -295,18 +295,12 @@ def test_happy_path_equals_diffrax_bitwise(solver):
     A, y0, ts, _ = linear_system()
     ts = jnp.concatenate([ts[:1], ts])  # a repeated first time as well
     sol = ode.integrate(linear_field, y0, ts, A, solver=solver)
+    term, controller = diffrax.ODETerm(linear_field), diffrax.PIDController(rtol=1e-8, atol=1e-10)
+    # diffeqsolve(terms, solver, t0, t1, dt0, y0, args): the defaults ode.integrate passes
     reference = diffrax.diffeqsolve(
-        diffrax.ODETerm(linear_field),
-        ode.SOLVERS[solver](),
-        t0=ts[0],
-        t1=ts[-1],
-        dt0=None,
-        y0=y0,
-        args=A,
-        saveat=diffrax.SaveAt(ts=ts),
-        stepsize_controller=diffrax.PIDController(rtol=1e-8, atol=1e-10),
-        max_steps=100_000,
-    )
+        term, ode.SOLVERS[solver](), ts[0], ts[-1], None, y0, A,
+        saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller, max_steps=100_000,
+    )  # fmt: skip
     assert bool(sol.ok)
     np.testing.assert_array_equal(sol.ys, reference.ys)
     np.testing.assert_array_equal(sol.ys[:2], jnp.stack([y0, y0]))

@@ -3,6 +3,8 @@ round trip through `results.read_json`, and the provenance of `results.environme
 
 import json
 import math
+import os
+import platform
 import subprocess
 import sys
 
@@ -167,6 +169,23 @@ def test_a_writer_that_allows_nan_fails_the_strict_parser():
 
 # --------------------------------------------------------------------------------------------
 # provenance
+
+
+def test_cpu_reads_the_model_and_the_vector_extensions(tmp_path):
+    """The host's CPU model and vector ISA, from the first processor of a cpuinfo file."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: Test CPU 9000\n"
+        "flags\t\t: fpu sse4_2 avx2 pae avx512f fma sse4_1 avx\n\n"
+        "processor\t: 1\nmodel name\t: Other\nflags\t\t: fpu\n"
+    )
+    info = results.cpu(cpuinfo)
+    assert info["model"] == "Test CPU 9000"
+    assert info["isa"] == ["avx", "avx2", "avx512f", "fma", "sse4_1", "sse4_2"]
+    assert info["cores"] == os.cpu_count() and info["machine"] == platform.machine()
+    missing = results.cpu(tmp_path / "absent")
+    assert missing["isa"] is None and missing["model"] == (platform.processor() or None)
+    assert results.environment()["cpu"] == results.cpu()
 
 
 def test_environment_records_schema_command_line_and_git_commit():

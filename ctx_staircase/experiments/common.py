@@ -1,9 +1,9 @@
 """Helpers shared by the experiments: the paper's FFN settings, one configured training sweep,
-and an `Outcome` joined from an experiment's parts."""
+one criterion scored on a run and its null, and an `Outcome` joined from an experiment's parts."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctx_staircase import sweep, train
@@ -36,6 +36,12 @@ def train_configured(
         d=config["d"],
         activation=config["activation"] if activation is None else activation,
     )
+
+
+def scored(criterion: Callable[[Any], Any], run: Any, null: Any) -> dict[str, Any]:
+    """``passed`` and ``null_passed`` of a `Claim`: the same ``criterion`` applied to the run's
+    measurement and to its null control's, so the two can never drift apart."""
+    return dict(passed=criterion(run), null_passed=criterion(null))
 
 
 def joined_outcome(

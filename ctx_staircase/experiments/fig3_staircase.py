@@ -77,9 +77,10 @@ COLLAPSE = 0.9  # [R] mean off-diagonal S^emb of a collapsed geometry
 ADAM_LR = 1e-3
 
 
-def _signatures(ds) -> dict:
+def signatures_of(ds) -> dict:
     """The true data set's zero-order geometry and first-order signature (also used to score the
-    label-shuffled null run)."""
+    label-shuffled null run): ``alphas`` (the number ids, ``[A]``), ``S_sig0`` ``[A, A]`` and
+    ``phi1`` ``[A, V_nu, V_ctx]`` (SPEC eq. 8 at m = 1)."""
     alphas = ds.groups["numbers"]
     labels = ds.groups["labels"]
     S_sig0 = metrics.cosine_matrix(signatures.label_signature(ds, 0, alphas=alphas, labels=labels))
@@ -89,9 +90,15 @@ def _signatures(ds) -> dict:
     return {"alphas": alphas, "S_sig0": np.asarray(S_sig0), "phi1": phi1}
 
 
-def _analyse(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
+def measure(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
     """rho_0(t), MSE to S^{sig,(0)}, probe curves (and the probe at init) and the early/late
-    geometry of one run."""
+    geometry of one run.
+
+    ``sig`` is `signatures_of` the true data; ``trajectory`` one lane of a training sweep
+    (``steps`` ``[S]``, ``W_E`` ``[S, V, d]``, ``loss`` and ``accuracy`` ``[S]``) whose epochs
+    include 0, ``EARLY``, ``LATE`` and ``cfg["probe_epochs"]``; the probe is fitted with
+    ``cfg["probe_seed"]`` at those epochs and at epoch 0 (``init_probe``: corr, MSE).
+    """
     alphas, S_sig0 = sig["alphas"], sig["S_sig0"]
     epochs = regime.epochs_of(trajectory.steps)
     W = np.asarray(trajectory.W_E)[:, alphas]  # [S, A, d]
@@ -151,7 +158,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     data: dict = {}
     for task in TASKS:
         ds = regime.make(task, N=cfg["N"])
-        sig = _signatures(ds)
+        sig = signatures_of(ds)
         for tag, dataset in (("trained", ds), ("shuffled", regime_mod.shuffled_labels(ds, 0))):
             result = train_configured(
                 dataset,
@@ -159,7 +166,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
                 cfg,
                 [cfg["seed"]],
             )
-            data[(task, tag)] = _analyse(sig, result.lane(0), regime, cfg)
+            data[(task, tag)] = measure(sig, result.lane(0), regime, cfg)
             data[(task, tag)]["status"] = result.status[0]
         data[(task, "trained")]["vocab_size"] = int(ds.vocab_size)
 
@@ -418,16 +425,12 @@ def _claims(data: dict, cfg: dict, regime: Regime) -> list[Claim]:
 
 
 def _curves_figure(data: dict, cfg: dict, regime: Regime):
-    fig, axes = plots.figure(
-        2,
-        4,
-        panel=(4.0, 3.4),
-        suptitle=(
-            f"Fig. 3 (N={cfg['N']}, ReLU FFN d={cfg['d']}, $\\gamma$={cfg['gamma']:g}, seed 0; "
-            f"{regime.label}): dotted vertical line: the run reaches {ACC_PHASE:.0%} accuracy "
-            "(end of its early phase [R])"
-        ),
+    title = (
+        f"Fig. 3 (N={cfg['N']}, ReLU FFN d={cfg['d']}, $\\gamma$={cfg['gamma']:g}, seed 0; "
+        f"{regime.label}): dotted vertical line: the run reaches {ACC_PHASE:.0%} accuracy "
+        "(end of its early phase [R])"
     )
+    fig, axes = plots.figure(len(TASKS), 4, panel=(4.0, 3.4), suptitle=title)
     train, null = plots.LINE_STYLE["training"], plots.LINE_STYLE["null"]
     for row, task in enumerate(TASKS):
         d, shuffled = data[(task, "trained")], data[(task, "shuffled")]
@@ -451,23 +454,11 @@ def _curves_figure(data: dict, cfg: dict, regime: Regime):
             ls=null,
             label=f"$\\rho_0$ ({method}), labels shuffled",
         )
-        axes[row, 2].plot(
-            d["probe_steps"],
-            d["probe_corr"],
-            color=order1,
-            marker="o",
-            ms=3,
-            label="probe $\\tilde S^{sig,(1)}$ held-out corr",
-        )
+        probe = dict(color=order1, marker="o", ms=3)
+        probe_corr = "probe $\\tilde S^{sig,(1)}$ held-out corr"
+        axes[row, 2].plot(d["probe_steps"], d["probe_corr"], **probe, label=probe_corr)
         axes[row, 3].plot(x, d["mse0"], color=order0, label="MSE to $S^{sig,(0)}$")
-        axes[row, 3].plot(
-            d["probe_steps"],
-            d["probe_mse"],
-            color=order1,
-            marker="o",
-            ms=3,
-            label="probe held-out MSE",
-        )
+        axes[row, 3].plot(d["probe_steps"], d["probe_mse"], **probe, label="probe held-out MSE")
         axes[row, 3].set_yscale("log")
         panels = (
             ("loss", plots.LOSS),
@@ -484,15 +475,8 @@ def _curves_figure(data: dict, cfg: dict, regime: Regime):
 
 
 def _geometry_figure(data: dict, cfg: dict, regime: Regime):
-    fig, axes = plots.figure(
-        2,
-        4,
-        panel=(3.75, 3.6),
-        suptitle=(
-            f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
-            f"{regime.label}"
-        ),
-    )
+    title = f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
+    fig, axes = plots.figure(len(TASKS), 4, panel=(3.75, 3.6), suptitle=title + regime.label)
     for row, task in enumerate(TASKS):
         d = data[(task, "trained")]
         alphas = d["alphas"]

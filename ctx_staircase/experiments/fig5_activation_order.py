@@ -393,16 +393,10 @@ def grid_figure(cells, snapshots, config, regime):
 def cosine_figure(cells, config, regime):
     """The final $S^{emb}$ [N, N] of every (L, K) cell (``cells[(L, K)]["S"]``)."""
     Ls, Ks, N = config["Ls"], config["Ks"], config["N"]
-    fig, axes = plots.figure(
-        len(Ls),
-        len(Ks),
-        panel=(2.4, 2.4),
-        squeeze=False,
-        suptitle=(
-            f"$S^{{emb}}$ of the numbers 1..{N} at the final epoch (red titles: K < L); "
-            f"{regime.label}"
-        ),
+    title = (
+        f"$S^{{emb}}$ of the numbers 1..{N} at the final epoch (red titles: K < L); {regime.label}"
     )
+    fig, axes = plots.figure(len(Ls), len(Ks), panel=(2.4, 2.4), squeeze=False, suptitle=title)
     for i, L in enumerate(Ls):
         for j, K in enumerate(Ks):
             ax = axes[i, j]

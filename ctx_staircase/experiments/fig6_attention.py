@@ -366,17 +366,12 @@ def _arithmetic_claims(task, main, numbers, cfg, per_gamma) -> list[Claim]:
 
 def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime):
     tasks_ = list(panels)
-    fig, axes = plots.figure(
-        len(tasks_),
-        5,
-        panel=(3.8, 3.9),
-        squeeze=False,
-        suptitle=(
-            f"Attention-only (d=128, $d_k$=64), N={cfg['N']}, {regime.label}, "
-            f"$\\gamma$={cfg['primary_gamma']} (heatmaps, thick curves); thin with crosses: "
-            "the other $\\gamma$"
-        ),
+    title = (
+        f"Attention-only (d=128, $d_k$=64), N={cfg['N']}, {regime.label}, "
+        f"$\\gamma$={cfg['primary_gamma']} (heatmaps, thick curves); thin with crosses: "
+        "the other $\\gamma$"
     )
+    fig, axes = plots.figure(len(tasks_), 5, panel=(3.8, 3.9), squeeze=False, suptitle=title)
     for row, task in enumerate(tasks_):
         p = panels[task]
         early = cfg["early_epoch"]

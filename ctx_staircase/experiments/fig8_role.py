@@ -288,16 +288,11 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
 
 
 def _structure_figure(numbers, ids, runs, config, regime):
-    fig, axes = plots.figure(
-        1,
-        5,
-        panel=(4.2, 4.2),
-        suptitle=(
-            f"mod (N=40): FFN $\\gamma$={config['gamma_ffn']} vs attention-only "
-            f"$\\gamma$={config['gamma_attention']}, d=128, {regime.label}, "
-            f"{config['epochs']} epochs"
-        ),
+    title = (
+        f"mod (N=40): FFN $\\gamma$={config['gamma_ffn']} vs attention-only "
+        f"$\\gamma$={config['gamma_attention']}, d=128, {regime.label}, {config['epochs']} epochs"
     )
+    fig, axes = plots.figure(1, 5, panel=(4.2, 4.2), suptitle=title)
     ax = axes[0]
     for name, colour, role in (
         ("ffn", "C0", "training"),

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ctx_staircase import lm, lm_study, text
 from ctx_staircase.experiments import Claim, Outcome, get
+from ctx_staircase.experiments.common import scored
 
 START_MAX = 0.1  # [R] |rho_next(0)|: random init has no structure
 PEAK_MIN = 0.3  # [R] a real rise
@@ -79,16 +80,18 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
     each with its init null (module docstring); ``regime`` names the fixed setting."""
     small, standard = summary["1"], summary["0.5"]
 
-    def rose(start, peak):
-        return abs(start) <= START_MAX and peak >= PEAK_MIN
+    def rose(curve: dict) -> bool:
+        return abs(curve["rho_next_start"]) <= START_MAX and curve["rho_next_peak"] >= PEAK_MIN
 
-    def early(peak, peak_step):
-        return peak >= PEAK_MIN and peak_step <= steps / 2
+    def early(curve: dict) -> bool:
+        return curve["rho_next_peak"] >= PEAK_MIN and curve["rho_next_peak_step"] <= steps / 2
 
-    def settles(peak, final):
-        return final <= peak - DROP_MIN and final >= FINAL_MIN
+    def settles(curve: dict) -> bool:
+        final = curve["rho_next_final"]
+        return final <= curve["rho_next_peak"] - DROP_MIN and final >= FINAL_MIN
 
     start = small["rho_next_start"]  # the untrained curve stays here: peak = final = start
+    untrained = small | dict(rho_next_peak=start, rho_next_peak_step=0, rho_next_final=start)
     flat = f"init: rho_next stays at {start:.3f} (peak = final, at step 0)"
     margin = small["rho_next_peak"] - standard["rho_next_peak"]
     margin_init = small["rho_next_start"] - standard["rho_next_start"]
@@ -119,36 +122,39 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
             f"({probe_numbers})"
         )
     common = dict(regime=regime)
-    return [
-        Claim(
-            "§8.16",
+    # (claim, measured, criterion, rule): each rule scored on the small-init curve and the flat one
+    curve_table = (
+        (
             "rho_next rises from about 0 (small init, gamma = 1)",
             shape.format(**small),
             f"[R] |rho_next(0)| <= {START_MAX} and peak >= {PEAK_MIN}",
-            rose(start, small["rho_next_peak"]),
-            null=flat,
-            null_passed=rose(start, start),
-            **common,
+            rose,
         ),
-        Claim(
-            "§8.16",
+        (
             "the peak of rho_next comes early",
             f"peak {small['rho_next_peak']:.3f} at step {small['rho_next_peak_step']} of {steps}",
             f"[R] a peak >= {PEAK_MIN} in the first half of training",
-            early(small["rho_next_peak"], small["rho_next_peak_step"]),
-            null=flat,
-            null_passed=early(start, 0),
-            **common,
+            early,
         ),
-        Claim(
-            "§8.16",
+        (
             "rho_next then settles at a lower, nonzero level",
             f"final {small['rho_next_final']:.3f} vs peak {small['rho_next_peak']:.3f}",
             f"[R] final <= peak - {DROP_MIN} and final >= {FINAL_MIN}",
-            settles(small["rho_next_peak"], small["rho_next_final"]),
-            null=flat,
-            null_passed=settles(start, start),
-            **common,
+            settles,
+        ),
+    )
+    return [
+        *(
+            Claim(
+                "§8.16",
+                claim,
+                measured,
+                criterion,
+                **scored(rule, small, untrained),
+                null=flat,
+                **common,
+            )
+            for claim, measured, criterion, rule in curve_table
         ),
         Claim(
             "issue 6",

@@ -27,6 +27,7 @@ import numpy as np
 
 from ctx_staircase import comparison, plots, tasks
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import scored
 
 WEIGHT_ERROR = 0.05
 ESCAPE_RATIO = 0.10
@@ -77,42 +78,50 @@ def run(full: bool = False) -> Outcome:
         "origin_escape_slope": origin_slope,
     }
 
+    # (claim, escape ratios, bound, note, null, null ratios): escape times against training
+    escape_table = (
+        (
+            "predicted escape times match measured ones",
+            ratios,
+            ESCAPE_RATIO,
+            "escape = largest centred logit reaches 0.5 nats",
+            f"constant t_esc = mean measured ({measured.mean():.1f})",
+            constant_ratios,
+        ),
+        (
+            "closed form with the softmax feedback predicts the escape times",
+            feedback,
+            FEEDBACK_RATIO,
+            "theory/escape_feedback.md; escape_feedback has four more tasks",
+            "closed form (C3)",
+            ratios,
+        ),
+    )
     claims = [
         Claim(
             "§8.13 / theory",
             "closed-form W_E(t) matches training before escape",
-            "max rel. error " + ", ".join(f"{e:.3f}" for e in errors),
+            "max rel. error " + _listed(errors),
             f"<= {WEIGHT_ERROR} on t <= t_esc/2, every gamma",
             max(errors) <= WEIGHT_ERROR,
             kind="beyond",
             regime=regime,
-            null="W_E(t) = W_E(0): max rel. error " + ", ".join(f"{e:.3f}" for e in static_errors),
+            null="W_E(t) = W_E(0): max rel. error " + _listed(static_errors),
             null_passed=max(static_errors) <= WEIGHT_ERROR,
         ),
-        Claim(
-            "theory",
-            "predicted escape times match measured ones",
-            "ratios " + ", ".join(f"{r:.3f}" for r in ratios),
-            f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma",
-            max(abs(r - 1) for r in ratios) <= ESCAPE_RATIO,
-            "escape = largest centred logit reaches 0.5 nats",
-            kind="beyond",
-            regime=regime,
-            null=f"constant t_esc = mean measured ({measured.mean():.1f}): ratios "
-            + ", ".join(f"{r:.3f}" for r in constant_ratios),
-            null_passed=bool(np.max(np.abs(constant_ratios - 1)) <= ESCAPE_RATIO),
-        ),
-        Claim(
-            "theory",
-            "closed form with the softmax feedback predicts the escape times",
-            "ratios " + ", ".join(f"{r:.3f}" for r in feedback),
-            f"|ratio - 1| <= {FEEDBACK_RATIO}, every gamma",
-            max(abs(r - 1) for r in feedback) <= FEEDBACK_RATIO,
-            "theory/escape_feedback.md; escape_feedback has four more tasks",
-            kind="beyond",
-            regime=regime,
-            null="closed form (C3): ratios " + ", ".join(f"{r:.3f}" for r in ratios),
-            null_passed=max(abs(r - 1) for r in ratios) <= FEEDBACK_RATIO,
+        *(
+            Claim(
+                "theory",
+                claim,
+                "ratios " + _listed(values),
+                f"|ratio - 1| <= {bound}, every gamma",
+                **scored(_within(bound), values, null_values),
+                note=note,
+                kind="beyond",
+                regime=regime,
+                null=f"{null}: ratios " + _listed(null_values),
+            )
+            for claim, values, bound, note, null, null_values in escape_table
         ),
         Claim(
             "§8.14",
@@ -139,3 +148,13 @@ def run(full: bool = False) -> Outcome:
         {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()}
         | {"seed": 0, "regime": regime},
     )
+
+
+def _listed(values) -> str:
+    """``values`` to 3 decimals, comma-separated."""
+    return ", ".join(f"{v:.3f}" for v in values)
+
+
+def _within(bound: float):
+    """The criterion ``|ratio - 1| <= bound`` for every ratio of a list."""
+    return lambda ratios: bool(max(abs(r - 1) for r in ratios) <= bound)
