@@ -77,6 +77,7 @@ def test_bad_input_is_one_line_exit_2_and_no_files(tmp_path, capsys, argv, needl
     assert not out.exists()
 
 
+@pytest.mark.slow  # a real CLI process, over 20 s
 def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
     out = tmp_path / "train"
     flags = "--gamma 0.8 1.2 --steps 30 --d 16 --lr 0.01 --probe-snapshots 2"
@@ -95,6 +96,7 @@ def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
     assert "ok" in capsys.readouterr().out  # the table goes to stdout
 
 
+@pytest.mark.slow  # a real CLI process, over 20 s
 def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
     out = tmp_path / "theory"
     flags = "--gamma 0.8 1.2 --max-order 0 1 --d 16 --steps 200 --lr 0.5"
@@ -123,6 +125,7 @@ def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow  # a real CLI process, over 20 s
 def test_flagship_run_tiny_end_to_end(tmp_path, capsys):
     out = tmp_path / "staircase"
     assert cli.main(["run", "--tiny", "--out", str(out)]) == 0

@@ -98,6 +98,7 @@ def reference_train(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow  # three real CLI processes, over 20 s
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_train_resumes_bitwise_after_interruption(tmp_path, reference_train, sig):
     rng = random.Random(f"train-{int(sig)}")
@@ -121,6 +122,7 @@ def test_train_resumes_bitwise_after_interruption(tmp_path, reference_train, sig
         _assert_bitwise(reference_train / name, out / name)
 
 
+@pytest.mark.slow  # a real CLI process, over 20 s
 def test_lm_resumes_bitwise_after_kill(tmp_path):
     reference, out, stopped, context = _reference_and_stopped(
         LM, tmp_path, "lm", signal.SIGKILL, 4.0, 12.0

@@ -384,6 +384,7 @@ def test_semantic_measures_on_known_shapes():
 # command line
 
 
+@pytest.mark.slow  # a real CLI process, over 20 s
 def test_cli_lm_tiny_run(tmp_path):
     out = tmp_path / "lm"
     assert cli.main(["lm", "--tiny", "--out", str(out)]) == 0
