@@ -268,12 +268,12 @@ def _heatmap(fig, ax, S: np.ndarray, ticks: np.ndarray, title: str) -> None:
 
 
 def _figure(task, S_emb, S_sig, emb_pca, sig_pca, alphas, entry, cfg, regime: Regime):
-    title = (
+    suptitle = (
         f"{task}, N={cfg['N']}, ReLU FFN, $\\gamma$={cfg['gamma']:g}, seed 0; "
         f"{regime.label}: Pearson $\\rho_0$={entry['rho0_pearson']:.3f}, "
         f"Spearman={entry['rho0_spearman']:.3f}"
     )
-    fig, axes = plots.figure(1, 4, panel=(4.0, 3.9), suptitle=title)
+    fig, axes = plots.figure(1, 4, panel=(4.0, 3.9), suptitle=suptitle)
     _heatmap(fig, axes[0], S_emb, alphas, f"$S^{{emb}}$ at epoch {cfg['epoch']}")
     _heatmap(fig, axes[1], S_sig, alphas, "$S^{sig,(0)}$")
     for ax, pca, title in (

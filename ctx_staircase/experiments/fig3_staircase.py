@@ -475,8 +475,11 @@ def _curves_figure(data: dict, cfg: dict, regime: Regime):
 
 
 def _geometry_figure(data: dict, cfg: dict, regime: Regime):
-    title = f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
-    fig, axes = plots.figure(len(TASKS), 4, panel=(3.75, 3.6), suptitle=title + regime.label)
+    title = (
+        f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
+        f"{regime.label}"
+    )
+    fig, axes = plots.figure(len(TASKS), 4, panel=(3.75, 3.6), suptitle=title)
     for row, task in enumerate(TASKS):
         d = data[(task, "trained")]
         alphas = d["alphas"]
