@@ -296,7 +296,7 @@ def test_happy_path_equals_diffrax_bitwise(solver):
     ts = jnp.concatenate([ts[:1], ts])  # a repeated first time as well
     sol = ode.integrate(linear_field, y0, ts, A, solver=solver)
     term, controller = diffrax.ODETerm(linear_field), diffrax.PIDController(rtol=1e-8, atol=1e-10)
-    # diffeqsolve(terms, solver, t0, t1, dt0, y0, args): the defaults ode.integrate passes
+    # diffeqsolve(terms, solver, t0, t1, dt0, y0, args), with the settings ode.integrate uses
     reference = diffrax.diffeqsolve(
         term, ode.SOLVERS[solver](), ts[0], ts[-1], None, y0, A,
         saveat=diffrax.SaveAt(ts=ts), stepsize_controller=controller, max_steps=100_000,
