@@ -188,7 +188,8 @@ def effective_coefficients(activation: Activation) -> tuple[float, ...]:
     truncated at degree 4. ReLU has no expansion at 0 and no scale-free higher term; it gets the
     mean slope ``(0.5,)``, a linear (m = 0) flow only. Measured on `add` (theory/ffn.md §6), this
     rate predicts the early alignment (rho_0 onset within 2%) but not the escape: the escaping
-    mode lives on active units and grows at rate ~1, so ReLU escape times need ``C_1 = 1``.
+    mode lives on active units and grows at rate ~1. ReLU escape times come from the exact gated
+    law instead (`relu.gated_flow`, theory/relu.md).
     """
     activation = get(activation)
     if activation.coefficients is not None:

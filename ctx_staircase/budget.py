@@ -722,6 +722,7 @@ def theory_stages(
     snapshot_every: int | None = None,
     prediction: str = "linear",
     concurrent: int | None = None,
+    gated: bool = False,
     **_other_settings,
 ) -> dict[str, int]:
     """Peak bytes of each stage of `comparison.theory_vs_training`, in the order they run;
@@ -761,7 +762,7 @@ def theory_stages(
             field += A * P ** (L - 1) * (2 * V + 4 * d)
         lanes, state = G * len(orders), weights
         escape = 8 * THEORY_ESCAPE_CHUNK * (2 * weights + n * (L + 1) * d)
-        closed = 8 * 2 * G * T * weights
+        closed = 8 * (4 if gated else 2) * G * T * weights
     else:
         tables = V * (Vnu + 1)
         lanes, state = G, weights + 2 * d * 64  # W_O [d, d_k], W_V [d_k, d]

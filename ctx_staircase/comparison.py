@@ -293,6 +293,7 @@ class TheoryInputs(NamedTuple):
     prediction: str
     coefficients: tuple[float, ...]
     estimated_bytes: int
+    gated: bool = False
 
 
 def check_theory_inputs(
@@ -349,16 +350,19 @@ def check_theory_inputs(
     if model == "attention":
         max_orders = (0,)
     coefficients = tuple(activations.effective_coefficients(activations.get(activation)))
+    # ReLU is the one activation with an exact gated law (theory/relu.md); the attention theory
+    # has no activation
+    gated = model == "ffn" and activations.get(activation).name == "relu"
     needed = budget.check(
         budget.theory_bytes(
             ds, model=model, d=d, gammas=gammas, max_orders=max_orders, steps=steps,
-            snapshot_every=snapshot_every, prediction=prediction,
+            snapshot_every=snapshot_every, prediction=prediction, gated=gated,
         ),
         what=f"the theory run ({model}, {gammas.size} gamma, d={d}, n={ds.n})",
         knob="lower N, d, steps or the number of gamma",
         limit=memory_limit,
     )  # fmt: skip
-    return TheoryInputs(model, gammas, max_orders, prediction, coefficients, needed)
+    return TheoryInputs(model, gammas, max_orders, prediction, coefficients, needed, gated)
 
 
 def theory_vs_training(
@@ -452,6 +456,8 @@ def _theory_vs_training(
     else:
         predicted, law = _attention_law(ds, unit, gammas, d, threshold, top)
     horizon_steps, notes = horizon(predicted, gammas, lr, steps)
+    if model == "ffn" and (note := validation_note(activation, gammas)) is not None:
+        notes.append(note)
     snapshots = snapshot_steps(horizon_steps, snapshot_every)
     ts = lr * np.asarray(snapshots, dtype=np.float64)
 
@@ -462,6 +468,8 @@ def _theory_vs_training(
     theories = _ode_theories(ds, inputs, y0, ts)
     if model == "ffn":
         theories.update(_closed_form_theories(ds, M, y0, ts, coefficients))
+        if inputs.gated:
+            theories.update(_relu_theories(ds, y0, ts))
     runs = []
     for i, gamma in enumerate(gammas):
         # escape in training is read off the model's own logits (ReLU, attention: not a formula)
@@ -715,6 +723,80 @@ def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict
             W_E, W_U = solution(ts)
             out[name].append(WeightTrajectory(ts, np.asarray(W_E), np.asarray(W_U)))
     return {name: TheoryLanes(tuple(lanes)) for name, lanes in out.items()}
+
+
+#: The FFN escape laws measured within 5% of GD training (lr 0.2, d = 128, every task tried):
+#: activation spec -> (the theory, the gamma range it was measured over). z + z^2/2:
+#: theory/escape_feedback.md §5; ReLU: theory/relu.md §6.
+VALIDATED_LAWS = {
+    "poly:1,0.5": ("closed_form_feedback", (0.6, 1.4)),
+    "relu": ("relu_gated_flow", (0.8, 1.4)),
+}
+
+
+def validation_note(activation, gammas) -> str | None:
+    """One line when the FFN ``activation`` has no escape law validated against training over
+    ``gammas`` (`VALIDATED_LAWS`); None when it has one."""
+    from ctx_staircase import activations
+
+    activation = activations.get(activation)
+    gammas = np.asarray(gammas, dtype=np.float64)
+    for spec, (theory, (low, high)) in VALIDATED_LAWS.items():
+        if activations.get(spec) == activation:
+            outside = gammas[(gammas < low) | (gammas > high)]
+            if outside.size == 0:
+                return None
+            return (
+                f"{theory} is validated for this activation over gamma in [{low:g}, {high:g}] "
+                f"only; gamma {', '.join(f'{g:g}' for g in outside)} lie outside"
+            )
+    known = "; ".join(
+        f"{s}: {t}, gamma in [{a:g}, {b:g}]" for s, (t, (a, b)) in VALIDATED_LAWS.items()
+    )
+    return (
+        f"no escape law is validated against training for activation {activation.name}"
+        f"{'' if activation.coefficients is None else ' ' + str(activation.coefficients)}: "
+        f"the numbers below are unchecked (validated: {known})"
+    )
+
+
+#: The RK4 step (``t`` units) of the ReLU gated flow. Its field jumps where a gate flips, which
+#: stalls an adaptive solver (it shrinks its step at every jump); a fixed step is first order
+#: there, yet 0.05 and 0.0125 give the same escape to 1e-5 relative (theory/relu.md §4).
+RELU_STEP = 0.05
+
+
+def _relu_theories(ds, y0: dict, ts: np.ndarray) -> dict[str, TheoryLanes]:
+    """The ReLU gated flow with the linear softmax feedback (theory/relu.md eq. R5), by RK4
+    through `sweep.sweep_map`, and the frozen-gate closed form (eq. R4), per lane; each with
+    the ReLU escape statistic (`relu.logit_scale`) as its readout."""
+    from ctx_staircase import ode, relu, sweep
+
+    problem = relu.gated_problem(ds, dtype=jnp.float64)
+    field = frozen_past(relu.gated_flow(problem, "linear"), cap=1.0)
+    grid, tokens = jnp.asarray(ts), jnp.asarray(ds.tokens)
+
+    def solve(y):
+        solution = ode.rk4(field, y, grid, max_step=RELU_STEP)
+        scale = relu.logit_scale(solution.ys["W_E"], solution.ys["W_U"], tokens)
+        return solution.ys, scale, solution.ok
+
+    lanes_y0 = {k: jnp.asarray(v) for k, v in y0.items()}
+    ys, scales, ok = jax.device_get(sweep.sweep_map(solve, lanes_y0, count_lanes=True))
+    flow = tuple(
+        WeightTrajectory(ts, ys["W_E"][i], ys["W_U"][i], scales[i]) for i in range(len(ok))
+    )
+    solver = tuple(SolverStatus(bool(good), "fixed-step RK4") for good in ok)
+    frozen = []
+    for W_E0, W_U0 in zip(y0["W_E"], y0["W_U"], strict=True):
+        W_E, W_U = relu.frozen_gate_solution(problem, W_E0, W_U0)(ts)
+        frozen.append(
+            WeightTrajectory(ts, W_E, W_U, np.asarray(relu.logit_scale(W_E, W_U, tokens)))
+        )
+    return {
+        "relu_gated_flow": TheoryLanes(flow, solver),
+        "closed_form_frozen_gates": TheoryLanes(tuple(frozen)),
+    }
 
 
 def comparison_summary(compared: Comparison) -> dict:

@@ -114,6 +114,10 @@ def theory_styles(name: str) -> dict:
     role = theory_role(name)
     if name == "closed_form_feedback":
         return {"ls": (0, (7, 2)), "lw": 1.2}
+    if name == "closed_form_frozen_gates":
+        return {"ls": (0, (3, 1, 1, 1)), "lw": 1.2}
+    if name == "relu_gated_flow":
+        return {"ls": (0, (5, 1, 1, 1, 1, 1)), "lw": 1.6}
     if "_m" in name:
         m = int(name.rsplit("_m", 1)[1])
         return {"ls": (0, (1, 1 + m)), "lw": 1.4}
@@ -130,6 +134,10 @@ def theory_label(name: str) -> str:
         return f"ODE: signature flow to order {int(name.rsplit('_m', 1)[1])}"
     if name == "uniform_attention_flow":
         return "ODE: uniform-attention flow"
+    if name == "relu_gated_flow":
+        return "ODE: ReLU gated flow"
+    if name == "closed_form_frozen_gates":
+        return "closed form: ReLU, gates frozen at t = 0"
     if name == "plateau_law":
         return r"closed form: plateau law $T_Z d^{2\gamma} - c$"
     return f"{ROLE_LABEL[theory_role(name)]}: {name.replace('_', ' ')}"

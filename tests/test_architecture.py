@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "text",
     ),
     ("signatures", "tasks", "models", "ode"),
-    ("metrics", "flows", "closed_form", "attention_dynamics", "plateau", "semantics"),
+    ("metrics", "flows", "closed_form", "attention_dynamics", "plateau", "semantics", "relu"),
     ("geometry", "loop", "train", "sweep", "lm"),
     ("comparison", "budget", "plots", "lm_study"),
     ("experiments",),
