@@ -725,9 +725,10 @@ def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict
     return {name: TheoryLanes(tuple(lanes)) for name, lanes in out.items()}
 
 
-#: The FFN escape laws measured within 5% of GD training (lr 0.2, d = 128, every task tried):
-#: activation spec -> (the theory, the gamma range it was measured over). z + z^2/2:
-#: theory/escape_feedback.md §5; ReLU: theory/relu.md §6.
+#: The FFN escape laws measured within 5% of GD training (lr 0.2, d = 128) on the paper's add,
+#: sub and mod: activation spec -> (the theory, the gamma range it was measured over).
+#: z + z^2/2: theory/escape_feedback.md §5 (it misses on weighted_mod and max3); ReLU:
+#: theory/relu.md §6.
 VALIDATED_LAWS = {
     "poly:1,0.5": ("closed_form_feedback", (0.6, 1.4)),
     "relu": ("relu_gated_flow", (0.8, 1.4)),
