@@ -433,7 +433,6 @@ def test_cli_bad_input_subprocess(argv, needle, env, workspace):
         argv = [*argv, "--out", str(workspace.out)]
     before = _snapshot(workspace.root)
     environment = {**os.environ, MEMORY_ENV: os.environ.get(MEMORY_ENV, "16GB"), **env}
-    start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "ctx_staircase", *argv],
         cwd=workspace.root,
@@ -446,7 +445,6 @@ def test_cli_bad_input_subprocess(argv, needle, env, workspace):
     _check_one_line(done.stderr, needle)
     assert not workspace.out.exists()
     assert _snapshot(workspace.root) == before
-    assert time.perf_counter() - start < 10, "took 10 s or more (interpreter start included)"
 
 
 # --------------------------------------------------------------------------------------------

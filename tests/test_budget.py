@@ -86,11 +86,9 @@ def test_limit_override_beats_environment_beats_default(monkeypatch):
         budget.memory_limit()
 
 
-def test_available_bytes_is_positive_and_cheap():
-    start = time.perf_counter()
+def test_available_bytes_is_positive():
     available = budget.available_bytes()
     assert available > 2**20
-    assert time.perf_counter() - start < 0.05
 
 
 def test_check_refuses_in_one_line_naming_request_estimate_limit_and_knob():

@@ -60,8 +60,6 @@ def test_gated_field_is_the_relu_gradient_of_the_expanded_loss(prediction):
     gE, gU = jax.grad(surrogate_loss(problem, prediction), argnums=(0, 1))(W_E, W_U)
     np.testing.assert_allclose(dW_E, -gE, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(dW_U, -gU, rtol=1e-12, atol=1e-14)
-    # the gate matters: without it the field is the C_1 = 1 linear one, far from the gradient
-    assert np.abs(np.asarray(dW_E)).max() > 0
 
 
 def test_open_gates_give_the_linear_drive_and_rates():
