@@ -29,17 +29,18 @@ Conventions ([GAP] choices, also in ``config``):
   (Fig. 3A/B) are the paper's claims ("paper"), judged by the [R] readings below where SPEC
   states them only qualitatively; ``t^peak_0 <= t^peak_1`` is SPEC's own [R] summary statistic,
   not a claim of the paper ("project").
-- Thresholds ([R]: SPEC states these claims qualitatively): ``rho_0(t)`` "peaks near
-  1 early and declines later" (add) means ``max_t rho_0 >= 0.9``, reached by epoch 400, and
-  ``rho_0(1200) <= max - 0.05``. "After the early phase" means every probe snapshot from the
-  first snapshot at which training accuracy reaches 50% (the last snapshot if it never does).
-  For add, the probe's held-out Pearson must exceed ``rho_0`` there. For mod, ``rho_0`` is a
-  ``1 - MSE`` score (the Pearson with a constant matrix is undefined), so the like-for-like test
-  is the probe's held-out MSE below ``MSE(S^emb, S^{sig,(0)})`` there, with a positive probe
-  correlation. ``t^peak_0 <= t^peak_1``: the epoch of the largest ``rho_0`` is no later than
-  that of the largest probe correlation. Fig. 3A/3B for mod ("no progress early", "collapsed to
-  one direction early"): accuracy at epoch 100 ≤ 2/N and mean off-diagonal ``S^emb`` at epoch
-  100 ≥ 0.9.
+- Thresholds ([R]: the paper states these claims qualitatively) are those of
+  `staircase_claims`, which the flagship scores with the same functions: ``rho_0(t)`` "peaks
+  near 1 early and declines later" (add) means ``max_t rho_0 >= 0.9``, reached by epoch 400, and
+  ``rho_0(1200) <= max - 0.05``. "The first-order probe beats zero order after the early phase"
+  means that at every probe epoch from the first snapshot with training accuracy ≥ 50%, the
+  probe closes at least half of the gap ``rho_0`` leaves, ``(p - rho_0)/(1 - rho_0) >= 0.5``,
+  with ``p`` on ``rho_0``'s own scale (held-out Pearson for add, ``1 - MSE`` for mod, whose
+  ``S^{sig,(0)}`` is constant). The probe's family contains the zero-order geometry, so the
+  former "probe > rho_0" held by construction (add passed by +0.001). ``t^peak_0 <= t^peak_1``:
+  the epoch of the largest ``rho_0`` is no later than that of the largest probe correlation.
+  Fig. 3A/3B for mod ("no progress early", "collapsed to one direction early"): accuracy at
+  epoch 100 ≤ 2/N and mean off-diagonal ``S^emb`` at epoch 100 ≥ 0.9.
 - Nulls: a geometry at a checkpoint (the mod collapse) and the probe-versus-zero-order
   comparisons are scored on the untrained initialization (epoch 0 of the same run; the probe is
   fitted there too). The trajectory statistics (add's ``rho_0`` peak and decline, ``t^peak``)
@@ -62,6 +63,7 @@ import numpy as np
 from ctx_staircase import geometry, metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
+from ctx_staircase.experiments import staircase_claims as scoring
 from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
@@ -70,10 +72,7 @@ EPOCHS = 1200
 SNAPSHOTS = (0, 10, 25, 50, 75, 100, 150, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1100, 1200)
 PROBE_EPOCHS = (10, 25, 50, 100, 200, 300, 400, 600, 800, 1000, 1100, 1200)
 QUICK_PROBE_EPOCHS = (25, 100, 300, 600, 1000, 1100, 1200)
-EARLY, LATE = 100, 1100
-ACC_PHASE = 0.5  # [R] the early phase ends when training accuracy first reaches this
-PEAK_MIN, PEAK_BY, DECLINE = 0.9, 400, 0.05  # [R] thresholds for "peaks near 1 early, declines"
-COLLAPSE = 0.9  # [R] mean off-diagonal S^emb of a collapsed geometry
+EARLY, LATE = scoring.EARLY, 1100
 ADAM_LR = 1e-3
 
 
@@ -109,7 +108,8 @@ def measure(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
     probe_at = [index[t] for t in cfg["probe_epochs"]]
     probe = geometry.probe_curve(sig["phi1"], S_emb, [*probe_at, 0], seed=cfg["probe_seed"])
     checkpoints = {
-        t: {"S": S_emb[index[t]], "pca": metrics.pca(W[index[t]], k=2)} for t in (EARLY, LATE)
+        t: {"S": S_emb[index[t]], "pca": metrics.pca(W[index[t]], k=2)}
+        for t in (cfg.get("early", EARLY), cfg.get("late", LATE))
     }
     return {
         "alphas": alphas,
@@ -145,8 +145,9 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         probe_seed=0,
         early=EARLY,
         late=LATE,
-        early_phase_ends_at_accuracy=ACC_PHASE,
-        collapse_threshold=COLLAPSE,
+        early_phase_ends_at_accuracy=scoring.ACC_PHASE,
+        collapse_threshold=scoring.COLLAPSE,
+        probe_gap_closed=scoring.GAP_CLOSED,
         dtype="float32",
         null_checkpoint="the untrained initialization (epoch 0 of the same run)",
         null_trajectory="the same training on the label-shuffled data set (seed 0)",
@@ -171,7 +172,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         data[(task, "trained")]["vocab_size"] = int(ds.vocab_size)
 
     numbers = {f"{task}/{tag}": _summary(d) for (task, tag), d in data.items()}
-    claims = _claims(data, cfg, regime)
+    scored_claims = claims(data, cfg, regime)
     figures = (
         {}
         if quick
@@ -180,7 +181,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
             "geometry": _geometry_figure(data, cfg, regime),
         }
     )
-    return Outcome(claims, figures, numbers, cfg)
+    return Outcome(scored_claims, figures, numbers, cfg)
 
 
 def _summary(d: dict) -> dict:
@@ -204,230 +205,25 @@ def _summary(d: dict) -> dict:
     }
 
 
-def _at(d: dict, key: str, step: int) -> float:
-    return float(d[key][int(np.flatnonzero(d["steps"] == step)[0])])
-
-
-def _curve(d: dict, key: str, steps) -> str:
-    return ", ".join(f"{_at(d, key, int(t)):.3f}@{t}" for t in steps)
-
-
-def _series(values, steps, digits: int = 3) -> str:
-    return ", ".join(f"{v:.{digits}f}@{t}" for v, t in zip(values, steps, strict=True))
-
-
-def _end_of_early_phase(d: dict) -> int:
-    """First snapshot epoch with training accuracy ≥ ACC_PHASE (the last epoch if never)."""
-    reached = np.flatnonzero(d["accuracy"] >= ACC_PHASE)
-    return int(d["steps"][reached[0]] if reached.size else d["steps"][-1])
-
-
-def _peaks(d: dict) -> tuple[int, int]:
-    """``t^peak_0`` (largest rho_0) and ``t^peak_1`` (largest probe correlation)."""
-    return int(d["steps"][np.argmax(d["rho0"])]), int(d["probe_steps"][np.argmax(d["probe_corr"])])
-
-
-def _probe_claim(d: dict, task: str, regime: Regime) -> Claim:
-    """§8.5: the first-order probe beats zero order after the early phase (null: at init)."""
-    after = _end_of_early_phase(d)
-    late = d["probe_steps"] >= after
-    late_steps = d["probe_steps"][late]
-    rho0_late = np.array([_at(d, "rho0", int(t)) for t in late_steps])
-    mse0_late = np.array([_at(d, "mse0", int(t)) for t in late_steps])
-    corr_late, mse_late = d["probe_corr"][late], d["probe_mse"][late]
-    init_corr, init_mse = d["init_probe"]
-    init_rho0, init_mse0 = float(d["rho0"][0]), float(d["mse0"][0])
-    phase = f"early phase (accuracy ≥ {ACC_PHASE:.0%}) [R]"
-    if task == "add":
-        margin = corr_late - rho0_late
-        ok = bool(np.all(margin > 0))
-        null_ok = init_corr - init_rho0 > 0
-        return Claim(
-            "§8.5",
-            "add: first-order probe beats rho_0 after the early phase",
-            f"min over epochs ≥ {after} of probe corr − rho_0 = {margin.min():+.3f} "
-            f"(probe {corr_late.min():.3f}..{corr_late.max():.3f}, rho_0 "
-            f"{rho0_late.min():.3f}..{rho0_late.max():.3f}); probe MSE "
-            f"{mse_late.max():.4f} vs S^sig,(0) MSE ≥ {mse0_late.min():.4f}",
-            f"held-out probe Pearson > rho_0 (Pearson) at every probe epoch after the {phase}",
-            ok,
-            ""
-            if ok
-            else "probe corr by epoch: "
-            + _series(d["probe_corr"], d["probe_steps"])
-            + "; rho_0: "
-            + _curve(d, "rho0", d["probe_steps"]),
-            kind="paper",
-            regime=regime.name,
-            null=f"init: probe corr {init_corr:.3f} − rho_0 {init_rho0:.3f} = "
-            f"{init_corr - init_rho0:+.3f}",
-            null_passed=bool(null_ok),
-        )
-    ok = bool(np.all(mse_late < mse0_late) and np.all(corr_late > 0))
-    null_ok = bool(init_mse < init_mse0 and init_corr > 0)
-    notes = []
-    if null_ok:
-        notes.append(
-            f"vacuous: at init (mean S^emb {d['mean_offdiag_S_emb'][0]:+.3f}, nothing collapsed) "
-            f"the constant S^sig,(0) = 1 is far from every pair (MSE {init_mse0:.3f}) while the "
-            f"probe fits the small random cosines with MSE {init_mse:.4f} and corr "
-            f"{init_corr:+.3f}; the criterion then holds without any first-order structure. "
-            f"The trained run's probe corr ({corr_late.min():.3f} at epochs ≥ {after}) is far "
-            "above its init value, but 'corr > 0 and MSE below the constant's' does not "
-            "separate the two"
-        )
-    if not ok:
-        notes.append(
-            "probe corr by epoch: "
-            + _series(d["probe_corr"], d["probe_steps"])
-            + "; probe MSE: "
-            + _series(d["probe_mse"], d["probe_steps"], 4)
-            + "; MSE to S^sig,(0): "
-            + _curve(d, "mse0", d["probe_steps"])
-        )
-    return Claim(
-        "§8.5",
-        "mod: first-order probe beats zero-order geometry after the early phase",
-        f"epochs ≥ {after}: probe held-out MSE ≤ {mse_late.max():.4f} vs "
-        f"MSE(S^emb, S^sig,(0)) ≥ {mse0_late.min():.4f}; "
-        f"probe corr {corr_late.min():.3f}..{corr_late.max():.3f} "
-        f"vs rho_0 = 1−MSE {rho0_late.min():.3f}..{rho0_late.max():.3f}",
-        f"probe MSE < MSE to S^sig,(0) and probe corr > 0 at every probe epoch after the {phase} "
-        "(S^sig,(0) constant: Pearson undefined)",
-        ok,
-        "; ".join(notes),
-        kind="paper",
-        regime=regime.name,
-        null=f"init: probe MSE {init_mse:.4f} vs MSE to S^sig,(0) {init_mse0:.3f}, probe corr "
-        f"{init_corr:+.3f}",
-        null_passed=null_ok,
-    )
-
-
-def _peak_claim(d: dict, null: dict, task: str, regime: Regime) -> Claim:
-    t0, t1 = _peaks(d)
-    n0, n1 = _peaks(null)
-    return Claim(
-        "§8.5 [R]",
-        f"{task}: t^peak_0 ≤ t^peak_1",
-        f"t^peak_0 = {t0} (rho_0 {d['rho0_method']}), t^peak_1 = {t1} (probe corr)",
-        "t^peak_0 ≤ t^peak_1",
-        t0 <= t1,
-        _peak_note(d, task, t0 <= t1, n0 <= n1),
-        kind="project",
-        regime=regime.name,
-        null=f"shuffled labels: t^peak_0 = {n0}, t^peak_1 = {n1}",
-        null_passed=n0 <= n1,
-    )
-
-
-def _peak_note(d: dict, task: str, ok: bool, null_ok: bool) -> str:
-    notes = ["rho_0 is 1−MSE, near-flat; its argmax is weakly defined"] if task == "mod" else []
-    if ok and null_ok:
-        notes.append(
-            "vacuous: the label-shuffled run, which has no input–label relation to learn, orders "
-            "its peaks the same way, so the ordering alone does not show a zero-order-then-"
-            "first-order staircase"
-        )
-    if not ok:
-        late = d["steps"] >= PEAK_BY
-        late_probe = d["probe_steps"] >= PEAK_BY
-        notes.append(
-            f"from epoch {PEAK_BY} on rho_0 varies by {np.ptp(d['rho0'][late]):.3f} (max − min) "
-            f"and the probe corr by {np.ptp(d['probe_corr'][late_probe]):.3f}"
-        )
-        rho0 = [_at(d, "rho0", int(t)) for t in d["probe_steps"]]
-        notes.append(
-            "at the probe epochs "
-            + ", ".join(str(int(t)) for t in d["probe_steps"])
-            + ": rho_0 "
-            + ", ".join(f"{v:.3f}" for v in rho0)
-            + "; probe corr "
-            + ", ".join(f"{v:.3f}" for v in d["probe_corr"])
-        )
-    return "; ".join(notes)
-
-
-def _rho0_peak(d: dict) -> tuple[float, int, float, bool]:
-    i = int(np.argmax(d["rho0"]))
-    peak, t_peak, final = float(d["rho0"][i]), int(d["steps"][i]), float(d["rho0"][-1])
-    return peak, t_peak, final, peak >= PEAK_MIN and t_peak <= PEAK_BY and final <= peak - DECLINE
-
-
-def _collapse(d: dict, N: int) -> tuple[float, float, bool]:
-    acc, mean_S = _at(d, "accuracy", EARLY), _at(d, "mean_offdiag_S_emb", EARLY)
-    return acc, mean_S, acc <= 2 / N and mean_S >= COLLAPSE
-
-
-def _claims(data: dict, cfg: dict, regime: Regime) -> list[Claim]:
-    N = cfg["N"]
+def claims(data: dict, cfg: dict, regime: Regime) -> list[Claim]:
+    """The staircase claims (`staircase_claims`, one criterion each, shared with the flagship)."""
+    N, name = cfg["N"], regime.name
     add, add_null = data[("add", "trained")], data[("add", "shuffled")]
     mod, mod_null = data[("mod", "trained")], data[("mod", "shuffled")]
-    peak, t_peak, final, ok = _rho0_peak(add)
-    n_peak, n_t, n_final, n_ok = _rho0_peak(add_null)
-    claims = [
-        Claim(
-            "§8.3",
-            f"add: rho_0(t) peaks near 1 early and declines later (N={N})",
-            f"peak {peak:.3f} at epoch {t_peak}; rho_0({EPOCHS}) = {final:.3f} "
-            f"(drop {peak - final:.3f})",
-            f"peak ≥ {PEAK_MIN} by epoch {PEAK_BY} and rho_0({EPOCHS}) ≤ peak − {DECLINE} [R]",
-            ok,
-            ""
-            if ok
-            else "rho_0 by epoch: "
-            + _curve(add, "rho0", add["steps"])
-            + f"; accuracy at epoch {EPOCHS} {float(add['accuracy'][-1]):.3f}, loss "
-            f"{float(add['loss'][-1]):.3f}: the run is still learning the task at the end of "
-            "the paper's horizon, and rho_0 has not left its plateau",
-            kind="paper",
-            regime=regime.name,
-            null=f"shuffled labels: peak {n_peak:.3f} at epoch {n_t}, rho_0({EPOCHS}) "
-            f"{n_final:.3f}",
-            null_passed=n_ok,
-        ),
-        _probe_claim(add, "add", regime),
-        _peak_claim(add, add_null, "add", regime),
-        _probe_claim(mod, "mod", regime),
-        _peak_claim(mod, mod_null, "mod", regime),
+    return [
+        scoring.rho0_peak_claim(add, add_null, N, name),
+        scoring.probe_claim(add, "add", name),
+        scoring.peak_order_claim(add, add_null, "add", name),
+        scoring.probe_claim(mod, "mod", name),
+        scoring.peak_order_claim(mod, mod_null, "mod", name),
+        scoring.collapse_claim(mod, N, name),
     ]
-    acc, mean_S, ok = _collapse(mod, N)
-    init_acc, init_S = float(mod["accuracy"][0]), float(mod["mean_offdiag_S_emb"][0])
-    null_ok = init_acc <= 2 / N and init_S >= COLLAPSE
-    note = ""
-    if not ok:
-        shown = (25, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1000, 1200)
-        note = (
-            "mean off-diagonal S^emb by epoch: "
-            + _curve(mod, "mean_offdiag_S_emb", shown)
-            + "; accuracy: "
-            + _curve(mod, "accuracy", shown)
-            + f" (V = {mod['vocab_size']}). The collapse comes, but after epoch {EARLY}; the "
-            "label-shuffled run collapses the same way (mean S^emb "
-            + _curve(mod_null, "mean_offdiag_S_emb", (EARLY, 150, 200))
-            + "), as the label-independent order-0 drive of SPEC §6.3 predicts"
-        )
-    claims.append(
-        Claim(
-            "Fig. 3A/B [R]",
-            "mod: no progress and one collapsed direction early",
-            f"epoch {EARLY}: accuracy {acc:.3f}, mean off-diagonal S^emb {mean_S:.3f}",
-            f"accuracy ≤ 2/N = {2 / N:.3f} and mean S^emb ≥ {COLLAPSE}",
-            ok,
-            note,
-            kind="paper",
-            regime=regime.name,
-            null=f"init: accuracy {init_acc:.3f}, mean S^emb {init_S:.3f}",
-            null_passed=null_ok,
-        )
-    )
-    return claims
 
 
 def _curves_figure(data: dict, cfg: dict, regime: Regime):
     title = (
         f"Fig. 3 (N={cfg['N']}, ReLU FFN d={cfg['d']}, $\\gamma$={cfg['gamma']:g}, seed 0; "
-        f"{regime.label}): dotted vertical line: the run reaches {ACC_PHASE:.0%} accuracy "
+        f"{regime.label}): dotted vertical line: the run reaches {scoring.ACC_PHASE:.0%} accuracy "
         "(end of its early phase [R])"
     )
     fig, axes = plots.figure(len(TASKS), 4, panel=(4.0, 3.4), suptitle=title)
@@ -466,7 +262,7 @@ def _curves_figure(data: dict, cfg: dict, regime: Regime):
             ("alignment", plots.ALIGNMENT),
             ("MSE of off-diagonal similarities", "MSE (cosine$^2$)"),
         )
-        phase_end = _end_of_early_phase(d)
+        phase_end = scoring.end_of_early_phase(d)
         for ax, (title, y) in zip(axes[row], panels, strict=True):
             plots.axis_labels(ax, plots.EPOCH, y, f"{task}: {title}")
             plots.reference(ax, x=phase_end)

@@ -61,12 +61,12 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments import staircase_claims as scoring
 from ctx_staircase.experiments.common import train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 KS = np.arange(21)
-EARLY = 100
-EARLY_K_MAX = 2  # [R] "small"
+EARLY = scoring.EARLY
 LATE_ADD_MIN = 0.5  # [R] "high" rho at k=20 for add
 K_SEARCH_MIN = 11  # App. D: k* = argmax over k > 10
 RING_RHO_MIN, RING_MIN = 0.5, 0.8  # [R]
@@ -75,16 +75,6 @@ ADAM_LR = 1e-3
 
 
 # ------------------------------------------------------------------------------------------------
-
-
-def _k_text(k: int, constant: np.ndarray) -> str:
-    """``"0 (1−MSE)"`` for an entry scored 1 − MSE, else ``"k"``."""
-    return f"{k} (1−MSE)" if constant[k] else str(k)
-
-
-def _k_value_text(k: int, value: float, constant: np.ndarray) -> str:
-    """``"0 (1−MSE 0.951)"`` or ``"3 (rho 0.412)"``."""
-    return f"{k} ({'1−MSE' if constant[k] else 'rho'} {value:.3f})"
 
 
 def _seed_rows(W, rho, h_pca, alphas, N, seed_ids) -> list[dict]:
@@ -237,37 +227,18 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
 
 
 def _early_claim(d: dict, task: str, tag: str, item: str, kind: str, regime: Regime) -> Claim:
-    s0, z0 = d["seeds"][0], d["init"][0]
-    constant = d["constant"]
-    others = [s["early_argmax_k"] for s in d["seeds"]]
-    ok = s0["early_argmax_k"] <= EARLY_K_MAX
-    note = ""
-    if constant.any():
-        pearson = [k for k in KS if not constant[k]]
-        best = max(pearson, key=lambda k: s0["early_rho"][k])
-        note = (
-            f"k=0 is scored 1−MSE here (S^sig,(1)_0 is constant for {task}), the other k Pearson: "
-            f"k=0 {s0['early_rho'][0]:.3f} at epoch {EARLY}, the largest Pearson entry is "
-            f"k={best} at {s0['early_rho'][best]:.3f}; a k=0 argmax is the early collapse. "
-        )
-    if not ok:
-        note += (
-            f"The early maximum is k={_k_text(s0['early_argmax_k'], constant)} at rho "
-            f"{s0['early_max_rho']:.2f}"
-        )
-    return Claim(
-        item,
-        f"{task}{tag}: low frequencies dominate early",
-        f"epoch {EARLY}: argmax_k = "
-        f"{_k_value_text(s0['early_argmax_k'], s0['early_max_rho'], constant)}, seed 0; "
-        f"all seeds {others}",
-        f"argmax_k rho_(1),k ≤ {EARLY_K_MAX} at epoch {EARLY} [R 'small']",
-        ok,
-        note.strip(),
+    """§8.6 on seed 0 (`staircase_claims.low_frequency_claim`, shared with the flagship)."""
+    return scoring.low_frequency_claim(
+        d["seeds"][0]["early_rho"],
+        d["init"][0]["rho_vs_k"],
+        d["constant"],
+        task,
+        regime.name,
+        epoch=EARLY,
+        tag=tag,
+        item=item,
         kind=kind,
-        regime=regime.name,
-        null=f"init: argmax_k = {_k_text(z0['early_argmax_k'], constant)} (seed 0)",
-        null_passed=z0["early_argmax_k"] <= EARLY_K_MAX,
+        seeds_argmax=[s["early_argmax_k"] for s in d["seeds"]],
     )
 
 
@@ -315,7 +286,8 @@ def _k_star_claims(d: dict, tag: str, item: str, N: int, kind: str, regime: Regi
                 if len(distinct) >= 2
                 else f". All seeds share k* = {distinct[0]}; argmax over all k at epoch 1000: "
                 + ", ".join(
-                    f"s{s['seed']} {_k_text(s['argmax_all_k'], d['constant'])}" for s in seeds
+                    f"s{s['seed']} {scoring.k_text(s['argmax_all_k'], d['constant'])}"
+                    for s in seeds
                 )
                 + "; accuracy at epoch 1000: "
                 + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
@@ -516,7 +488,7 @@ def _heatmap_figure(data: dict, config: dict, regime: Regime):
         ax.grid(False)
         ticks = np.arange(len(d["epochs"]))
         ax.set_xticks(ticks[::2], [str(s) for s in d["epochs"][::2]], rotation=45)
-        ax.set_yticks(KS[::2], [_k_text(int(k), d["constant"]) for k in KS[::2]])
+        ax.set_yticks(KS[::2], [scoring.k_text(int(k), d["constant"]) for k in KS[::2]])
         plots.axis_labels(
             ax,
             "epoch (snapshot)",

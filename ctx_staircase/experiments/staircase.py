@@ -19,15 +19,18 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ctx_staircase import budget, comparison, geometry, metrics, plots, signatures, sweep, train
-from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase import budget, comparison, metrics, plots, signatures, sweep, train
+from ctx_staircase.experiments import Claim, Outcome, regime
+from ctx_staircase.experiments import fig3_staircase as fig3
+from ctx_staircase.experiments import staircase_claims as scoring
 from ctx_staircase.experiments.regime import PRIMARY
 
 
 def sizes(full: bool = False, tiny: bool = False) -> tuple[int, int, int, tuple[int, ...]]:
     """``(N, d, epochs, snapshots)`` of the staircase runs."""
     N, d, epochs = (8, 16, 120) if tiny else (40, 128, 1200)
-    snapshots = tuple(sorted({*range(0, epochs + 1, 25), *train.default_snapshots(epochs)}))
+    grid = {*range(0, epochs + 1, 25), *train.default_snapshots(epochs), *probe_epochs(tiny)}
+    snapshots = tuple(sorted(grid | ({*fig3.SNAPSHOTS} if not tiny else set())))
     return N, d, epochs, snapshots
 
 
@@ -63,16 +66,10 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     staircase_axes = plots.figure(2, 3, panel=(5.0, 4.0))
     for row, task in enumerate(("add", "mod")):
         ds = PRIMARY.make(task, N=N)
-        config = PRIMARY.train_config(ds, epochs=epochs, snapshots=snapshots)
-        result = sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[0], d=d)
-        trajectory = result.lane(0)
-        steps = np.asarray(trajectory.steps)
-        curves = geometry.alignment_curves(
-            result.trajectory.W_E, steps, ds, probe_snapshots=40 if full else 4 if tiny else 10
-        )
-        numbers[task] = _staircase_numbers(ds, trajectory, curves)
-        _draw_staircase(staircase_axes[1][row], ds, task, trajectory, curves, numbers[task])
-        claims += _staircase_claims(task, numbers[task])
+        measured = _measured(ds, epochs, snapshots, d, tiny)
+        numbers[task] = _staircase_numbers(ds, *measured)
+        _draw_staircase(staircase_axes[1][row], ds, task, measured[0], numbers[task])
+        claims += scored_claims(task, numbers[task], measured)
     figures["staircase"] = staircase_axes[0]
 
     with jax.enable_x64(True):  # the theory comparison runs in float64, this block only
@@ -154,101 +151,81 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     )
 
 
-def _staircase_numbers(ds, trajectory, curves) -> dict:
+def probe_epochs(tiny: bool = False) -> tuple[int, ...]:
+    """The probe's epochs: Fig. 3's, so that the flagship and Fig. 3 score the same fits."""
+    return (25, 50, 100, 120) if tiny else fig3.PROBE_EPOCHS
+
+
+def _measured(ds, epochs: int, snapshots, d: int, tiny: bool) -> tuple:
+    """``(trajectory, measurement, shuffled measurement)`` of one task: seed 0 and its
+    label-shuffled null, each measured by `fig3_staircase.measure` against the true signatures."""
+    sig = fig3.signatures_of(ds)
+    cfg = {"probe_epochs": list(probe_epochs(tiny)), "probe_seed": 0, "early": None, "late": None}
+    config = PRIMARY.train_config(ds, epochs=epochs, snapshots=snapshots)
+    out = []
+    for data in (ds, regime.shuffled_labels(ds, 0)):
+        trajectory = sweep.train_sweep("ffn", data, config, gammas=[1.0], seeds=[0], d=d).lane(0)
+        early = scoring.early_epoch({"steps": PRIMARY.epochs_of(trajectory.steps)})
+        out.append(
+            (
+                trajectory,
+                fig3.measure(sig, trajectory, PRIMARY, {**cfg, "early": early, "late": epochs}),
+            )
+        )
+    return out[0][0], out[0][1], out[1][1]
+
+
+def _staircase_numbers(ds, trajectory, measured: dict, shuffled: dict) -> dict:
     numbers_ids = ds.groups["numbers"]
     labels = np.unique(ds.labels)
     phi1 = signatures.label_signature(ds, 1, alphas=numbers_ids, labels=labels, context=numbers_ids)
     S_emb = np.asarray(metrics.cosine_matrix(np.asarray(trajectory.W_E)[:, numbers_ids]))
     ks = np.arange(0, numbers_ids.size // 2 + 1)
     spectrum = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))  # [S, K]
-    steps = np.asarray(trajectory.steps)
-    early = int(np.searchsorted(steps, 100))
-    peak0 = int(np.nanargmax(curves.rho0[0]))
-    probe = curves.probe_corr[0]
-    mean_cosine = np.asarray(metrics.upper_triangle(S_emb)).mean(axis=-1)  # [S]
+    steps = measured["steps"]
+    early = int(np.flatnonzero(steps == scoring.early_epoch(measured))[0])
     return {
         "N": int(numbers_ids.size),
         "steps": steps,
-        "rho0": curves.rho0[0],
-        "rho0_method": curves.rho0_method,
-        "rho0_init": float(curves.rho0[0, 0]),
-        "rho0_peak": float(curves.rho0[0, peak0]),
-        "rho0_peak_step": int(steps[peak0]),
-        "rho0_final": float(curves.rho0[0, -1]),
-        "probe_steps": curves.probe_steps,
-        "probe_corr": probe,
-        "probe_init": float(probe[0]),
-        "probe_final": float(probe[-1]),
+        "rho0": measured["rho0"],
+        "rho0_method": measured["rho0_method"],
+        "rho0_shuffled_labels": shuffled["rho0"],
+        "probe_steps": measured["probe_steps"],
+        "probe_corr": measured["probe_corr"],
+        "probe_mse": measured["probe_mse"],
+        "init_probe_corr_mse": measured["init_probe"],
+        "mean_offdiag_S_emb": measured["mean_offdiag_S_emb"],
         "spectrum": spectrum,
-        "k0_one_minus_mse": bool(metrics.constant_frequencies(phi1, ks)[0]),
-        "k_best_init": int(np.argmax(spectrum[0])),
-        "k_best_early": int(np.argmax(spectrum[early])),
+        "constant_ks": metrics.constant_frequencies(phi1, ks),
+        "early_epoch": int(steps[early]),
+        "early_spectrum": spectrum[early],
         "k_best_late": int(np.argmax(spectrum[-1])),
         "k_star_late": int(1 + np.argmax(spectrum[-1, 1:])),
-        "mean_cosine_init": float(mean_cosine[0]),
-        "mean_cosine_early": float(mean_cosine[early]),
-        "accuracy_early": float(trajectory.accuracy[early]),
         "final_accuracy": float(trajectory.accuracy[-1]),
     }
 
 
-def _staircase_claims(task: str, n: dict) -> list[Claim]:
-    """The staircase claims with their nulls: the untrained init (snapshot 0) by the same rule."""
-    regime = PRIMARY.name
-    if task == "add":
-        rise = Claim(
-            "§8.3",
-            "add: rho_0 peaks near 1 early, then declines",
-            f"peak {n['rho0_peak']:.3f} at epoch {n['rho0_peak_step']}, "
-            f"final {n['rho0_final']:.3f}",
-            "peak >= 0.9 and final < peak [R]",
-            n["rho0_peak"] >= 0.9 and n["rho0_final"] < n["rho0_peak"],
-            regime=regime,
-            null=f"init: rho_0 {n['rho0_init']:.3f}",
-            null_passed=n["rho0_init"] >= 0.9,
-        )
-    else:
-        bound = 2 / n["N"]
-        rise = Claim(
-            "Fig. 3A/B",
-            "mod: no progress and one collapsed direction early (epoch 100)",
-            f"accuracy {n['accuracy_early']:.3f}, mean off-diagonal S^emb "
-            f"{n['mean_cosine_early']:.3f}",
-            f"accuracy <= 2/N = {bound:.3f} and mean S^emb >= 0.9 [R]",
-            n["accuracy_early"] <= bound and n["mean_cosine_early"] >= 0.9,
-            regime=regime,
-            null=f"init: mean S^emb {n['mean_cosine_init']:.3f}",
-            null_passed=n["mean_cosine_init"] >= 0.9,
-        )
-    k0 = "k = 0 (1−MSE)" if n["k0_one_minus_mse"] else "k = 0"
-    frequency = Claim(
-        "§8.6",
-        f"{task}: low frequencies dominate early (epoch 100)",
-        f"argmax_k early {n['k_best_early']}, late {n['k_best_late']}; late argmax_(k>=1) "
-        f"{n['k_star_late']} ({k0} is the zero-order geometry)",
-        "early argmax_k <= 2 [R 'small']",
-        n["k_best_early"] <= 2,
-        regime=regime,
-        null=f"init: argmax_k {n['k_best_init']}",
-        null_passed=n["k_best_init"] <= 2,
+def scored_claims(task: str, n: dict, measured: tuple) -> list[Claim]:
+    """The flagship's six staircase claims, scored by the functions Fig. 3 and Fig. 4 use."""
+    _, run, shuffled = measured
+    regime_name, N = PRIMARY.name, n["N"]
+    first = (
+        scoring.rho0_peak_claim(run, shuffled, N, regime_name)
+        if task == "add"
+        else scoring.collapse_claim(run, N, regime_name)
     )
-    return [
-        rise,
-        Claim(
-            "§8.5",
-            f"{task}: first-order probe beats rho_0 after the early phase",
-            f"final probe {n['probe_final']:.3f}, rho_0 {n['rho0_final']:.3f} ({n['rho0_method']})",
-            "probe > rho_0 at the end",
-            n["probe_final"] > n["rho0_final"],
-            regime=regime,
-            null=f"init: probe {n['probe_init']:.3f}, rho_0 {n['rho0_init']:.3f}",
-            null_passed=n["probe_init"] > n["rho0_init"],
-        ),
-        frequency,
-    ]
+    frequency = scoring.low_frequency_claim(
+        n["early_spectrum"],
+        n["spectrum"][0],
+        n["constant_ks"],
+        task,
+        regime_name,
+        epoch=n["early_epoch"],
+    )
+    return [first, scoring.probe_claim(run, task, regime_name), frequency]
 
 
-def _draw_staircase(axes, ds, task, trajectory, curves, n) -> None:
+def _draw_staircase(axes, ds, task, trajectory, n) -> None:
     steps = np.maximum(n["steps"], 1)
     axes[0].plot(steps, trajectory.loss, color="k", label="loss (nats)")
     axes[0].plot(steps, trajectory.accuracy, color="C3", label="accuracy")
@@ -285,7 +262,7 @@ def _draw_staircase(axes, ds, task, trajectory, curves, n) -> None:
     axes[2].grid(False)
     plots.axis_labels(
         axes[2],
-        y="frequency $k$" + (" ($k$ = 0: 1−MSE)" if n["k0_one_minus_mse"] else ""),
+        y="frequency $k$" + (" ($k$ = 0: 1−MSE)" if n["constant_ks"][0] else ""),
         title=f"{task}: $\\rho_{{(1),k}}(t)$",
     )
     plots.colorbar(axes[2].figure, image, axes[2], label="Pearson", shrink=1.0)
