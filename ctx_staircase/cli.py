@@ -361,7 +361,11 @@ def parser() -> argparse.ArgumentParser:
         default=[0, 1],
         help="context orders m_max of the FFN signature flow",
     )
-    th.add_argument("--activation", default="poly:1,0.5", help="FFN activation")
+    th.add_argument(
+        "--activation",
+        default=None,
+        help="FFN activation (default: poly:1,0.5; relu with --second-escape)",
+    )
     th.add_argument(
         "--prediction",
         default="linear",
@@ -391,6 +395,20 @@ def parser() -> argparse.ArgumentParser:
         help="escape: largest centred logit (nats)",
     )
     th.add_argument("--seed", type=_integer(0, SEED_MAX), default=0, help="seed")
+    th.add_argument(
+        "--seeds",
+        type=_integer(0, SEED_MAX),
+        nargs="+",
+        default=None,
+        help="--second-escape: the seeds of the grid (default: --seed)",
+    )
+    th.add_argument(
+        "--second-escape",
+        action="store_true",
+        help="predict the second escape (the end of the collapse plateau, theory/second_escape.md)"
+        " at levels L1 (from the training state at t_c + 100) and L2 (from the init) against GD "
+        "training at lr 1 for --steps epochs (default 3000); FFN only",
+    )
     th.add_argument(
         "--out", type=_folder, default=None, help="output folder (default: runs/theory_TASK_MODEL)"
     )
@@ -757,6 +775,9 @@ def _theory(args: argparse.Namespace) -> int:
 
     out = _out(args, DEFAULT_RUN_ROOT / f"theory_{args.task}_{args.model}")
     ds = _make_task(args)
+    if args.second_escape:
+        return _second_escape(args, ds, out)
+    args.activation = args.activation or "poly:1,0.5"
     settings = {key: getattr(args, key) for key in THEORY_SETTINGS}
     settings["memory_limit"] = _limit(args)
     comparison.check_theory_inputs(ds, **settings)  # includes the memory estimate
@@ -817,6 +838,58 @@ def _theory(args: argparse.Namespace) -> int:
         )
         console.print(f"log-escape slope d ln t/dγ: {slopes} (analytic: 2 ln d)")
     errors.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _second_escape(args: argparse.Namespace, ds, out) -> int:
+    from ctx_staircase import results, second_plateau
+
+    if args.model != "ffn":
+        raise ValueError(f"--second-escape needs --model ffn; got {args.model!r}")
+    if "numbers" not in ds.groups:
+        raise ValueError(f"--second-escape needs a task with number tokens; {args.task!r} has none")
+    start = time.perf_counter()
+    activation = args.activation or "relu"
+    with _bar("GD lanes, then the plateau flow per lane (the first call compiles)"):
+        comparison = second_plateau.compare_second_escape(
+            ds,
+            gammas=args.gammas or [1.0],
+            seeds=args.seeds or [args.seed],
+            d=args.d,
+            activation=activation,
+            epochs=args.steps or 3000,
+        )
+    summary = comparison.summary()
+    record = {
+        "task": args.task,
+        "params": ds.params,
+        "activation": activation,
+        "d": args.d,
+        "second_escape": summary,
+        "seconds": time.perf_counter() - start,
+        "environment": results.environment(),
+    }
+    results.write_json(out / "metrics.json", record)
+    table = Table(title=f"second escape: {args.task} {ds.params}, ffn d={args.d}, σ={activation}")
+    for column in ("γ", "seed", "level", "t0", "t1 theory", "t1 train", "ratio", "k th/tr", "rate"):
+        table.add_column(column)
+    for i, level in enumerate(summary["level"]):
+        table.add_row(
+            f"{summary['gamma'][i]:g}",
+            str(summary["seed"][i]),
+            level,
+            f"{summary['t0'][i]:.0f}",
+            f"{summary['t1_predicted'][i]:.1f}",
+            f"{summary['t1_measured'][i]:.1f}",
+            f"{summary['ratio'][i]:.3f}",
+            f"{summary['k_predicted'][i]}/{summary['k_measured'][i]}",
+            f"{summary['rate_predicted'][i]:.4f}",
+        )
+    _stdout().print(table)
+    _stderr().print(
+        f"wrote {out}/ in {time.perf_counter() - start:.1f} s (nan: no second escape "
+        f"within {args.steps or 3000} epochs)"
+    )
     return 0
 
 

@@ -1,0 +1,177 @@
+"""The second escape (theory/second_escape.md): the Hessian-vector product, the band, the reduced
+flow on the symmetric manifold, the plateau flow, and the prediction against training."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ctx_staircase import second_escape as se
+from ctx_staircase import train
+from ctx_staircase.experiments.regime import PRIMARY
+
+
+def tiny(activation="relu", N=5, d=4, seed=0):
+    ds = PRIMARY.make("mod", N=N)
+    problem = se.plateau_problem(ds, activation)
+    rng = np.random.default_rng(seed)
+    W_E, W_U = (0.5 * rng.standard_normal((ds.vocab_size, d)) for _ in range(2))
+    return ds, problem, W_E, W_U
+
+
+@pytest.mark.parametrize("activation", ["relu", "poly:1,0.5"])
+def test_hvp_equals_the_autodiff_hessian(activation):
+    """Each HVP against the dense Hessian column (jax.hessian) on a tiny model."""
+    _, problem, W_E, W_U = tiny(activation)
+    size = W_E.size
+
+    def flat_loss(theta):
+        return se.loss(theta[:size].reshape(W_E.shape), theta[size:].reshape(W_U.shape), problem)
+
+    theta = jnp.concatenate([jnp.ravel(W_E), jnp.ravel(W_U)])
+    H = np.asarray(jax.hessian(flat_loss)(theta))
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        v = rng.standard_normal(2 * size)
+        v_E, v_U = v[:size].reshape(W_E.shape), v[size:].reshape(W_U.shape)
+        H_E, H_U = se.hessian_vector_product(W_E, W_U, (v_E, v_U), problem)
+        np.testing.assert_allclose(
+            np.concatenate([np.ravel(H_E), np.ravel(H_U)]), H @ v, rtol=1e-10, atol=1e-12
+        )
+
+
+def test_lanczos_band_is_the_bottom_of_the_dense_spectrum():
+    _, problem, W_E, W_U = tiny()
+    size = W_E.size
+
+    def flat_loss(theta):
+        return se.loss(theta[:size].reshape(W_E.shape), theta[size:].reshape(W_U.shape), problem)
+
+    H = np.asarray(jax.hessian(flat_loss)(jnp.concatenate([jnp.ravel(W_E), jnp.ravel(W_U)])))
+    lowest = np.linalg.eigvalsh(H)[:3]
+    found = se.band(W_E, W_U, problem, modes=3, iterations=2 * size)
+    np.testing.assert_allclose(found.rates, -lowest, rtol=1e-8, atol=1e-10)
+    for i in range(3):  # each mode is an eigenvector
+        v = (found.modes[0][i], found.modes[1][i])
+        H_E, H_U = se.hessian_vector_product(W_E, W_U, v, problem)
+        np.testing.assert_allclose(H_E, -found.rates[i] * v[0], atol=1e-8)
+        np.testing.assert_allclose(H_U, -found.rates[i] * v[1], atol=1e-8)
+
+
+def test_fourier_label_names_a_planted_frequency():
+    A, d = 12, 3
+    alpha = np.arange(A)[:, None]
+    rows = np.cos(2 * np.pi * 5 * alpha / A) * np.ones(d) + 0.1 * np.cos(2 * np.pi * alpha / A)
+    k, share = se.fourier_label(rows[None])
+    assert k[0] == 5 and share[0] > 0.95
+
+
+def symmetric_state(ds, problem, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    W_E, W_U = (0.3 * rng.standard_normal((ds.vocab_size, d)) for _ in range(2))
+    return se.symmetric_part(W_E, W_U, problem)
+
+
+def test_reduced_flow_matches_full_training_started_on_the_symmetric_manifold():
+    """Full-batch GD of the Flax FFN (lr 0.01, so t = 0.01 step) from a symmetric state stays
+    on the manifold and follows the reduced flow (eq. S2)."""
+    ds = PRIMARY.make("mod", N=5)
+    problem = se.plateau_problem(ds)
+    W_E, W_U = symmetric_state(ds, problem)
+    graphdef, state = train.init_state("ffn", ds, gamma=1.0, seed=0, d=4, dtype=jnp.float64)
+    state["W_E"][...] = jnp.asarray(W_E)
+    state["W_U"][...] = jnp.asarray(W_U)
+    config = train.TrainConfig(optimizer="gd", lr=0.01, steps=2000, snapshots=(0, 1000, 2000))
+    run = jax.jit(train.make_run(graphdef, config))
+    trajectory = run(state, jnp.asarray(0.01), jax.random.key(0), train.TrainData.from_dataset(ds))
+    reduced = se.reduced_flow(W_E, W_U, problem, np.array([0.0, 10.0, 20.0]))
+    for i in (1, 2):
+        E, U = np.asarray(trajectory.W_E[i]), np.asarray(trajectory.W_U[i])
+        sym_E, sym_U = se.symmetric_part(E, U, problem)
+        np.testing.assert_allclose(E, sym_E, atol=1e-12)  # still on the manifold
+        np.testing.assert_allclose(U, sym_U, atol=1e-12)
+        for name, row in (
+            ("u", E[problem.numbers[0]]),
+            ("w_lab", U[problem.label_ids[0]]),
+            ("w_out", U[problem.other_ids[0]]),
+        ):
+            flow = np.asarray(reduced.ys[name][i])
+            # GD at lr 0.01 is the flow up to O(lr): a relative error ~1e-3 of the vector
+            assert np.linalg.norm(row - flow) <= 2e-3 * np.linalg.norm(flow), name
+    moved = np.linalg.norm(reduced.ys["u"][2] - reduced.ys["u"][0])
+    assert moved > 0.05 * np.linalg.norm(reduced.ys["u"][0])  # the test is not of a still state
+
+
+@pytest.mark.parametrize("activation", ["relu", "poly:1,0.5"])
+def test_plateau_field_is_the_gradient_flow_on_the_manifold(activation):
+    """At a symmetric state the plateau's residual is the state's own, so eq. S5 is exact."""
+    ds = PRIMARY.make("mod", N=5)
+    problem = se.plateau_problem(ds, activation)
+    W_E, W_U = symmetric_state(ds, problem)
+    field = se.plateau_field(0.0, {"W_E": jnp.asarray(W_E), "W_U": jnp.asarray(W_U)}, problem)
+    dE, dU = jax.grad(se.loss, argnums=(0, 1))(jnp.asarray(W_E), jnp.asarray(W_U), problem)
+    np.testing.assert_allclose(field["W_E"], -dE, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(field["W_U"], -dU, rtol=1e-10, atol=1e-14)
+
+
+def test_plateau_field_off_the_manifold_holds_the_plateau_residual():
+    """Off the manifold, eq. S5 is the gradient of sum_n sigma(h_n) . W_U^T r_n with r_n the
+    residual at P(theta): computed here the slow way, with the [n, V] logits."""
+    ds, problem, W_E, W_U = tiny()
+    E_sym, U_sym = se.symmetric_part(W_E, W_U, problem)
+    logits = np.maximum(E_sym[problem.tokens].sum(1), 0) @ U_sym.T
+    q = np.exp(logits - logits.max(1, keepdims=True))
+    q /= q.sum(1, keepdims=True)
+    r = problem.weights[:, None] * (q - np.eye(ds.vocab_size)[problem.labels])
+
+    def linear(E, U):
+        return jnp.sum(r * (jnp.maximum(E[problem.tokens].sum(1), 0) @ U.T))
+
+    dE, dU = jax.grad(linear, argnums=(0, 1))(jnp.asarray(W_E), jnp.asarray(W_U))
+    field = se.plateau_field(0.0, {"W_E": jnp.asarray(W_E), "W_U": jnp.asarray(W_U)}, problem)
+    np.testing.assert_allclose(field["W_E"], -dE, rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(field["W_U"], -dU, rtol=1e-10, atol=1e-14)
+
+
+def test_crossings_reads_collapse_then_escape():
+    ts = np.arange(6.0)
+    rho = np.array([0.0, 0.995, 1.0, 0.95, 0.85, 0.5])
+    assert se.crossings(ts, rho) == (1.0, pytest.approx(3.5))
+    assert np.isnan(se.crossings(ts, np.array([0.0, 0.995, 1, 1, 1, 1]))[1])
+    assert np.isnan(se.crossings(ts, np.zeros(6))[0])
+
+
+def test_cli_second_escape_writes_the_record(tmp_path):
+    """`theory --second-escape` on mod N=20 (V = 2 V_min, d = 64): metrics.json holds one L1 and
+    one L2 row per lane, and the predicted escaping k is training's."""
+    import json
+
+    from ctx_staircase import cli
+
+    argv = [
+        "theory",
+        "mod",
+        "--param",
+        "N=20",
+        "--param",
+        "vocab_size=42",
+        "--d",
+        "64",
+        "--gamma",
+        "1.0",
+        "--second-escape",
+        "--steps",
+        "1000",
+        "--out",
+        str(tmp_path),
+    ]
+    assert cli.main(argv) == 0
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    escape = record["second_escape"]
+    assert escape["level"] == ["L1", "L2"] and escape["level_rho0"] == se.LEVEL
+    for key in ("gamma", "t0", "t1_predicted", "t1_measured", "k_predicted", "rate_predicted"):
+        assert len(escape[key]) == 2, key
+    assert escape["t0"][1] == 0.0 and escape["t0"][0] > 0
+    assert all(np.isfinite(escape["t1_measured"]))
+    assert escape["k_predicted"] == escape["k_measured"]
+    assert all(abs(r - 1) <= 0.2 for r in escape["ratio"])
