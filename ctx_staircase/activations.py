@@ -1,10 +1,10 @@
-"""Elementwise activations σ of the models (SPEC.md §5.1, §5.4) and their derivatives σ'.
+"""Elementwise activations σ of the models (paper §4.1) and their derivatives σ'.
 
-An ``Activation`` is a small, hashable description: ReLU, GELU, or a polynomial
-σ(z) = Σ_{k=1}^K C_k z^k (SPEC §6.1 Assumption 1), which covers the identity (C = (1,)) and the
-monomials z^K of main Fig. 5. Its ``coefficients`` (C_1, ..., C_K) are exactly what the signature
-expansion of the gradient needs (``flows.order_contributions``); they are ``None`` for ReLU and
-GELU, whose expansion is not finite.
+An ``Activation`` is a small, hashable description: ReLU, GELU (the activation of Wang et al.,
+"Probability-Signature Dynamics", 2026), or a polynomial σ(z) = Σ_{k=1}^K C_k z^k (the paper's
+Assumption 1, §4.3), which covers the identity (C = (1,)) and the monomials z^K of main Fig. 5. Its
+``coefficients`` (C_1, ..., C_K) are exactly what the signature expansion of the gradient needs
+(``flows.order_contributions``); they are ``None`` for ReLU and GELU, whose expansion is not finite.
 
 ``apply`` and ``derivative`` are pure, elementwise and jit-safe; the activation itself is static
 (pass it through ``functools.partial`` or as a static argument, not as a traced pytree). ``z`` must
@@ -45,7 +45,7 @@ class Activation(NamedTuple):
     """An elementwise activation.
 
     ``name`` is one of ``names()``; ``coefficients`` is (C_1, ..., C_K) of σ(z) = Σ_k C_k z^k for
-    ``"identity"``, ``"poly"`` and ``"monomial"`` (SPEC §6.1), and ``None`` for ``"relu"`` and
+    ``"identity"``, ``"poly"`` and ``"monomial"`` (the paper §4.3), and ``None`` for ``"relu"`` and
     ``"gelu"``.
     """
 
@@ -167,7 +167,7 @@ def derivative(activation: Activation, z: jax.Array) -> jax.Array:
     """σ'(z) elementwise, same shape and dtype as ``z``.
 
     ReLU: the step 1{z > 0} (0 at 0). GELU: Φ(z) + z φ(z). Polynomial: Σ_k k C_k z^{k-1}, the
-    series of SPEC §6.1 ("Expansion").
+    series of the paper's expansion of σ' (§4.3, App. B.1).
     """
     z = jnp.asarray(z)
     if activation.name == "relu":

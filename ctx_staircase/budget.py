@@ -1,4 +1,4 @@
-"""Validate, then work: memory estimates made before any computation (issue 12).
+"""Validate, then work: memory estimates made before any computation.
 
 Every CLI command estimates the memory its request needs, compares it with a limit and refuses an
 impossible request with one line (what was asked, the estimate, the limit, the knob to turn)

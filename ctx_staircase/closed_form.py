@@ -1,4 +1,4 @@
-"""Closed-form early dynamics (SPEC.md §6.3 [R]; derivations in theory/closed_form.md).
+"""Closed-form early dynamics (a reconstruction [R]; derivations in theory/closed_form.md).
 
 Keeping the k = 1 term of sigma (rate C_1) and the uniform part of the softmax, the FFN flow is
 linear (theory/closed_form.md eq. C1), in the row convention ``W_E, W_U [V, d]``:

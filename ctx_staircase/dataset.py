@@ -1,8 +1,9 @@
-"""The token dataset every other module consumes (SPEC.md §1).
+"""The token dataset every other module consumes (the paper §3.1).
 
 A sample is a sequence ``X = (x_1, ..., x_L)`` of token ids and a target ``y``; inputs and labels
-share one vocabulary ``{0, ..., V-1}`` (SPEC.md §4.1, inconsistency 2). Sample weights make the
-population expectation ``E_D`` explicit: ``E_D[H] = sum_n w_n H(X_n, y_n) / sum_n w_n``.
+share one vocabulary ``{0, ..., V-1}`` (the paper §3.1 has ``y`` in the token vocabulary; its size
+``V`` is a choice the paper leaves open, theory/regimes.md R2). Sample weights make the population
+expectation ``E_D`` explicit: ``E_D[H] = sum_n w_n H(X_n, y_n) / sum_n w_n``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gradient-flow vector fields built from signatures (SPEC.md §6; derivations in theory/ffn.md).
+"""Gradient-flow vector fields built from signatures (paper §4–§5; derivations in theory/ffn.md).
 
 Every vector field has the signature ``(t, y, args) -> dy`` of `ode.integrate`. Theory works on
 plain arrays, in the row convention of `models.weights`: ``W_E [V, d]`` (row alpha is w^E_alpha)
@@ -401,7 +401,7 @@ def attention_uniform_flow(sigs: SignatureSet, vocab_size: int, dtype=None) -> C
 
 
 def attention_logits(W_E, W_U, W_Q, W_K, W_V, W_O, tokens, *, value=None, key=None, query=None):
-    """Last-position logits of the attention-only model (SPEC.md §5.2, no positions), ``[n, V]``.
+    """Last-position logits of the attention-only model (the paper §5.1, no positions), ``[n, V]``.
 
     ``value``, ``key`` and ``query`` optionally replace ``W_E`` in one role each, so that a
     gradient with respect to one of them is that path's contribution (theory/attention.md
@@ -420,7 +420,7 @@ def attention_logits(W_E, W_U, W_Q, W_K, W_V, W_O, tokens, *, value=None, key=No
 def attention_path_gradients(weights: dict, tokens, labels, probabilities) -> dict:
     """Label-driven gradient ``E[(df/dw_alpha)^T e_y]`` split into value, key and query paths.
 
-    A diagnostic at any snapshot (SPEC.md §6.4, Theorem 3): each path's ``[V, d]`` gradient,
+    A diagnostic at any snapshot (the paper §5.2, Theorem 3): each path's ``[V, d]`` gradient,
     by automatic differentiation through that role of the embedding only.
     """
     tokens, labels = jnp.asarray(tokens), jnp.asarray(labels)

@@ -1,22 +1,22 @@
-"""THE measurement of embedding geometry against signature geometry (SPEC.md §3).
+"""THE measurement of embedding geometry against signature geometry (the paper §4.2).
 
 One module answers "how aligned is ``S^{emb}`` with each signature order, and when":
 
 - `signature_geometry`: the geometry each signature order induces on a token group;
-- `embedding_similarity`: ``S^{emb}`` of a trajectory's token group (SPEC eq. 4);
+- `embedding_similarity`: ``S^{emb}`` of a trajectory's token group (the paper's eq. 4);
 - `alignment_orders`: ``rho_0(t)`` and ``rho_1(t)`` of one embedding trajectory (the numbers
   `comparison.compare` sets theory against training with);
-- `alignment_curves`: ``rho_0(t)`` per lane and the first-order probe (SPEC eq. 7) at a few
+- `alignment_curves`: ``rho_0(t)`` per lane and the first-order probe (paper eq. 7) at a few
   snapshots (the numbers of the training experiments);
 - `offdiagonal_statistics` and `probe_curve`: the pieces those share with the experiments (the
   off-diagonal MSE to ``S^{sig,(0)}``, the mean off-diagonal cosine, the probe over snapshots).
 
 Primitives (correlations, upper triangles, the probe fit itself) live in `metrics`.
 
-Order 0 is ``S^{sig,(0)}``, the cosine matrix of the zero-order signatures (SPEC eq. 5). For an
+Order 0 is ``S^{sig,(0)}``, the cosine matrix of the zero-order signatures (paper eq. 5). For an
 order m >= 1 the signature of alpha is a tensor over (nu, beta_1..beta_m); its geometry here is the
 cosine matrix of the flattened tensors. For m = 1 the frequency-resolved matrices
-``S^{sig,(1)}_k`` (SPEC §3, App A.1.6) contract the context axis, restricted to the group itself
+``S^{sig,(1)}_k`` (paper §4.5, App. A.1.6) contract the context axis, restricted to the group itself
 (the paper's p = N convention), with the cosine vectors c^cos_k.
 
 Everything here is float64 whatever JAX's x64 flag: NumPy signatures, cosines by
@@ -168,7 +168,7 @@ class AlignmentCurves(NamedTuple):
 
 
 class OffDiagonal(NamedTuple):
-    """Off-diagonal statistics of ``S^{emb}`` ``[..., A, A]`` (SPEC §3).
+    """Off-diagonal statistics of ``S^{emb}`` ``[..., A, A]`` (the paper §4.2).
 
     Attributes:
         mse: ``[...]`` mean squared difference from ``S^{sig,(0)}`` over the pairs ``a < b``
@@ -181,7 +181,7 @@ class OffDiagonal(NamedTuple):
 
 
 class ProbeCurve(NamedTuple):
-    """The first-order probe (SPEC eq. 7) at chosen snapshots: ``corr``, ``mse`` ``[..., P]``,
+    """The first-order probe (paper eq. 7) at chosen snapshots: ``corr``, ``mse`` ``[..., P]``,
     the held-out (5-fold over pairs) correlation and MSE of `metrics.probe_fit`."""
 
     corr: np.ndarray
@@ -189,7 +189,7 @@ class ProbeCurve(NamedTuple):
 
 
 def embedding_similarity(W_E: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """``S^{emb}`` over the tokens ``alphas``: ``[..., V, d]`` -> ``[..., A, A]`` (SPEC eq. 4)."""
+    """``S^{emb}`` over the tokens ``alphas``: ``[..., V, d]`` -> ``[..., A, A]`` (paper eq. 4)."""
     return np.asarray(metrics.cosine_matrix(np.asarray(W_E)[..., alphas, :]))
 
 
@@ -285,7 +285,7 @@ def alignment_orders(ds: TokenDataset, W_E, *, group: str | None = None) -> np.n
 
     ``rho_0`` is the Pearson alignment with ``S^{sig,(0)}`` (1-MSE where that is constant);
     ``rho_1`` is the best frequency-resolved first-order alignment ``max_{k>=1} rho_{(1),k}``
-    (SPEC §3, with the context restricted to the group, p = group size); NaN where ``L < 2``.
+    (paper §4.5, with the context restricted to the group, p = group size); NaN where ``L < 2``.
     """
     alphas = group_tokens(ds, group or default_group(ds))
     labels = np.unique(ds.labels[ds.weights > 0])

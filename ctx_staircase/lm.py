@@ -1,5 +1,5 @@
-"""A small GPT trained on text, and the signature alignment of its trajectory (SPEC.md §2.3,
-§3 "Language model", §6.5, §8 item 16).
+"""A small GPT trained on text, and the signature alignment of its trajectory (the paper §6,
+§6.1 and Fig. 7, scaled down).
 
 The language-model arm, scaled to a CPU:
 
@@ -16,10 +16,10 @@ The language-model arm, scaled to a CPU:
   the held-out rank-one prefix probe with its linear readout (`prefix_probe`), scored against
   the best constant.
 
-**Eligible tokens** (SPEC [GAP]; our definition, theory/lm.md): a token is eligible when it is a
-word (it contains a letter or a digit: punctuation and ``<unk>`` are not) and it occurs at least
-``min_count`` times as a predicting position of the training stream, so its next-token
-distribution is estimated from at least that many transitions. The tracked set is the
+**Eligible tokens** ([GAP]: the paper does not define them; ours, theory/lm.md §2): a token is
+eligible when it is a word (it contains a letter or a digit: punctuation and ``<unk>`` are not)
+and it occurs at least ``min_count`` times as a predicting position of the training stream, so its
+next-token distribution is estimated from at least that many transitions. The tracked set is the
 ``tracked`` most frequent eligible tokens (the paper's 200).
 """
 
@@ -57,7 +57,7 @@ _WORD = re.compile(r"[^\W_]")
 
 @dataclasses.dataclass(frozen=True)
 class LMConfig:
-    """The GPT, its training and what the trajectory tracks (SPEC §4.2 scaled down [R]).
+    """The GPT, its training and what the trajectory tracks (paper App. A.4 scaled down [R]).
 
     Attributes:
         d, n_layers, n_heads, tied: the `models.GPT` shape.
@@ -65,7 +65,7 @@ class LMConfig:
         batch_size: windows per AdamW step, drawn at uniform random starts of the training stream.
         steps: AdamW steps.
         lr: peak learning rate; linear warm-up over ``warmup_fraction`` of the steps, then cosine
-            decay to ``min_lr_ratio * lr`` (SPEC §4.2: warm-up 3 %, ratio 0.1).
+            decay to ``min_lr_ratio * lr`` (App. A.4: warm-up 3 %, ratio 0.1).
         weight_decay: decoupled decay of the weight matrices (not of the RMSNorm scales).
         snapshot_every: k; snapshots at steps 0, k, 2k, ..., and ``steps``.
         tracked: how many eligible tokens the metrics use (the paper's 200).
@@ -135,7 +135,7 @@ class LMSignatures(NamedTuple):
 
     Attributes:
         tracked: int ``[A]`` token ids (rows of every array below).
-        next_token: ``phi^{y;nt}`` ``[A, V]`` (SPEC §2.3).
+        next_token: ``phi^{y;nt}`` ``[A, V]`` (paper §6).
         frequency: ``r^{nt}`` ``[V]``.
         previous_token: ``phi^{pre}_nu(alpha)`` ``[A, V]``, rows indexed by the tracked target nu.
         prefix: ``phi^{y;1}`` ``[A, K, K]`` (eq. 20) over the probe tokens.
@@ -186,7 +186,7 @@ class LMCurves(NamedTuple):
     """The alignment curves of a trajectory, ``[G, S]`` unless noted.
 
     Attributes:
-        rho_next: Pearson of ``S^emb`` (tracked ``W_E``) with ``S^next`` (SPEC §3).
+        rho_next: Pearson of ``S^emb`` (tracked ``W_E``) with ``S^next`` (paper §6.1).
         rho_previous: Pearson of the tracked ``W_U`` cosines with ``S^pre``.
         rho_attention: ``[G, S, n_layers]`` Pearson of the value-path cosines with the
             attention-path signature cosines (``rho^{l,(t)}_attn``).
@@ -297,7 +297,7 @@ def lm_signatures(
 def attention_path_signature(
     windows, attention, alpha_position, vocab_size: int, n_tracked: int
 ) -> jax.Array:
-    """SPEC eq. 22 on device (jittable): the rows of ``phi^{y;attn}`` for the tracked tokens.
+    """The paper's eq. 22 on device (jittable): the rows of ``phi^{y;attn}`` for the tracked tokens.
 
     Args:
         windows: int ``[n, T+1]``; the model reads ``windows[:, :T]`` and position s predicts
@@ -620,7 +620,7 @@ def lm_metrics(
     seed: int = 0,
     probe_steps: int = metrics.PROBE_STEPS,
 ) -> LMCurves:
-    """The alignment curves of ``trajectory`` (SPEC §3 "Language model").
+    """The alignment curves of ``trajectory`` (the paper §6.1).
 
     The prefix probe (`prefix_probe`) is fitted at every snapshot, step 0 included (the null:
     the untrained init), on the pairs of a fixed random ``1 - heldout_fraction`` of the tracked
@@ -680,7 +680,7 @@ def prefix_probe(
         S_emb: ``[..., A, A]`` embedding cosines; every leading index (a snapshot) gets its own
             fit, all of them in one compiled call.
         heldout_tokens: a bool mask ``[A]`` or indices of the held-out tokens (>= 2 on each side).
-        steps, lr: Adam steps and learning rate (SPEC: 300 and 0.01).
+        steps, lr: Adam steps and learning rate (App. A.1.5: 300 and 0.01).
         restarts: initial ``v`` ~ N(0, 1/K) per fit, drawn from ``seed``; the best by training
             MSE is kept.
 

@@ -1,7 +1,7 @@
-"""Similarity geometry and its alignment with probability signatures (SPEC.md §3).
+"""Similarity geometry and its alignment with probability signatures (the paper §4.2, App. A).
 
 The embedding geometry ``S^emb`` and the signature geometries ``S^{sig,(m)}`` are uncentered cosine
-matrices (SPEC eqs. 4-5); an alignment score correlates their strict upper triangles (eq. 6).
+matrices (the paper's eqs. 4-5); an alignment score correlates their strict upper triangles (eq. 6).
 First-order (and higher) signature geometry is measured through a fitted linear probe on the
 context axes (eq. 7, App A.1.5) or through fixed Fourier probes (App A.1.6).
 
@@ -24,8 +24,8 @@ rounding noise of any value.
 is treated as constant when ``max - min <= tol * max(1, |max|)``, with ``tol = 1e-12`` in float64
 (``16 * eps`` of the dtype where that is larger, e.g. in float32). The jittable primitives then
 return a correlation of exactly 0 ("no pairwise structure to align with"), with a zero gradient;
-``alignment`` instead switches to ``1 - MSE`` and says so in its ``method`` field (SPEC §3, the
-``F_mod`` case where ``S^{sig,(0)}`` is constant). No function here returns a silent NaN.
+``alignment`` instead switches to ``1 - MSE`` and says so in its ``method`` field (the ``F_mod``
+case of the paper §4.2, where ``S^{sig,(0)}`` is constant). No function here returns a silent NaN.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _constant_tolerance(dtype) -> float:
 
 @jax.jit
 def cosine_matrix(X) -> jax.Array:
-    """Uncentered cosine similarities of the rows of ``X`` (SPEC eqs. 4-5).
+    """Uncentered cosine similarities of the rows of ``X`` (the paper's eqs. 4-5).
 
     Args:
         X: ``[..., n, d]``; leading axes are batch axes.
@@ -148,7 +148,7 @@ def signature_cosine_matrix(X) -> np.ndarray:
 def upper_triangle(S) -> jax.Array:
     """Strict upper triangle ``{S_ab}_{a<b}`` of ``S`` ``[..., n, n]`` -> ``[..., n(n-1)/2]``.
 
-    Row-major order (``np.triu_indices(n, k=1)``), the ``vec_△`` of SPEC eqs. 6-7.
+    Row-major order (``np.triu_indices(n, k=1)``), the ``vec_△`` of the paper's eqs. 6-7.
     """
     S = jnp.asarray(S)
     if S.ndim < 2 or S.shape[-1] != S.shape[-2]:
@@ -186,7 +186,7 @@ def _weighted_mean(x: jax.Array, weights: jax.Array) -> jax.Array:
 
 @jax.jit
 def pearson(a, b, weights=None) -> jax.Array:
-    """Weighted Pearson correlation along the last axis (SPEC eq. 6).
+    """Weighted Pearson correlation along the last axis (the paper's eq. 6).
 
     Args:
         a, b: ``[..., m]``, broadcast against each other.
@@ -251,7 +251,7 @@ def spearman(a, b) -> jax.Array:
 
 @jax.jit
 def one_minus_mse(a, b, weights=None) -> jax.Array:
-    """``1 - mean((a - b)^2)`` along the last axis (SPEC §3, the constant-``S^sig`` score).
+    """``1 - mean((a - b)^2)`` along the last axis (the paper's constant-``S^sig`` score).
 
     ``a``, ``b``, optional ``weights``: ``[..., m]`` -> ``[...]``.
     """
@@ -292,7 +292,7 @@ def _check_similarity(S: jax.Array, name: str) -> None:
 
 
 def alignment(S_a, S_b, method: str = "pearson") -> Alignment:
-    """Alignment of two similarity matrices over their strict upper triangles (SPEC eq. 6).
+    """Alignment of two similarity matrices over their strict upper triangles (the paper's eq. 6).
 
     Args:
         S_a: ``[..., n, n]``, e.g. a trajectory ``[T, n, n]`` of ``S^emb``.
@@ -303,7 +303,7 @@ def alignment(S_a, S_b, method: str = "pearson") -> Alignment:
         ``Alignment(value [...], method)``. If ``S_a`` or ``S_b`` has a constant upper triangle in
         any batch entry, a correlation is undefined and the whole batch is scored with
         ``1 - MSE`` instead (one scale for a whole trajectory), reported as ``method="1-mse"``
-        (SPEC §3: ``S^{sig,(0)}`` of ``F_mod`` is constant).
+        (the paper §4.2: ``S^{sig,(0)}`` of ``F_mod`` is constant).
 
     Raises:
         ValueError: for an unknown ``method``, non-square, mismatched or non-finite matrices.
@@ -337,7 +337,7 @@ def alignment(S_a, S_b, method: str = "pearson") -> Alignment:
 
 
 def frequency_alignment(phi1, S_emb, ks) -> jax.Array:
-    """Frequency-resolved first-order alignment ``rho_{(1),k}`` (SPEC §3, App A.1.6).
+    """Frequency-resolved first-order alignment ``rho_{(1),k}`` (the paper §4.5, App. A.1.6).
 
     ``h_{alpha,k} = phi^{y;1}_alpha c^cos_k`` contracts the context axis (``p`` = its size);
     ``S^{sig,(1)}_k`` is the cosine matrix of the ``h_{alpha,k}`` over ``alpha``, correlated
@@ -399,7 +399,7 @@ def constant_frequencies(phi1, ks) -> np.ndarray:
 
 
 class ProbeResult(NamedTuple):
-    """Cross-validated fit of the signature probe (SPEC eq. 7, App A.1.5).
+    """Cross-validated fit of the signature probe (the paper's eq. 7, App. A.1.5).
 
     Attributes:
         heldout_corr: mean over folds of the held-out Pearson correlation (scalar).
@@ -421,7 +421,7 @@ class ProbeResult(NamedTuple):
 
 @jax.jit
 def probe_similarity(phi, v: Sequence[jax.Array]) -> jax.Array:
-    """``S^sig(v)``: cosines of ``h_alpha = phi_alpha x_2 v_1 ... x_{m+1} v_m`` (SPEC eq. 7).
+    """``S^sig(v)``: cosines of ``h_alpha = phi_alpha x_2 v_1 ... x_{m+1} v_m`` (the paper's eq. 7).
 
     ``phi`` ``[A, V_nu, P_1, ..., P_m]`` and ``v_r`` ``[P_r]`` -> ``[A, A]``.
     """
@@ -433,9 +433,10 @@ def probe_similarity(phi, v: Sequence[jax.Array]) -> jax.Array:
 
 PROBE_OBJECTIVES = ("pearson", "mse")
 PROBE_STEPS = 300
-"""Adam steps of a probe fit (SPEC §3), the default of `probe_fit` and `lm.prefix_probe`."""
+"""Adam steps of a probe fit (paper App. A.1.5), the default of `probe_fit` and
+`lm.prefix_probe`."""
 PROBE_LR = 0.01
-"""Adam learning rate of a probe fit (SPEC §3), the default of `probe_fit` and
+"""Adam learning rate of a probe fit (paper App. A.1.5), the default of `probe_fit` and
 `lm.prefix_probe`."""
 
 
@@ -443,7 +444,7 @@ def adam_descent(loss, v, learning_rate, steps: int):
     """``v`` after ``steps`` Adam steps (optax, rate ``learning_rate``) down ``loss(v)``, run as one
     ``jax.lax.scan``; ``v`` is any pytree of arrays and keeps its structure and dtypes.
 
-    The probe fits' optimizer (SPEC §3: Adam, `PROBE_STEPS`, `PROBE_LR`): `fit_probe` and
+    The probe fits' optimizer (paper App. A.1.5: Adam, `PROBE_STEPS`, `PROBE_LR`): `fit_probe` and
     `lm.prefix_probe`. Traceable; vmap it over initial ``v`` for restarts.
     """
     optimizer = optax.adam(learning_rate)
@@ -481,7 +482,7 @@ def fit_probe(
     matching row of ``eval_weights``. Compiled once per shape (``jax.jit``'s cache).
 
     Args:
-        phi: ``[A, V_nu, P_1, ..., P_m]`` the signature (SPEC eq. 7).
+        phi: ``[A, V_nu, P_1, ..., P_m]`` the signature (the paper's eq. 7).
         triangle_emb: ``[M]`` the strict upper triangle of ``S_emb`` (`upper_triangle`).
         train_weights, eval_weights: ``[F, M]`` 0/1 masks of the pairs each fit trains on and is
             scored on.
@@ -549,7 +550,7 @@ def probe_fit(
 ) -> ProbeResult:
     """Fit the signature probe ``v`` to an embedding geometry, cross-validated over pairs.
 
-    SPEC §3 eq. 7 and App A.1.5 (``m = 1``; ``m >= 2`` is the [R] probe of App C):
+    The paper's eq. 7 and App. A.1.5 (``m = 1``; ``m >= 2`` is the [R] probe of App C):
     ``h_alpha(v) = phi_alpha x_2 v_1 ... x_{m+1} v_m``, ``S^sig(v)`` its cosine matrix, and
     ``v = argmax Pearson(vec_△ S^sig(v), vec_△ S_emb)`` over the training pairs, by Adam.
 
@@ -558,7 +559,7 @@ def probe_fit(
     figures). All ``(folds + 1) * restarts`` fits run vmapped in one compiled call, cached per
     shape, so a trajectory of snapshots compiles once.
 
-    Initialization [GAP]: SPEC says ``v_i ~ N(0, |X|^{-0.5})`` without saying variance or std.
+    Initialization [GAP]: App. A.1.5 gives ``v_i ~ N(0, |X|^{-0.5})``, not saying variance or std.
     The objective is invariant to rescaling each ``v_r`` (the cosines of ``h`` are scale-invariant
     in every ``v_r``), so the scale only sets Adam's *relative* step size (its steps are ~``lr`` in
     absolute size). We pick std ``P_r^{-1/2}`` (so ``|v_r| ~ 1``); ``init_std`` overrides it.
@@ -579,18 +580,18 @@ def probe_fit(
             every ``v``; such pairs only dilute the fit, so pass present tokens only.
         S_emb: ``[A, A]`` embedding cosine matrix (one snapshot; loop or vmap over a trajectory).
         folds: number of cross-validation folds (>= 2; each must hold >= 2 pairs).
-        steps, lr: Adam steps and learning rate (SPEC: 300 and 0.01).
+        steps, lr: Adam steps and learning rate (App. A.1.5: 300 and 0.01).
         seed: seeds the pair permutation and the initialization.
         init_std: std of the initial ``v_r`` entries, one float for all ``r`` or one per ``r``.
         restarts: initializations per fit, the best kept by training objective (>= 1);
             ``None`` means 4 for ``m = 1`` and 8 for ``m >= 2``; 1 is the paper's protocol.
-        heldout_tokens: a token split instead of pair folds (the LM protocol of SPEC §3): a bool
+        heldout_tokens: a token split instead of pair folds (the LM protocol of paper §6.1): a bool
             mask ``[A]`` or indices of held-out tokens. ``v`` is fitted on the pairs of two
             training tokens and scored on the pairs of two held-out tokens only (one "fold";
             ``folds`` is then ignored); each side needs >= 2 tokens.
         objective: ``"pearson"`` (maximize the correlation, the controlled tasks' protocol) or
             ``"mse"`` (minimize the MSE between ``S^sig(v)`` and ``S_emb``, the LM protocol of
-            SPEC §3); restarts are ranked by the same objective on the training pairs.
+            paper §6.1); restarts are ranked by the same objective on the training pairs.
 
     Returns:
         ``ProbeResult``. If ``S_emb``'s pairs are constant (on a fold) the correlation there is 0
@@ -710,7 +711,7 @@ class DistributionMatch(NamedTuple):
 
 @jax.jit
 def distribution_match(p, q) -> DistributionMatch:
-    """Pearson ``r``, ``D_KL(p || q)`` and JSD of probability rows (SPEC §3, Task 1).
+    """Pearson ``r``, ``D_KL(p || q)`` and JSD of probability rows (the paper's Task 1, Fig. 2A).
 
     Args:
         p: ``[..., V]`` the prescribed law ``p_a`` (rows are not renormalized).

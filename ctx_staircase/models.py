@@ -1,19 +1,19 @@
-"""The simulated models (SPEC.md §5), in Flax NNX, with the small-initialization rule of §5.5.
+"""The simulated models (paper §4.1, §5.1, App. A), in Flax NNX, with small initialization.
 
 Five architectures, each storing its weights in the paper's roles with **rows as vectors**:
 
-- ``FFN`` — the FFN/CBOW model f(X) = W^U σ(Σ_i w^E_{x_i}) (SPEC §5.1);
+- ``FFN`` — the FFN/CBOW model f(X) = W^U σ(Σ_i w^E_{x_i}) (paper §4.1);
 - ``FixedEmbeddingFFN`` — the same FFN with a frozen embedding w^E_α = λ E_α, only the scalar λ
-  and W^U trained (the fixed-embedding runs of Fig. 8D, SPEC §7);
-- ``AttentionOnly`` — one causal attention head, last-position prediction (SPEC §5.2);
-- ``OneLayerTransformer`` — attention + FFN with residuals, no LayerNorm ([RB] Def. 2, SPEC §5.3);
-- ``GPT`` — a small pre-norm decoder (RMSNorm, RoPE, SwiGLU) for the language-model run (§4.2).
+  and W^U trained (the fixed-embedding runs of the paper's Fig. 8D);
+- ``AttentionOnly`` — one causal attention head, last-position prediction (paper §5.1);
+- ``OneLayerTransformer`` — attention + FFN with residuals, no LayerNorm ([RB] Def. 2);
+- ``GPT`` — a small pre-norm decoder (RMSNorm, RoPE, SwiGLU) for the LM run (paper App. A.4).
 
 ``W_E [V, d]`` (row α is w^E_α) and ``W_U [V, d]`` (row ν is w^U_ν); attention projections act on
-column vectors as in SPEC §5.2 (q_s = W_Q h_s), so ``W_Q, W_K, W_V [d_k, d]`` and ``W_O [d, d_k]``.
+column vectors as in paper §5.1 (q_s = W_Q h_s), so ``W_Q, W_K, W_V [d_k, d]`` and ``W_O [d, d_k]``.
 ``weights(model)`` returns these as plain arrays, so theory code never touches a Flax object.
 
-**Initialization (SPEC §5.5).** Every weight matrix is drawn iid N(0, std²) with
+**Initialization (the paper's small init).** Every weight matrix is drawn iid N(0, std²) with
 std = d^{-γ} (``init="d"``, the default; [CS]: "each coordinate has standard deviation d^{-γ}"),
 or std = d_in^{-γ} (``init="fan_in"``), d_in being the input dimension of that matrix: V for an
 embedding table (as in [RB]), ``seq_len`` for a positional table, d for W_Q, W_K, W_V, W_U, W_f1,
@@ -96,7 +96,7 @@ def _check_tokens(tokens, seq_len: int | None = None) -> jax.Array:
 
 
 # --------------------------------------------------------------------------------------------
-# initialization (SPEC §5.5)
+# initialization (the paper's std d^{-γ}, or fan-in as in [RB])
 
 
 def init_std(gamma, fan: int, dtype=jnp.float32) -> jax.Array:
@@ -107,7 +107,7 @@ def init_std(gamma, fan: int, dtype=jnp.float32) -> jax.Array:
 def _initializer(d: int, gamma, init: str, rngs: nnx.Rngs, dtype):
     """``draw(shape, d_in) -> nnx.Param``: N(0, std²) entries, one ``rngs.params()`` key per call
     (so a model's draws come in a fixed order), std = d^{-γ} for ``init="d"`` and d_in^{-γ} for
-    ``init="fan_in"`` (SPEC §5.5)."""
+    ``init="fan_in"`` (the module docstring)."""
     check_scalar(gamma, "gamma")
     init = check_choice(init, "init", INIT_MODES)
 
@@ -129,7 +129,7 @@ def _scaled_normal(key: jax.Array, gamma, fan: int, shape: tuple[int, ...], dtyp
 
 
 def _last_row_attention(h: jax.Array, W_Q: jax.Array, W_K: jax.Array, d: int) -> jax.Array:
-    """a_s = softmax_s(h_s^T W_K^T W_Q h_L / √d) for h [B, L, d]; returns [B, L] (SPEC §5.2).
+    """a_s = softmax_s(h_s^T W_K^T W_Q h_L / √d) for h [B, L, d]; returns [B, L] (paper §5.1).
 
     The causal mask leaves the last row unmasked: position L sees every s ≤ L.
     """
@@ -195,7 +195,7 @@ def _swiglu(x, W_gate, W_up, W_down) -> jax.Array:
 
 
 class FFN(nnx.Module):
-    """f(X) = W_U σ(Σ_i w^E_{x_i}) (SPEC §5.1): no hidden matrix, bias, norm or position.
+    """f(X) = W_U σ(Σ_i w^E_{x_i}) (paper §4.1): no hidden matrix, bias, norm or position.
 
     Parameters ``W_E [V, d]``, ``W_U [V, d]``; ``activation`` is an ``Activation``.
     """
@@ -266,15 +266,16 @@ class FrozenArray:
 
 
 class FixedEmbeddingFFN(nnx.Module):
-    """The FFN of SPEC §5.1 with a frozen embedding direction: w^E_α = λ E_α (Fig. 8D, SPEC §7).
+    """The FFN of paper §4.1 with a frozen embedding direction: w^E_α = λ E_α (paper Fig. 8D).
 
     f(X) = W_U σ(λ Σ_i E_{x_i}). ``embedding`` is the fixed matrix ``E [V, d]`` (row α is E_α; a
     NumPy/JAX array or a `FrozenArray`); it is stored as a `FrozenArray` in the graph definition,
     not in the model state, so it gets no gradient, no optimizer state and no weight decay. The
     trainable parameters are the scalar ``scale`` (λ, initialized to ``scale``, default 1) and
-    ``W_U [V, d]``, drawn by the §5.5 rule with ``gamma`` and ``init``, and identical to the W_U of
-    an `FFN` built from the same ``rngs`` (a controlled comparison with the trainable run). ``d``
-    defaults to ``E.shape[1]``; a given ``d`` must match it. ``weights`` returns W_E = λ E.
+    ``W_U [V, d]``, drawn by the initialization rule with ``gamma`` and ``init``, and identical to
+    the W_U of an `FFN` built from the same ``rngs`` (a controlled comparison with the trainable
+    run). ``d`` defaults to ``E.shape[1]``; a given ``d`` must match it. ``weights`` returns
+    W_E = λ E.
 
     Fig. 8D uses (i) E_α = R φ^{y;1}_α v (first-order signature) and (iii) E_α = v_α (random);
     both are built by the experiment (`ctx_staircase.experiments.fig8_role`), not here.
@@ -373,7 +374,7 @@ class _LastRowAttentionModel(nnx.Module):
 
 
 class AttentionOnly(_LastRowAttentionModel):
-    """One causal attention head predicting from the last position (SPEC §5.2).
+    """One causal attention head predicting from the last position (paper §5.1, App. A.2.1).
 
     h_s = w^E_{x_s} + p_s; z_s = h_s^T W_K^T W_Q h_L / √d (1/√d, not 1/√d_k, as the theory);
     a = softmax(z); f = W_U W_O W_V Σ_s a_s h_s. No residual, norm, FFN or bias. Parameters
@@ -407,7 +408,7 @@ class AttentionOnly(_LastRowAttentionModel):
 
 
 class OneLayerTransformer(_LastRowAttentionModel):
-    """Attention then FFN, both with residuals, no LayerNorm ([RB] Def. 2, SPEC §5.3).
+    """Attention then FFN, both with residuals, no LayerNorm ([RB] Def. 2).
 
     h = W_E[x] + P; a = softmax_s(h_s^T W_K^T W_Q h_L / √d); u = h_L + W_O W_V Σ_s a_s h_s;
     v = u + W_f2 σ(W_f1 u); logits W_U v, from the last position. Parameters ``W_E [V, d]``,
@@ -450,7 +451,7 @@ def swiglu_hidden(d: int) -> int:
 
 
 class GPT(nnx.Module):
-    """A small decoder-only transformer for the language-model run (SPEC §4.2, §6.5).
+    """A small decoder-only transformer for the language-model run (paper §6, App. A.4).
 
     x⁰ = W_E[x] (no absolute positions: RoPE on queries and keys); per layer ℓ, pre-norm
     x ← x + Attn_ℓ(RMSNorm(x)), x ← x + SwiGLU_ℓ(RMSNorm(x)); logits W_U RMSNorm(x) at every

@@ -35,7 +35,7 @@ from ctx_staircase.geometry import SignatureGeometry
 MIN_FONT = 8.0
 
 #: Resolution (dots per inch) of every saved PNG.
-DPI = 150  # the floor of issue 13; at 200 the flagship staircase PNG grew to 366 kB
+DPI = 150  # the floor (ARCHITECTURE.md, Conventions); at 200 the flagship PNG grew to 366 kB
 
 #: Matplotlib settings of every figure (`figure`, and applied when this module is imported).
 RC = {
@@ -474,7 +474,7 @@ def theory_overlay_figure(experiment, title: str):
 
 
 def escape_time_figure(experiment, title: str):
-    """Escape time against γ: theory lines, measured points (SPEC §8 item 14).
+    """Escape time against γ: theory lines, measured points (theory/closed_form.md §4).
 
     FFN: linear axes with the analytic slope ``ln d / (C_1 s_1)`` (eq. C8). Attention-only:
     log time, with the plateau law ``T_Z d^{2 gamma} - c`` and its power ``T_Z d^{2 gamma}``,

@@ -1,4 +1,4 @@
-"""Atomic result files and the provenance recorded with every result (DESIGN.md "Results").
+"""Atomic result files and the provenance recorded with every result (ARCHITECTURE.md, Conventions).
 
 Every write goes to a temporary file in the destination folder and is renamed into place, so a
 reader never sees a half-written file and an interrupted run leaves the previous file intact.
@@ -43,7 +43,7 @@ import numpy as np
 PACKAGES = ("ctx-staircase", "jax", "jaxlib", "flax", "optax", "diffrax", "numpy", "matplotlib")
 
 #: Version of the result-file format, recorded by `environment` in every result. 1: bare
-#: ``NaN``/``Infinity`` in the JSON (before issue 12). 2: strict JSON with non-finite numbers as
+#: ``NaN``/``Infinity`` in the JSON (the first format). 2: strict JSON with non-finite numbers as
 #: ``null`` plus a ``__nonfinite`` sibling (module docstring), and the provenance fields
 #: ``schema_version``, ``git_commit``, ``git_dirty`` and ``command_line``.
 SCHEMA_VERSION = 2

@@ -1,4 +1,4 @@
-"""Semantic structure of a set of token vectors (SPEC.md Fig. 11, issue 6's acceptance).
+"""Semantic structure of a set of token vectors (paper Fig. 11; thresholds in theory/lm.md §5).
 
 Each function takes the vectors of one word group, rows in the group's natural order, and
 measures one known structure:

@@ -1,12 +1,12 @@
-"""Exact probability signatures of a token dataset (SPEC.md §2).
+"""Exact probability signatures of a token dataset (the paper §3.2, §5.2, §6).
 
 Every signature is a conditional joint distribution, computed exactly by counting. The order-m
 signatures condition on an occurrence of a token alpha at a uniformly drawn position I and average
-over ordered m-tuples of *distinct* other positions (SPEC.md §2.1). Counting enumerates the
+over ordered m-tuples of *distinct* other positions (the paper §3.2). Counting enumerates the
 ``(L)_{m+1}`` ordered tuples of distinct positions ``(i, j_1, ..., j_m)`` and scatter-adds each
-sample's weight at ``(x_i, y, x_{j_1}, ..., x_{j_m})``; this is the inclusion–exclusion recipe of
-SPEC.md §2.5 done position-wise, so coincident positions are excluded by construction and the cost
-is ``O(n (L)_{m+1})`` instead of ``O(n V^{m+2})``.
+sample's weight at ``(x_i, y, x_{j_1}, ..., x_{j_m})`` (theory/signatures.md eq. S1). This equals
+inclusion–exclusion over the count matrix done position-wise, so coincident positions are excluded
+by construction and the cost is ``O(n (L)_{m+1})`` instead of ``O(n V^{m+2})``.
 
 Index subsets (``alphas=``, ``labels=``, ``context=``) restrict the output axes to the given token
 ids, in the given order; a subset result is a slice of the full result, and memory is
@@ -50,7 +50,7 @@ Progress = Callable[[int, int], None] | bool | None
 
 
 class SignatureSet(NamedTuple):
-    """Every signature up to ``max_order``, on one set of index subsets (SPEC.md §2.1).
+    """Every signature up to ``max_order``, on one set of index subsets (the paper §3.2).
 
     Attributes:
         r: float64 ``[V]`` occurrence probabilities r_alpha over the whole vocabulary.
@@ -73,11 +73,11 @@ class SignatureSet(NamedTuple):
 
 
 # --------------------------------------------------------------------------------------------
-# Occurrence-conditioned signatures (SPEC.md §2.1)
+# Occurrence-conditioned signatures (the paper §3.2)
 
 
 def occurrence(ds: TokenDataset) -> np.ndarray:
-    """Occurrence probability ``r_alpha = E[N_alpha(X)] / L`` (SPEC.md §2.1), float64 ``[V]``.
+    """Occurrence probability ``r_alpha = E[N_alpha(X)] / L`` (the paper §3.2), float64 ``[V]``.
 
     Tokens that never occur (in samples of positive weight) have ``r_alpha = 0``.
     """
@@ -99,7 +99,7 @@ def label_signature(
     context: Sequence[int] | np.ndarray | None = None,
     progress: Progress = None,
 ) -> np.ndarray:
-    """Order-m label signature ``phi^{y;m}_alpha(nu, beta_1..beta_m)`` (SPEC.md §2.1).
+    """Order-m label signature ``phi^{y;m}_alpha(nu, beta_1..beta_m)`` (the paper §3.2).
 
     ``P(y = nu, x_{J_1} = beta_1, ..., x_{J_m} = beta_m | x_I = alpha)`` with I uniform over
     positions and ``(J_1..J_m)`` uniform over ordered tuples of distinct other positions.
@@ -126,7 +126,7 @@ def cooccurrence_signature(
     context: Sequence[int] | np.ndarray | None = None,
     progress: Progress = None,
 ) -> np.ndarray:
-    """Order-m co-occurrence signature ``phi^m_alpha(beta_1..beta_m)`` (SPEC.md §2.1).
+    """Order-m co-occurrence signature ``phi^m_alpha(beta_1..beta_m)`` (the paper §3.2).
 
     ``P(x_{J_1} = beta_1, ..., x_{J_m} = beta_m | x_I = alpha)``; float64 ``[A, P, ..., P]``.
     """
@@ -142,7 +142,7 @@ def signature_set(
     context: Sequence[int] | np.ndarray | None = None,
     progress: Progress = None,
 ) -> SignatureSet:
-    """All label and co-occurrence signatures of orders ``0..max_order`` (SPEC.md §2.1)."""
+    """All label and co-occurrence signatures of orders ``0..max_order`` (the paper §3.2)."""
     check_type(ds, "ds", TokenDataset, "a TokenDataset (tasks.make)")
     _check_order(ds, max_order, "max_order")
     alpha_ids = _subset(alphas, ds.vocab_size, "alphas")
@@ -175,8 +175,8 @@ def _occurrence_signature(ds, order, alphas, labels, context, progress, *, with_
         axes.append(_position_map(_subset(labels, V, "labels"), V))
     axes += [_position_map(context_ids, V)] * order
     shape = _output_shape(axes)
-    # Each count is scaled by 1 / ((L-1)_m E[N_alpha]) as it is added (SPEC.md §2.5), so the
-    # dense output needs no normalization pass; absent alphas have scale 0.
+    # Each count is scaled by 1 / ((L-1)_m E[N_alpha]) as it is added (theory/signatures.md S1), so
+    # the dense output needs no normalization pass; absent alphas have scale 0.
     norm = ds.L * occurrence(ds)[alpha_ids] * math.perm(ds.L - 1, order)
     scale = _safe_divide(np.ones_like(norm), norm)
     joint = np.zeros(math.prod(shape))
@@ -199,7 +199,7 @@ def _occurrence_signature(ds, order, alphas, labels, context, progress, *, with_
 
 
 # --------------------------------------------------------------------------------------------
-# Position-specific and attention-weighted signatures (SPEC.md §2.2)
+# Position-specific and attention-weighted signatures (the paper §5.2, App. B.5)
 
 
 def positional_signature(
@@ -211,7 +211,7 @@ def positional_signature(
     labels: Sequence[int] | np.ndarray | None = None,
     context: Sequence[int] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """Position-specific label signature (SPEC.md §2.2).
+    """Position-specific label signature (the paper §5.2, App. B.5).
 
     With ``query=None`` it is occurrence-conditioned,
     ``phi^{y;x_{s_1},..}_alpha(nu, beta_1, ..) = P(y = nu, x_{s_1} = beta_1, .. | x_I = alpha)``
@@ -237,7 +237,7 @@ def attention_factor(
     labels: Sequence[int] | np.ndarray | None = None,
     context: Sequence[int] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """Attention-weight factor psi (SPEC.md §2.2, eq. 18).
+    """Attention-weight factor psi (the paper §5.2, eq. 18).
 
     The conditional expectation of a product of last-row attention weights given
     ``y = nu``, the tokens at ``positions``, and alpha (at an occurrence position I, or at the
@@ -309,7 +309,7 @@ def _positional_joint(ds, positions, query, alphas, labels, context, attention, 
 
 
 # --------------------------------------------------------------------------------------------
-# Language-model signatures (SPEC.md §2.3)
+# Language-model signatures (the paper §6)
 
 
 def next_token_signature(
@@ -319,7 +319,7 @@ def next_token_signature(
     alphas: Sequence[int] | np.ndarray | None = None,
     labels: Sequence[int] | np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Next-token signature ``phi^{y;nt}_alpha(nu) = P(x_{s+1} = nu | x_s = alpha)`` (SPEC §2.3).
+    """Next-token signature ``phi^{y;nt}_alpha(nu) = P(x_{s+1} = nu | x_s = alpha)`` (paper §6).
 
     Args:
         windows: int ``[n, T]`` token windows (or a 1-D stream, one window); every position
@@ -345,8 +345,9 @@ def previous_token_signature(
 ) -> np.ndarray:
     """Previous-token signature ``phi^{pre}_nu(alpha) = P(x_s = alpha | x_{s+1} = nu)``.
 
-    The trace-back statistic that drives the unembedding w^U_nu (SPEC.md §2.4); float64
-    ``[Vnu, A]`` with rows indexed by the target token nu.
+    The trace-back statistic that drives the unembedding w^U_nu (the notation of Yao–Xu,
+    "Probability Signature", arXiv 2509.20124); float64 ``[Vnu, A]`` with rows indexed by the target
+    token nu.
     """
     windows = _check_windows(windows, vocab_size, min_length=2)
     current, following = windows[:, :-1].ravel(), windows[:, 1:].ravel()
@@ -376,7 +377,7 @@ def prefix_signature(
     labels: Sequence[int] | np.ndarray | None = None,
     context: Sequence[int] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """LM first-order signature (SPEC.md eq. 20).
+    """LM first-order signature (the paper §6, eq. 20).
 
     ``phi^{y;1}_alpha(nu, beta) = P(x_{s+1} = nu, beta in X_{<s} | x_s = alpha)``, where
     ``beta in X_{<s}`` means beta appears anywhere before position s in the same window (position
@@ -420,11 +421,11 @@ def attention_path_signature(
     alphas: Sequence[int] | np.ndarray | None = None,
     labels: Sequence[int] | np.ndarray | None = None,
 ) -> np.ndarray:
-    """Attention-path signature of one layer at one time (SPEC.md eq. 22).
+    """Attention-path signature of one layer at one time (the paper §6, eq. 22).
 
     ``phi^{y;attn}_alpha(nu) = E[Abar_{s,I_s} 1{x_{s+1} = nu} | x_{I_s} = alpha]`` with the
     predicting position s uniform over ``0..T-2`` of every window and ``I_s`` uniform over the
-    causal prefix ``0..s`` (0-based; SPEC's ``[s]``).
+    causal prefix ``0..s`` (0-based; the paper's ``[s]``).
 
     Args:
         windows: int ``[n, T]`` token windows (or a 1-D stream).
@@ -462,11 +463,11 @@ def attention_path_signature(
 
 
 # --------------------------------------------------------------------------------------------
-# Fourier form of marginalization (SPEC.md §2.1, §3)
+# Fourier form of marginalization (the paper §4.5, App. A.1.6)
 
 
 def fourier_basis(p: int, ks: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Cosine vectors ``c^cos_k = (cos(2 pi k j / p))_{j=0..p-1}`` (SPEC.md §2.1), ``[K, p]``.
+    """Cosine vectors ``c^cos_k = (cos(2 pi k j / p))_{j=0..p-1}`` (the paper §4.5), ``[K, p]``.
 
     ``k j`` is reduced mod p in integers first, so the phases (and ``k = p/2`` parity) are exact.
     """
@@ -479,7 +480,7 @@ def fourier_basis(p: int, ks: Sequence[int] | np.ndarray) -> np.ndarray:
 
 
 def fourier_projection(phi: np.ndarray, ks: Sequence[int] | np.ndarray) -> np.ndarray:
-    """``h_{alpha,k} = phi_alpha c^cos_k``: contract the last (context) axis (SPEC.md §3).
+    """``h_{alpha,k} = phi_alpha c^cos_k``: contract the last (context) axis (the paper §4.5).
 
     Args:
         phi: ``[..., P]`` signature whose last axis is a context axis of size p = P.

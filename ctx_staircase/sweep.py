@@ -1,5 +1,5 @@
 """Sweeps over (gamma, seed, lr): vmapped and sharded on accelerators, lane by lane on CPU
-(DESIGN.md "Sweeps").
+(ARCHITECTURE.md, Data flow).
 
 Values (gamma, seed, lr) are lanes of one compiled program; shapes (V, L, d) are a Python loop
 of compiled programs. The dataset is an argument of that program (a `train.TrainData` shared by

@@ -1,4 +1,4 @@
-"""The controlled tasks of the Context Staircase paper and its predecessors (SPEC.md §4).
+"""The controlled tasks of the Context Staircase paper and its predecessors (paper App. A; [RB]).
 
 Every task is a pure builder registered under a public name::
 
@@ -9,14 +9,15 @@ Every task is a pure builder registered under a public name::
 
 Conventions shared by all tasks:
 
-- **One vocabulary** for inputs and labels (SPEC.md §4.1, inconsistency 2 and §9). Its minimal
-  size is ``1 + max(max token id, max label id, max id of a declared token group)``. For every
-  task the declared groups are exactly the token ranges the task uses, so the vocabulary depends
-  on the parameters only, never on which ids a random draw happens to hit.
-- **The label vocabulary is an axis** (SPEC.md §4.1 [GAP] 2, §6.3): every task takes
-  ``vocab_size`` (default ``None``, the minimal size). A larger value appends ids that are never
-  inputs or labels; the softmax still ranges over them, which switches on the common order-0
-  drive ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` that the paper's early collapse rests on.
+- **One vocabulary** for inputs and labels (the paper §3.1 takes ``y`` in the token vocabulary).
+  Its minimal size is ``1 + max(max token id, max label id, max id of a declared token group)``.
+  For every task the declared groups are exactly the token ranges the task uses, so the
+  vocabulary depends on the parameters only, never on which ids a random draw happens to hit.
+- **The label vocabulary is an axis** ([GAP]: the paper never states its size; theory/regimes.md
+  R2, theory/closed_form.md C1): every task takes ``vocab_size`` (default ``None``, the minimal
+  size). A larger value appends ids that are never inputs or labels; the softmax still ranges
+  over them, which switches on the common order-0 drive ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` that the
+  paper's early collapse rests on.
 - Tokens and labels are int32; ``groups`` hold sorted token-id arrays. ``"numbers"`` are the
   arithmetic operand tokens and ``"labels"`` the label ids that occur; other groups are named per
   task.
@@ -132,7 +133,7 @@ def describe(name: str) -> dict[str, Any]:
 
 
 def summary(name: str) -> str:
-    """One line describing task ``name``, with its SPEC.md section."""
+    """One line describing task ``name``, with its section or figure of the paper."""
     return _task(name).summary
 
 
@@ -234,7 +235,7 @@ def label_law_distribution(
 ) -> np.ndarray:
     """The exact label law ``p_a`` of Task 1 on ``X = {0..x_max}``: float64 ``[x_max + 1]``.
 
-    SPEC.md §4.1. Laws:
+    Paper App. A, Fig. 2A. Laws:
 
     - ``"uniform"``: ``1 / (x_max + 1)``.
     - ``"normal"``: discretized normal [GAP: the source does not say how]: the
@@ -267,7 +268,7 @@ def label_law_distribution(
 
 @_register(
     "label_law",
-    "Task 1 (SPEC §4.1, Fig. 2A): (anchor, x1, x2), x_i in {0..x_max}; y ~ p_a, a prescribed law",
+    "Task 1 (paper Fig. 2A): (anchor, x1, x2), x_i in {0..x_max}; y ~ p_a, a prescribed law",
     law="uniform",
     anchor=100,
     x_max=50,
@@ -290,7 +291,7 @@ def _label_law(
     labels: str,
     seed: int,
 ) -> _Parts:
-    """Task 1 (SPEC.md §4.1): inputs ``(a, x1, x2)`` over all ``(x_max + 1)^2`` pairs, x1 major.
+    """Task 1 (paper Fig. 2A): inputs ``(a, x1, x2)`` over all ``(x_max + 1)^2`` pairs, x1 major.
 
     The anchor ``a`` sits at position 0 and must lie outside ``X`` (``anchor > x_max``). The label
     vocabulary is ``X`` and the law is :func:`label_law_distribution`.
@@ -338,37 +339,38 @@ def _arithmetic(pairs: np.ndarray, labels: np.ndarray) -> _Parts:
     return _Parts(pairs, labels, {"numbers": np.unique(pairs)})
 
 
-@_register("add", "Task 2 (SPEC §4.1, Figs. 2-4): all (x1, x2) in {1..N}^2, y = x1 + x2", N=20)
+@_register("add", "Task 2 (paper App. A, Figs. 2-4): all (x1, x2) in {1..N}^2, y = x1 + x2", N=20)
 def _add(*, N: int) -> _Parts:
-    """F_add (SPEC.md §4.1, closed forms §2.6): ``y = x1 + x2``, all ``N^2`` pairs, x1 major."""
+    """F_add (paper App. A; closed forms: theory/signatures.md §2): ``y = x1 + x2``, all ``N^2``
+    pairs, x1 major."""
     pairs = _pairs(N)
     return _arithmetic(pairs, pairs[:, 0] + pairs[:, 1])
 
 
-@_register("sub", "Task 2 (SPEC §4.1, Fig. 2): all (x1, x2) in {1..N}^2, y = |x1 - x2|", N=20)
+@_register("sub", "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = |x1 - x2|", N=20)
 def _sub(*, N: int) -> _Parts:
-    """F_sub (SPEC.md §4.1): ``y = |x1 - x2|`` (0 on the diagonal), all ``N^2`` pairs."""
+    """F_sub (paper App. A): ``y = |x1 - x2|`` (0 on the diagonal), all ``N^2`` pairs."""
     pairs = _pairs(N)
     return _arithmetic(pairs, np.abs(pairs[:, 0] - pairs[:, 1]))
 
 
-@_register("mul", "Task 2 (SPEC §4.1, Fig. 2): all (x1, x2) in {1..N}^2, y = x1 * x2", N=20)
+@_register("mul", "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = x1 * x2", N=20)
 def _mul(*, N: int) -> _Parts:
-    """F_mul (SPEC.md §4.1): ``y = x1 * x2``, all ``N^2`` pairs (the vocabulary reaches ``N^2``)."""
+    """F_mul (paper App. A): ``y = x1 * x2``, all ``N^2`` pairs (the vocabulary reaches ``N^2``)."""
     pairs = _pairs(N)
     return _arithmetic(pairs, pairs[:, 0] * pairs[:, 1])
 
 
 @_register(
     "mod",
-    "Task 2 (SPEC §4.1, Figs. 3, 4, 8): all (x1, x2) in {1..N}^2, y = (x1 + x2 + 1) mod N",
+    "Task 2 (paper App. A, Figs. 3, 4, 8): all (x1, x2) in {1..N}^2, y = (x1 + x2 + 1) mod N",
     N=40,
     convention="main",
 )
 def _mod(*, N: int, convention: str) -> _Parts:
-    """F_mod (SPEC.md §4.1, closed forms §2.6), all ``N^2`` pairs, x1 major.
+    """F_mod (paper App. A; closed forms: theory/signatures.md §2), all ``N^2`` pairs, x1 major.
 
-    [GAP] SPEC.md §4.1 inconsistency 1: ``convention="main"`` is the main text's
+    [GAP] the paper defines ``F_mod`` inconsistently: ``convention="main"`` is the main text's
     ``(x1 + x2 + 1) mod N`` (labels ``0..N-1``); ``"appendix"`` is App. A.1.7's
     ``1 + ((x1 + x2) mod N)`` (labels ``1..N``). Default ``N = 40`` (Figs. 3, 4 and 8 use it;
     Fig. 6's attention run uses ``N = 20``).
@@ -382,12 +384,12 @@ def _mod(*, N: int, convention: str) -> _Parts:
 
 @_register(
     "modsum",
-    "Fig. 5 (SPEC §4.1): all (x_1..x_L) in {1..N}^L, y = 1 + (sum_i x_i mod N)",
+    "Fig. 5 (paper §4.7, App. A.1.7): all (x_1..x_L) in {1..N}^L, y = 1 + (sum_i x_i mod N)",
     N=50,
     L=4,
 )
 def _modsum(*, N: int, L: int) -> _Parts:
-    """Length-``L`` modular sum (SPEC.md §4.1, the activation-order sweep of Fig. 5).
+    """Length-``L`` modular sum (paper App. A.1.7, the activation-order sweep of Fig. 5).
 
     All ``N^L`` sequences in lexicographic order (position 0 most significant), labels
     ``1 + (sum mod N)`` in ``1..N`` (App. A.1.7's convention). Built column by column with
@@ -416,12 +418,12 @@ def _modsum(*, N: int, L: int) -> _Parts:
 
 @_register(
     "modulus",
-    "Fig. 9 (SPEC §4.1): all (x1, x2) in {1..N}^2, y = (x1 + x2) mod M",
+    "Fig. 9 (paper §7.1): all (x1, x2) in {1..N}^2, y = (x1 + x2) mod M",
     N=20,
     M=4,
 )
 def _modulus(*, N: int, M: int) -> _Parts:
-    """Modulus sweep (SPEC.md §4.1, Fig. 9): ``y = (x1 + x2) mod M``, all ``N^2`` pairs.
+    """Modulus sweep (paper §7.1, Fig. 9): ``y = (x1 + x2) mod M``, all ``N^2`` pairs.
 
     [GAP] The paper does not list the ``M`` it tested (slow runs at ``M = 4, 5, 10, 20``); any
     ``M >= 2`` is allowed and the default is ``M = 4``.
@@ -437,7 +439,7 @@ def _modulus(*, N: int, M: int) -> _Parts:
 
 @_register(
     "anchor_parity",
-    "Task 3 (SPEC §4.1, Fig. 6I-L): one anchor among L-1 noise tokens; y = parity of the anchor",
+    "Task 3 (paper App. A, Fig. 6I-L): one anchor among L-1 noise tokens; y = parity of the anchor",
     L=8,
     n=10000,
     anchor_low=11,
@@ -456,7 +458,7 @@ def _anchor_parity(
     noise_high: int,
     seed: int,
 ) -> _Parts:
-    """Task 3 (SPEC.md §4.1): ``n`` sequences of length ``L``, generated once from ``seed``.
+    """Task 3 (paper Fig. 6I-L): ``n`` sequences of length ``L``, generated once from ``seed``.
 
     Each row has one anchor, uniform on ``{anchor_low..anchor_high}``, at a uniform position in
     ``[L]``; every other position is iid uniform on ``{noise_low..noise_high}`` (with replacement).
@@ -489,12 +491,12 @@ def _anchor_parity(
 
 @_register(
     "task4",
-    "Task 4 (SPEC §4.1, App. C): all (a1, a2, x), y = (v(a1) + v(a2) + x) mod n_x",
+    "Task 4 (paper App. C): all (a1, a2, x), y = (v(a1) + v(a2) + x) mod n_x",
     n_x=20,
     n_a=10,
 )
 def _task4(*, n_x: int, n_a: int) -> _Parts:
-    """Task 4 (SPEC.md §4.1, App. C, Figs. 12-13): all ``n_a^2 * n_x`` inputs ``(a1, a2, x)``.
+    """Task 4 (paper App. C, Figs. 12-13): all ``n_a^2 * n_x`` inputs ``(a1, a2, x)``.
 
     [GAP] The paper gives neither the sizes nor the token ids. Choice: ``X = {0..n_x-1}`` (so the
     labels, residues ``0..n_x-1``, are the X tokens' own ids), anchors ``A = {n_x..n_x+n_a-1}``
@@ -514,11 +516,11 @@ def _task4(*, n_x: int, n_a: int) -> _Parts:
 
 @_register(
     "minmax",
-    "Min-max selection (SPEC §7 Fig. 10, §8.12): (c, x1, x2); y = max if c = a else min",
+    "Min-max selection (paper §7.2, Fig. 10): (c, x1, x2); y = max if c = a else min",
     N=20,
 )
 def _minmax(*, N: int) -> _Parts:
-    """Min-max selection (SPEC.md §4.1 last row, Fig. 10): all ``2 N^2`` inputs ``(c, x1, x2)``.
+    """Min-max selection (paper §7.2, Fig. 10): all ``2 N^2`` inputs ``(c, x1, x2)``.
 
     Numbers are ``1..N``; the control tokens are ``a = N + 1`` (label ``max(x1, x2)``) and
     ``b = N + 2`` (label ``min(x1, x2)``). [GAP] The paper gives no data protocol; the complete
@@ -535,7 +537,7 @@ def _minmax(*, N: int) -> _Parts:
 
 
 # ------------------------------------------------------------------------------------------------
-# [RB] reasoning vs memory anchors (SPEC §4.3)
+# [RB] reasoning vs memory anchors (Yao–Zhang–Xu, arXiv 2502.04375)
 
 _MEMORY_ANCHORS = np.arange(1, 11)
 _REASONING_ANCHORS = np.arange(11, 21)
@@ -544,8 +546,8 @@ _RANGE_LOW = 30
 
 @_register(
     "rb_anchor",
-    "[RB] (SPEC §4.3): key z_p then q anchors among noise keys; reasoning y = z_p + sum(anchors),"
-    " memory y = a fixed random label",
+    "[RB] (arXiv 2502.04375, Fig. 3): key z_p then q anchors among noise keys; reasoning"
+    " y = z_p + sum(anchors), memory y = a fixed random label",
     L=9,
     q=2,
     n=200000,
@@ -566,7 +568,7 @@ def _rb_anchor(
     heldout: Any,
     seed: int,
 ) -> _Parts:
-    """[RB] anchor-function composite task (SPEC.md §4.3, Fig. 3 and Fig. 8 there).
+    """[RB] anchor-function composite task (arXiv 2502.04375, Fig. 3 and Fig. 8 there).
 
     A row is ``[z_1 .. z_p, a_{p+1} .. a_{p+q}, z_{p+q+1} .. z_L]``: keys iid uniform on
     ``Z = {key_low..key_high}``, the key ``z_p`` at a uniform (1-based) position

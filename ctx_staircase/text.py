@@ -1,4 +1,4 @@
-"""Text data for the language-model experiments (SPEC.md §2.3, §3 "Language model").
+"""Text data for the language-model experiments (the paper §6 and §6.1).
 
 The data flow is ``text -> tokenize -> Vocabulary -> int32 token streams -> windows / batches``:
 

@@ -1,4 +1,4 @@
-"""Training as one compiled scan, with snapshots of the embedding trajectory (DESIGN.md).
+"""Training as one compiled scan, with snapshots of the embedding trajectory (ARCHITECTURE.md).
 
 A run is a pure function ``run(state, lr, key, data) -> Trajectory`` of the model state (from
 ``nnx.split``), the learning rate, a PRNG key and the dataset as a `TrainData` argument, so
@@ -38,7 +38,7 @@ MAX_STEPS = 2**31 - 1
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """How to train (SPEC.md §5.5, [GAP] defaults: full-batch Adam, lr 1e-3).
+    """How to train ([GAP]: the paper gives no optimizer; defaults full-batch Adam, lr 1e-3).
 
     Attributes:
         optimizer: ``"gd"`` (full batch), ``"sgd"`` (minibatch), ``"adam"``, ``"adamw"``.

@@ -73,7 +73,8 @@ def test_expected_gram_matches_monte_carlo(add_drive):
 
 
 def test_predicted_rho0_rises_to_a_peak_then_condenses(add_drive):
-    """rho_0 rises from 0 to near 1, then falls as sinh^2 favours the top modes (SPEC §6.3)."""
+    """rho_0 rises from 0 to near 1, then falls as sinh^2 favours the top modes
+    (theory/closed_form.md C6)."""
     ds, M = add_drive
     numbers = ds.groups["numbers"]
     S_sig = np.asarray(
@@ -152,7 +153,7 @@ def test_crossing_time_interpolates_log_linearly():
 
 
 def test_attention_plateau_is_the_depth4_blowup():
-    """du/dt = 4 s u^{3/2} blows up at 1 / (2 s sqrt(u0)) (SPEC.md §6.3)."""
+    """du/dt = 4 s u^{3/2} blows up at 1 / (2 s sqrt(u0)) (theory/attention.md A4–A5)."""
     s, u0 = 0.3, 1e-4
     t_star = closed_form.attention_plateau_time(s, u0)
     assert t_star == pytest.approx(1 / (2 * s * np.sqrt(u0)))

@@ -224,9 +224,10 @@ def test_theory_cli_prints_the_attention_law(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_attention_theory_against_training_add():
-    """Issue acceptance: uniform-attention flow W_E within 5% before escape; escape times of the
-    flow and of the plateau law T_Z d^(2 gamma) - c within 10% for 5 gamma, attention logits on
-    both sides (add N=20, d=128, GD lr 0.2; sims/results/attention_theory.json)."""
+    """The attention theory's acceptance criteria: uniform-attention flow W_E within 5% before
+    escape; escape times of the flow and of the plateau law T_Z d^(2 gamma) - c within 10% for 5
+    gamma, attention logits on both sides (add N=20, d=128, GD lr 0.2;
+    sims/results/attention_theory.json)."""
     out = comparison.theory_vs_training(tasks.make("add", N=20), model="attention")
     assert len(out.runs) == 5
     for run in out.runs:

@@ -1,4 +1,4 @@
-"""The reproduction machinery of issue 10: regimes, null controls, verdicts and the report."""
+"""The reproduction machinery of theory/regimes.md: regimes, null controls, verdicts, the report."""
 
 import dataclasses
 

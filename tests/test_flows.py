@@ -110,7 +110,8 @@ def test_max_order_masks_orders_and_can_be_traced():
 
 
 def test_proposition1_order_m_over_order_0_scales_as_d_to_minus_m_gamma():
-    """SPEC §8 item 2: RMS ratio of order m to order 0 at init has log-log slope -m gamma."""
+    """Claim §8.2 (the paper's Prop. 1): RMS ratio of order m to order 0 at init has log-log
+    slope -m gamma."""
     ds = tasks.random_dataset(40, 3, 5, seed=5)
     sigs = signatures.signature_set(ds, 2)
     coefficients = (1.0, 1.0, 1.0)
@@ -181,7 +182,7 @@ def test_attention_paths_sum_to_the_gradient_and_value_path_is_theorem3():
     assert relative(paths["value"] + paths["key"] + paths["query"], total) <= 1e-12
     assert relative(paths["key"], total) > 1e-3  # the split is not trivial at this scale
 
-    # value path in signature form: L r (W_U W_O W_V)^T (phi^{y;0} * psi^y) (SPEC.md §2.2, §6.4)
+    # value path in signature form: L r (W_U W_O W_V)^T (phi^{y;0} * psi^y) (paper §5.2, Theorem 3)
     scores = jnp.einsum(
         "nsk,nk->ns",
         weights["W_E"][ds.tokens] @ weights["W_K"].T,

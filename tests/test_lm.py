@@ -445,7 +445,7 @@ def test_lm_text_experiment_on_real_text(shakespeare_path, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# exact semantics against independent computations (issue 13): the two losses on their own
+# exact semantics against independent computations: the two losses on their own
 # windows, the head-averaged attention signature, AdamW's mask and schedule, rho_attn from the
 # value path, the prefix probe's token split
 

@@ -1,4 +1,4 @@
-"""Tests of the similarity and alignment metrics (SPEC.md §3)."""
+"""Tests of the similarity and alignment metrics (paper §4.2, §4.5, App. A; theory/metrics.md)."""
 
 import jax
 import jax.numpy as jnp
@@ -438,7 +438,7 @@ def _cosines_reference(X: np.ndarray) -> np.ndarray:
 
 
 def test_cosines_of_signatures_stay_in_range_without_x64():
-    """The report of issue 12: float32 cosines of rows equal in theory came out above 1."""
+    """A reported bug: float32 cosines of rows equal in theory came out above 1."""
     phi0 = _sub_signature()
     with jax.enable_x64(False):
         S32 = np.asarray(metrics.cosine_matrix(phi0))  # the caller's precision: float32 here

@@ -1,5 +1,6 @@
-"""Models and activations: the SPEC §6.1 Jacobian, the §5.5 initialization rule, and every forward
-pass against an independent NumPy re-implementation written from ``weights(model)``."""
+"""Models and activations: the FFN Jacobian (paper §4.3, App. B.1), the std d^{-γ} initialization
+rule, and every forward pass against an independent NumPy re-implementation written from
+``weights(model)``."""
 
 import functools
 import math
@@ -48,7 +49,7 @@ def numpy_weights(model) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------
-# SPEC §6.1: the FFN Jacobian and the two parts of the embedding flow
+# paper §4.3, App. B.1: the FFN Jacobian and the two parts of the embedding flow
 
 COEFFICIENTS = (0.7, -0.4, 0.3)  # σ(z) = 0.7 z - 0.4 z² + 0.3 z³
 
@@ -77,7 +78,7 @@ def ffn_dataset():
 
 
 def test_label_driven_gradient_matches_jacobian_formula(ffn_dataset):
-    """∇_{W_E} Σ_n p_n f(X_n)_{y_n}, row α = Σ_n p_n N_α(X_n) σ'(h_n) ⊙ w^U_{y_n} (SPEC §6.1)."""
+    """∇_{W_E} Σ_n p_n f(X_n)_{y_n}, row α = Σ_n p_n N_α(X_n) σ'(h_n) ⊙ w^U_{y_n} (paper §4.3)."""
     model, tokens, labels, p = ffn_dataset
 
     def expected_label_logit(m):
@@ -100,8 +101,9 @@ def test_label_driven_gradient_matches_jacobian_formula(ffn_dataset):
 def test_cross_entropy_descent_direction_matches_flow(ffn_dataset):
     """-∇_{W_E} E[-log p(X)_y], row α = Σ_n p_n N_α (σ'(h_n) ⊙ W_U^T (e_{y_n} - p(X_n))).
 
-    Sign: the right-hand side is dW_E/dt of SPEC eq. (2) (label-driven minus prediction-induced
-    part), i.e. the gradient-flow (descent) direction, the negative of the loss gradient.
+    Sign: the right-hand side is dW_E/dt of the paper's eq. (2) (label-driven minus
+    prediction-induced part), i.e. the gradient-flow (descent) direction, the negative of the loss
+    gradient.
     """
     model, tokens, labels, p = ffn_dataset
 
@@ -128,7 +130,7 @@ def test_cross_entropy_descent_direction_matches_flow(ffn_dataset):
 
 
 # --------------------------------------------------------------------------------------------
-# SPEC §5.5: initialization
+# initialization: std d^{-γ} (the paper's small init), or fan-in (as in [RB], arXiv 2502.04375)
 
 
 @pytest.mark.parametrize("gamma", [0.5, 1.0])
@@ -209,7 +211,7 @@ def test_ffn_forward_matches_reference(activation):
 
 
 def reference_last_row_attention(W, tokens, d):
-    """a = last row of causal softmax(H W_K^T W_Q H^T / √d) (SPEC §5.2), built with W^QK."""
+    """a = last row of causal softmax(H W_K^T W_Q H^T / √d) (paper §5.1), built with W^QK."""
     h = W["W_E"][tokens] + W["P"][: tokens.shape[1]]
     W_QK = W["W_K"].T @ W["W_Q"]
     length = tokens.shape[1]
@@ -256,7 +258,7 @@ def test_one_layer_transformer_forward_matches_reference():
 def test_attention_models_draw_the_shared_weights_alike_and_in_order():
     """`AttentionOnly` (d_k = d) and `OneLayerTransformer` from one seed hold the same W_E, P,
     W_Q, W_K, W_V, W_O (bitwise) and the same attention; the k-th ``rngs.params()`` key draws
-    the k-th of them: d^{-γ} N(0, 1) (SPEC §5.5)."""
+    the k-th of them: d^{-γ} N(0, 1) (the paper's small init)."""
     V, seq_len, d, gamma = 9, 5, 6, 0.5
     only = models.AttentionOnly(V, seq_len, d, d, gamma=gamma, rngs=nnx.Rngs(3), dtype=F64)
     full = models.OneLayerTransformer(V, seq_len, d, gamma=gamma, rngs=nnx.Rngs(3), dtype=F64)
@@ -362,7 +364,7 @@ def test_gpt_is_causal():
 
 
 def test_tiny_init_gives_uniform_attention():
-    """SPEC §6.4 consequence 2: z_s = O(ε⁴), so a_s = 1/L at small initialization."""
+    """Uniform attention at small init (as in [RB] Lemma 1): z_s = O(ε⁴), so a_s = 1/L."""
     length = 5  # the shapes of the forward tests (d = 8, d_k = 4), so nothing new is compiled
     model = models.AttentionOnly(10, 6, 8, 4, gamma=3.0, rngs=nnx.Rngs(19), dtype=F64)
     attention = jitted(model, "attention")(random_tokens(20, (6, length), 10))

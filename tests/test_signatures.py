@@ -1,4 +1,4 @@
-"""Exact signatures: brute force, Lemma 1 and closed forms (SPEC.md §2, theory/signatures.md)."""
+"""Exact signatures: brute force, Lemma 1 and closed forms (paper §3.2, theory/signatures.md)."""
 
 import itertools
 import math
@@ -26,7 +26,7 @@ def random_dataset(seed: int, V: int, L: int, n: int = 40, weighted: bool = True
 
 
 def brute_force(ds: TokenDataset, order: int, with_label: bool) -> np.ndarray:
-    """Literal SPEC.md §2.1: condition on x_I = alpha, average over ordered distinct tuples."""
+    """Literal paper §3.2: condition on x_I = alpha, average over ordered distinct tuples."""
     V, L = ds.vocab_size, ds.L
     joint: dict[tuple, float] = defaultdict(float)
     norm = np.zeros(V)
@@ -59,7 +59,8 @@ def test_label_and_cooccurrence_signatures_equal_brute_force(V, L, order):
 
 
 def check_lemma1(phi_by_order, occurring):
-    """SPEC.md Lemma 1: normalization, marginal consistency, non-increasing Frobenius norms."""
+    """The paper's Lemma 1 (App. B.3): normalization, marginal consistency, non-increasing
+    Frobenius norms."""
     for m, phi in enumerate(phi_by_order):
         sums = phi.reshape(phi.shape[0], -1).sum(axis=1)
         np.testing.assert_allclose(sums[occurring], 1.0, rtol=0, atol=TOL)
@@ -270,7 +271,7 @@ def test_fourier_k0_projection_is_the_marginal():
 
 @pytest.mark.parametrize("N", [6, 20])
 def test_minmax_superposition_of_zero_order_signatures_is_exact(N):
-    """SPEC.md §8 item 12: argmax_nu sum_{s} phi^{y;0}_{x_s}(nu) is the label on every input."""
+    """Claim §8.12 (paper §7.2): argmax_nu sum_s phi^{y;0}_{x_s}(nu) is the label on every input."""
     ds = tasks.make("minmax", N=N)
     phi0 = signatures.label_signature(ds, 0)
     scores = phi0[ds.tokens].sum(axis=1)
@@ -278,7 +279,7 @@ def test_minmax_superposition_of_zero_order_signatures_is_exact(N):
 
 
 # ----------------------------------------------------------------------------------------------
-# Position-specific and attention-weighted signatures (SPEC.md §2.2)
+# Position-specific and attention-weighted signatures (paper §5.2, App. B.5)
 
 
 def test_positional_signatures_equal_direct_conditionals():
@@ -311,7 +312,7 @@ def test_positional_signatures_equal_direct_conditionals():
 
 
 def test_attention_weighted_identity():
-    """SPEC.md §2.2 key identity: E[a_I e_y | alpha] = phi^{y;0}_alpha * psi^y_alpha."""
+    """The key identity of paper §5.2: E[a_I e_y | alpha] = phi^{y;0}_alpha * psi^y_alpha."""
     ds = random_dataset(seed=19, V=5, L=4, n=100)
     rng = np.random.default_rng(1)
     attention = rng.dirichlet(np.ones(4), size=ds.n)
@@ -345,7 +346,7 @@ def test_query_attention_factor_brute_force():
 
 
 # ----------------------------------------------------------------------------------------------
-# Language-model signatures (SPEC.md §2.3), by hand
+# Language-model signatures (paper §6), by hand
 
 
 def test_language_model_signatures_by_hand():
@@ -390,7 +391,7 @@ def test_bad_input_names_the_parameter():
 
 
 def test_attention_path_signature_by_brute_force():
-    """SPEC eq. 22 literally: s uniform over predicting positions, I_s uniform over 0..s."""
+    """The paper's eq. 22 literally: s uniform over predicting positions, I_s uniform over 0..s."""
     rng = np.random.default_rng(5)
     V, n, T = 4, 3, 5
     windows = rng.integers(0, V, (n, T))
@@ -411,7 +412,7 @@ def test_attention_path_signature_by_brute_force():
 
 
 # ----------------------------------------------------------------------------------------------
-# Float64 geometry, whatever JAX's x64 flag (issue 12)
+# Float64 geometry, whatever JAX's x64 flag
 
 
 def test_fourier_components_zero_in_theory_are_exact_zeros():

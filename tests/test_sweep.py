@@ -260,7 +260,7 @@ def test_lane_layout_changes_no_bit_of_sweep_map():
 
 
 # --------------------------------------------------------------------------------------------
-# device placement (issue 13): vmapped lanes shard over every device, lane by lane runs on the
+# device placement: vmapped lanes shard over every device, lane by lane runs on the
 # first given device
 
 
@@ -352,7 +352,7 @@ def test_lane_by_lane_runs_every_lane_on_the_first_given_device(devices, monkeyp
 
 
 # --------------------------------------------------------------------------------------------
-# resume (issue 13): a folder of other settings is never reused
+# resume: a folder of other settings is never reused
 
 
 SMALL = train.TrainConfig(optimizer="gd", lr=0.5, steps=6, snapshots=(0, 3, 6))

@@ -1,5 +1,6 @@
-"""Tests of the task registry (SPEC.md §4): label rules re-derived independently, complete
-enumerations, determinism, the structure of the random tasks, and every rejected input."""
+"""Tests of the task registry (paper App. A; [RB], arXiv 2502.04375): label rules re-derived
+independently, complete enumerations, determinism, the structure of the random tasks, and every
+rejected input."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ RANDOM_TASKS = ["label_law", "anchor_parity", "rb_anchor"]
 
 # Small versions of every task for the generic checks (modsum at full size is tested on its own).
 SMALL = {name: {} for name in ALL_TASKS} | {"modsum": {"N": 7, "L": 3}, "rb_anchor": {"n": 20000}}
-VOCAB = {  # 1 + the largest possible token or label id, from SPEC.md §4 by hand
+VOCAB = {  # 1 + the largest possible token or label id, from the task definitions by hand
     "label_law": 101,  # anchor 100
     "add": 41,  # 20 + 20
     "sub": 21,  # numbers 1..20
@@ -45,7 +46,7 @@ VOCAB = {  # 1 + the largest possible token or label id, from SPEC.md §4 by han
 
 
 def zero_order_signature(ds: TokenDataset) -> np.ndarray:
-    """phi^{y;0}[alpha, nu] by brute-force occurrence counting (SPEC.md §2.5, uniform weights)."""
+    """phi^{y;0}[alpha, nu] by brute-force occurrence counting (paper §3.2, uniform weights)."""
     counts = np.zeros((ds.vocab_size, ds.vocab_size))
     for position in range(ds.L):
         np.add.at(counts, (ds.tokens[:, position], ds.labels), 1.0)
@@ -62,7 +63,8 @@ def test_registry_lists_every_task_with_defaults_and_summary():
         defaults = tasks.describe(name)
         assert isinstance(defaults, dict) and defaults
         summary = tasks.summary(name)
-        assert isinstance(summary, str) and "\n" not in summary and "SPEC" in summary
+        assert isinstance(summary, str) and "\n" not in summary
+        assert "paper" in summary or "[RB]" in summary  # cites where the task comes from
     assert tasks.describe("add") == {"N": 20, "vocab_size": None}
     assert tasks.describe("mod") == {"N": 40, "convention": "main", "vocab_size": None}
     assert tasks.describe("modsum") == {"N": 50, "L": 4, "vocab_size": None}
@@ -162,7 +164,8 @@ def test_mod_conventions():
 
 
 def test_zero_order_signatures_match_closed_forms():
-    """SPEC.md §2.6: add gives phi_a = 1/N on {a+1..a+N}; mod gives the uniform law on residues."""
+    """theory/signatures.md §2: add gives phi_a = 1/N on {a+1..a+N}; mod gives the uniform law on
+    residues."""
     N = 9
     phi = zero_order_signature(tasks.make("add", N=N))
     for a in range(1, N + 1):
@@ -211,7 +214,8 @@ def test_modulus_labels(M):
 
 
 def test_modulus_zero_order_signature_constant_iff_m_divides_n():
-    """SPEC.md §8.8: S^{sig,(0)} is constant exactly when M | N (the slow cases of Fig. 9)."""
+    """Claim §8.8 (paper §7.1): S^{sig,(0)} is constant exactly when M | N (the slow cases of
+    Fig. 9)."""
     for M in (3, 4, 5, 6, 10):
         ds = tasks.make("modulus", N=20, M=M)
         phi = zero_order_signature(ds)[1:21, :M]
@@ -242,7 +246,7 @@ def test_minmax_labels_and_superposition():
         ds.labels, np.where(c == N + 1, np.maximum(x1, x2), np.minimum(x1, x2))
     )
     assert np.mean(c == N + 1) == 0.5
-    # SPEC.md §8.12: argmax of the summed zero-order signatures is always the label
+    # claim §8.12 (paper §7.2): argmax of the summed zero-order signatures is always the label
     phi = zero_order_signature(ds)
     np.testing.assert_array_equal(phi[ds.tokens].sum(axis=1).argmax(axis=1), ds.labels)
 

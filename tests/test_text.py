@@ -1,5 +1,5 @@
 """Text data for the language model: tokenizer, vocabulary, loader, corpus split, windows, and
-the semantics of the built-in grammar corpus (SPEC.md §2.3, §3 "Language model")."""
+the semantics of the built-in grammar corpus (the paper §6 and §6.1; theory/lm.md)."""
 
 import numpy as np
 import pytest
@@ -196,7 +196,7 @@ def test_batches_deterministic():
 
 
 # --------------------------------------------------------------------------------------------
-# language-model signatures on a hand-made stream (SPEC.md §2.3)
+# language-model signatures on a hand-made stream (the paper §6; theory/lm.md §1)
 
 
 def test_signatures_on_a_hand_made_stream():

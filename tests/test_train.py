@@ -83,7 +83,7 @@ def test_minibatch_sgd_and_schedules_run():
 
 
 def test_early_zero_order_alignment_add():
-    """SPEC.md §8 item 3 (smoke): add, N=20, ReLU FFN, small init, Adam: rho_0 >= 0.9 at 100."""
+    """Claim §8.3 (smoke, Fig. 2): add, N=20, ReLU FFN, small init, Adam: rho_0 >= 0.9 at 100."""
     ds = tasks.make("add", N=20)
     numbers = ds.groups["numbers"]
     S0 = metrics.cosine_matrix(signatures.label_signature(ds, 0, alphas=numbers))
@@ -133,7 +133,7 @@ def test_a_model_vocabulary_larger_than_the_data_is_fine():
 
 
 # --------------------------------------------------------------------------------------------
-# exact semantics against independent implementations (issue 13): sample weights, AdamW,
+# exact semantics against independent implementations: sample weights, AdamW,
 # divergence step, accuracy and the recorded statistics, the warmup-cosine schedule
 
 

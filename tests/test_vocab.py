@@ -1,6 +1,6 @@
-"""The label vocabulary as a task parameter (issue 10): every task takes ``vocab_size``; the extra
-ids are never inputs or labels, get zero-probability rows everywhere, and switch on the common
-order-0 drive of SPEC §6.3 that the paper's early collapse rests on."""
+"""The label vocabulary as a task parameter (theory/regimes.md R2): every task takes ``vocab_size``;
+the extra ids are never inputs or labels, get zero-probability rows everywhere, and switch on the
+common order-0 drive of theory/closed_form.md (C1) that the paper's early collapse rests on."""
 
 import numpy as np
 import pytest
@@ -91,7 +91,7 @@ def test_drive_matrix_closed_form_and_flow_accept_unused_ids():
     ds = tasks.make("mod", N=8, vocab_size=20)
     M = np.asarray(flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size))
     assert M.shape == (20, 20) and np.all(np.isfinite(M))
-    np.testing.assert_allclose(M.sum(axis=0), 0, atol=1e-12)  # 1^T M = 0 (SPEC §6.3)
+    np.testing.assert_allclose(M.sum(axis=0), 0, atol=1e-12)  # 1^T M = 0 (theory/closed_form.md C1)
     assert np.all(M[:, 9:] == 0)  # an id that is never an input has no column
     # F_mod: phi^{y;0} is the same for every number, so every number's column is the same
     # (the common drive), and it is non-zero only because 11 ids are never labels
@@ -129,9 +129,10 @@ def test_training_on_a_wide_vocabulary_is_finite_and_starts_at_ln_v():
 
 @pytest.mark.parametrize("vocab_size,collapses", [(81, True), (41, False)])
 def test_mod_collapses_early_under_gd_only_with_unused_label_ids(vocab_size, collapses):
-    """Issue 10's measurement: F_mod N=40, ReLU FFN d=128, gamma=1, full-batch GD lr 2. With
-    V = 2N+1 the common order-0 drive grows every number embedding along one direction (mean
-    off-diagonal cosine 0.98 at step 120); with V = N+1 there is almost no such drive (0.03)."""
+    """The measurement behind the wide-vocabulary regime (theory/regimes.md R2): F_mod N=40, ReLU
+    FFN d=128, gamma=1, full-batch GD lr 2. With V = 2N+1 the common order-0 drive grows every
+    number embedding along one direction (mean off-diagonal cosine 0.98 at step 120); with
+    V = N+1 there is almost no such drive (0.03)."""
     ds = tasks.make("mod", N=40, vocab_size=vocab_size)
     config = train.TrainConfig(optimizer="gd", lr=2.0, steps=120, snapshots=(0, 120))
     result = sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[0], d=128)

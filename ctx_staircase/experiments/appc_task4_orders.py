@@ -1,34 +1,34 @@
 """App. C (Figs. 12-13): anchor geometry in Task 4 against signature orders 0, 1, 2
-(SPEC.md §4.1 Task 4, §3 "Higher orders", §7 Figs. 12-13, §8 item 5 second bullet).
+(the paper's App. C: Task 4, the similarity structures S^(0), S^(1), S^(2), Figs. 12-13).
 
 Task ``task4``: all ``(a1, a2, x)``, anchors ``a_i in A``, ``x in X``,
 ``y = (v(a1) + v(a2) + x) mod |X|``. [GAP] sizes: ``|X| = n_x = 20``, ``|A| = n_a = 10``
 (``tasks.make("task4")`` defaults: X = ids 0..19, anchors = ids 20..29 with v(a) = 1..10), 2000
 inputs, L = 3.
 
-Regime (theory/regimes.md, issue 10): the experiment takes a `regime.Regime`. The primary
+Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary
 regime is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 60``;
 the regime study also runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 30``.
-FFN (SPEC §5.1) with ReLU, d = 128, init std ``d^{-gamma}``, gamma = 1.0, seed 0, 1000 epochs,
+FFN (paper §4.1) with ReLU, d = 128, init std ``d^{-gamma}``, gamma = 1.0, seed 0, 1000 epochs,
 as in the paper; snapshots at 10, 100, 1000 and ~20 more for the curves.
 
 Signature geometries of the anchors (token group ``anchors``, labels = the 20 residues, context =
 all 30 input tokens):
 
-- ``S^(0)`` = cosine matrix of the exact zero-order signatures ``phi^{y;0}_a`` (SPEC eq. 5). For
-  Task 4 it is exactly constant (≡ 1: given one anchor, y is uniform), so a Pearson correlation
-  with it is undefined; ``metrics.alignment`` then reports ``1 - MSE`` (SPEC §3), which is what we
-  plot. The paper's ``S^(0)`` curve (up to ~1, strongly negative, back to 0) is a correlation, so
-  it must have been computed from some empirical estimate [GAP]; we do not guess it.
-- ``S^(1)`` = the optimized first-order probe geometry (SPEC eq. 7): ``metrics.probe_fit`` with
+- ``S^(0)`` = cosine matrix of the exact zero-order signatures ``phi^{y;0}_a`` (paper eq. 5). For
+  Task 4 it is exactly constant (≡ 1: given one anchor, y is uniform), so a Pearson correlation with
+  it is undefined; ``metrics.alignment`` then reports ``1 - MSE`` (as for ``F_mod``, paper §4.2),
+  which is what we plot. The paper's ``S^(0)`` curve (up to ~1, strongly negative, back to 0) is a
+  correlation, so it must have been computed from some empirical estimate [GAP]; we do not guess it.
+- ``S^(1)`` = the optimized first-order probe geometry (paper eq. 7): ``metrics.probe_fit`` with
   ``phi = signatures.label_signature(ds, 1, alphas=anchors, labels=residues, context=tokens)``;
   the value is the held-out (5-fold over anchor pairs) Pearson correlation. We also report the
   exact *flattened* first-order geometry ``cos(vec phi^{y;1}_a, vec phi^{y;1}_b)``, which for
   Task 4 is a banded Toeplitz matrix ``1 - |v(a) - v(b)| / 20`` (not constant).
-- ``S^(2)`` = the optimized order-2 probe [R] (SPEC §3): ``h_a = phi^{y;2}_a x_2 v_1 x_3 v_2``,
-  ``metrics.probe_fit`` on ``label_signature(ds, 2, ...)``, held-out correlation. (The flattened
-  order-2 geometry is exactly the identity: two anchors never predict the same label for the same
-  context.)
+- ``S^(2)`` = the optimized order-2 probe [R] (App. C does not say how; theory/metrics.md eq. M2):
+  ``h_a = phi^{y;2}_a x_2 v_1 x_3 v_2``, ``metrics.probe_fit`` on ``label_signature(ds, 2, ...)``,
+  held-out correlation. (The flattened order-2 geometry is exactly the identity: two anchors never
+  predict the same label for the same context.)
 
 In-sample vs held-out: the probe families are nested (``v_2 = 1`` marginalizes ``phi^{y;2}`` to
 ``phi^{y;1}``), so *in-sample* ``S^(2) >= S^(1)`` holds by construction, for any embedding, the
@@ -267,7 +267,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
             f"), flattened S^(2) is the identity (max off-diag {S2_flat[iu].max():.1e})",
             "S^(0) off-diagonal constant to 1e-12",
             S0_constant,
-            "with S^(0) constant, alignment is scored as 1 - MSE (SPEC §3)",
+            "with S^(0) constant, alignment is scored as 1 - MSE (as for F_mod)",
             kind="project",
             regime="data only (no training)",
             null=f"shuffled labels: S^(0) off-diagonal in [{S0_shuffled[iu].min():.4f}, "

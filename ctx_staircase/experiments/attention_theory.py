@@ -1,6 +1,6 @@
 """Attention-only theory against GD training: the uniform-attention flow and the plateau law.
 
-Beyond the paper (SPEC.md §6.3 reconstructions; theory/attention.md A3, A5, A5b). Attention-only
+Beyond the paper (reconstructions [R]: theory/attention.md A3, A5, A5b). Attention-only
 model without positions (the theory has none), d = 128, d_k = 64, on ``add`` and ``sub``
 (N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}.
 

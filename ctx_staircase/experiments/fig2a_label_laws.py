@@ -1,26 +1,26 @@
-"""Fig. 2A: the anchor embedding of Task 1 encodes its prescribed label law (SPEC §8 item 4).
+"""Fig. 2A: the anchor embedding of Task 1 encodes its prescribed label law (paper Fig. 2A).
 
-Task 1 (SPEC §4.1): inputs ``(a, x1, x2)`` with anchor ``a = 100`` and ``x_i in X = {0..50}``,
+Task 1 (paper App. A): inputs ``(a, x1, x2)`` with anchor ``a = 100`` and ``x_i in X = {0..50}``,
 all 2601 pairs, one label per input drawn once from ``p_a`` (``labels="sampled"``), for the four
 laws uniform / normal(25, 1) / Poisson(10) / exponential(rate 5). After 200 epochs the model's
 prediction for the anchor is compared with ``p_a`` over the label vocabulary ``X``
 (``metrics.distribution_match``: Pearson r, KL(p_a || p̂_a), JSD).
 
-Regime (theory/regimes.md, issue 10): the experiment takes a `regime.Regime`. The primary regime
+Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
 is full-batch GD at lr 1, so epoch 200 is gradient-flow time t = 200, with a wide label
 vocabulary ``V = 2 V_min = 202`` (ids 101..201 are never inputs or labels); the regime study also
 runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 101``.
 
 Conventions ([GAP] choices, also in ``config``):
 
-- Model: ReLU FFN (SPEC §5.1), ``d = 128``, std ``d^{-gamma}`` init with ``gamma = 1.0``, seed 0
+- Model: ReLU FFN (paper §4.1), ``d = 128``, std ``d^{-gamma}`` init with ``gamma = 1.0``, seed 0
   (``full``: seeds 0, 1, 2), float32, 200 epochs in the regime's optimizer.
-- Readout [GAP/R]: SPEC §3 writes ``p̂_a = softmax(W^U w^E_a)``, which skips the activation the
+- Readout [GAP/R]: the paper writes ``p̂_a = softmax(W^U w^E_a)``, which skips the activation the
   model applies. The primary readout is the anchor alone passed through the model's FFN,
   ``p̂_a = softmax(W^U σ(w^E_a))`` restricted to the logits of X (the model's prediction for the
-  one-token input ``(a)``). The literal SPEC formula ``softmax(W^U w^E_a)`` is reported too, and
+  one-token input ``(a)``). The paper's literal formula ``softmax(W^U w^E_a)`` is reported too, and
   the FFN readout at temperature ``1/L`` (``L = 3`` tokens per input) where a law fails.
-- Criteria: SPEC §8.4's Pearson ≥ 0.9 and JSD ≤ 0.05 (kind "paper"). The uniform law has a
+- Criteria: claim §8.4's [R] Pearson ≥ 0.9 and JSD ≤ 0.05 (kind "paper"). The uniform law has a
   constant ``p_a``, so its Pearson r is undefined (``metrics`` reports 0) and only the JSD
   decides; the r against the empirical zero-order signature ``phi^{y;0}_a`` (sampled labels, not
   constant) is reported instead.
@@ -46,8 +46,8 @@ from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
 QUICK_LAWS = ("uniform", "normal")  # the vacuous suspect and one informative law
-PEARSON_MIN = 0.9  # SPEC §8.4 [R]
-JSD_MAX = 0.05  # SPEC §8.4 [R]
+PEARSON_MIN = 0.9  # claim §8.4 [R]
+JSD_MAX = 0.05  # claim §8.4 [R]
 ADAM_LR = 1e-3
 EPOCHS = 200
 
@@ -76,7 +76,7 @@ def _readouts(W_E: np.ndarray, W_U: np.ndarray, anchor: int, X: np.ndarray, L: i
 
 
 def _passes(law: str, match: dict) -> bool:
-    """SPEC §8.4's criterion (the Pearson half is undefined for the constant uniform law)."""
+    """Claim §8.4's criterion (the Pearson half is undefined for the constant uniform law)."""
     r_ok = law == "uniform" or match["pearson"] >= PEARSON_MIN
     return bool(r_ok and match["jsd"] <= JSD_MAX)
 
@@ -231,7 +231,7 @@ def _uniform_empirical_claim(runs: list[dict], regime: Regime) -> Claim:
         "§8.4 [R]",
         f"uniform: softmax(W_U σ(w_a)) follows the sampled labels' φ^(y;0)_a at epoch {EPOCHS}",
         f"Pearson(φ^(y;0)_a, p̂_a) = {r:.3f} (φ^(y;0)_a: 2601 labels drawn from the uniform p_a)",
-        f"Pearson ≥ {PEARSON_MIN} [R: SPEC's Pearson half, against the empirical signature]",
+        f"Pearson ≥ {PEARSON_MIN} [R: §8.4's Pearson half, against the empirical signature]",
         r >= PEARSON_MIN,
         "the §8.4 uniform claim is vacuous (uniform at init); this one is not: the trained "
         "readout tracks the sampling fluctuations of the labels the anchor was trained on",

@@ -1,7 +1,7 @@
-"""Fig. 3: the staircase in one run, add and mod with N = 40 (SPEC §8 items 3 and 5).
+"""Fig. 3: the staircase in one run, add and mod with N = 40 (paper Fig. 3, §4.2–§4.5).
 
-Task 2 (SPEC §4.1) ``add`` (``y = x1 + x2``) and ``mod`` (``y = (x1 + x2 + 1) mod N``), ``N = 40``,
-all 1600 pairs, 1200 epochs. Measured over training:
+Task 2 (paper App. A) ``add`` (``y = x1 + x2``) and ``mod`` (``y = (x1 + x2 + 1) mod N``),
+``N = 40``, all 1600 pairs, 1200 epochs. Measured over training:
 
 - loss and accuracy (Fig. 3A);
 - ``rho_0(t)``: ``S^emb`` of the number tokens vs ``S^{sig,(0)}`` (``metrics.alignment``; Pearson
@@ -11,24 +11,24 @@ all 1600 pairs, 1200 epochs. Measured over training:
   steps, 5-fold over pairs, held-out correlation and MSE) at 12 snapshots (Fig. 3C);
 - early (epoch 100) and late (epoch 1100) geometry: heatmap and PCA (Fig. 3B).
 
-Regime (theory/regimes.md, issue 10): the experiment takes a `regime.Regime`. The primary regime
-is full-batch GD at lr 1, so the paper's epochs are gradient-flow times (epoch 100 is t = 100),
-with a wide label vocabulary ``V = 2 V_min`` (add: 162, mod: 82), which switches on the common
-order-0 drive that collapses the mod embeddings early (SPEC §6.3). The regime study also runs
-full-batch and minibatch Adam (lr 1e-3) and ``V = V_min``. The horizon stays the paper's 1200
-epochs in every regime.
+Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime is full-batch
+GD at lr 1, so the paper's epochs are gradient-flow times (epoch 100 is t = 100), with a wide label
+vocabulary ``V = 2 V_min`` (add: 162, mod: 82), which switches on the common order-0 drive that
+collapses the mod embeddings early (theory/closed_form.md C1). The regime study also runs full-batch
+and minibatch Adam (lr 1e-3) and ``V = V_min``. The horizon stays the paper's 1200 epochs in every
+regime.
 
 Conventions ([GAP] choices, also in ``config``):
 
-- Model: ReLU FFN (SPEC §5.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, seed 0,
+- Model: ReLU FFN (paper §4.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, seed 0,
   float32. ``full`` changes nothing: the default already has the paper's sizes.
 - The probe's ``phi^{y;1}`` uses the number tokens for alpha, the occurring labels for nu and the
   input tokens for the context axis (as ``geometry.alignment_curves``); its restarts are the
   library default (4).
 - Kinds: the rho_0 peak-and-decline (§8.3), both probe comparisons (§8.5) and the mod collapse
-  (Fig. 3A/B) are the paper's claims ("paper"), judged by the [R] readings below where SPEC
-  states them only qualitatively; ``t^peak_0 <= t^peak_1`` is SPEC's own [R] summary statistic,
-  not a claim of the paper ("project").
+  (Fig. 3A/B) are the paper's claims ("paper"), judged by the [R] readings below where the
+  paper states them only qualitatively; ``t^peak_0 <= t^peak_1`` is the project's own [R] summary
+  statistic, not a claim of the paper ("project").
 - Thresholds ([R]: the paper states these claims qualitatively) are those of
   `staircase_claims`, which the flagship scores with the same functions: ``rho_0(t)`` "peaks
   near 1 early and declines later" (add) means ``max_t rho_0 >= 0.9``, reached by epoch 400, and
@@ -79,7 +79,7 @@ ADAM_LR = 1e-3
 def signatures_of(ds) -> dict:
     """The true data set's zero-order geometry and first-order signature (also used to score the
     label-shuffled null run): ``alphas`` (the number ids, ``[A]``), ``S_sig0`` ``[A, A]`` and
-    ``phi1`` ``[A, V_nu, V_ctx]`` (SPEC eq. 8 at m = 1)."""
+    ``phi1`` ``[A, V_nu, V_ctx]`` (the paper §3.2 at m = 1)."""
     alphas = ds.groups["numbers"]
     labels = ds.groups["labels"]
     S_sig0 = metrics.cosine_matrix(signatures.label_signature(ds, 0, alphas=alphas, labels=labels))

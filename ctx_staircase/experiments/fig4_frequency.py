@@ -1,8 +1,8 @@
-"""Fig. 4 and App. D: frequency-resolved first-order alignment (SPEC §8 item 6).
+"""Fig. 4 and App. D: frequency-resolved first-order alignment (paper §4.5).
 
-Task 2 (SPEC §4.1) ``add`` and ``mod`` with ``N = p = 40``. For every snapshot,
-``rho_{(1),k}(t)`` (SPEC §3, App A.1.6) correlates ``S^emb`` of the number tokens with the cosine
-matrix of ``h_{alpha,k} = phi^{y;1}_alpha c^cos_k``, ``k = 0..20``
+Task 2 (paper App. A) ``add`` and ``mod`` with ``N = p = 40``. For every snapshot,
+``rho_{(1),k}(t)`` (paper §4.5, App. A.1.6) correlates ``S^emb`` of the number tokens with the
+cosine matrix of ``h_{alpha,k} = phi^{y;1}_alpha c^cos_k``, ``k = 0..20``
 (``metrics.frequency_alignment``, ``phi^{y;1}`` from ``signatures.label_signature(ds, 1,
 alphas=numbers, labels=occurring labels, context=numbers)``). Figures: the (epoch, k) heatmaps
 (Fig. 4A,B); PCA of ``w^E`` at epochs 100 and 1000 next to PCA of ``h_{alpha,k}`` at ``k = 0``
@@ -10,14 +10,14 @@ and at the late frequency (``k = 20`` for add, the run's own ``k*`` for mod; Fig
 App. D seed study: 10 seeds in one vmapped sweep, ``rho`` against ``k`` at epoch 1000 and
 ``k* = argmax_{k > 10} rho_{(1),k}``.
 
-Regime (theory/regimes.md, issue 10): the experiment takes a `regime.Regime`. The primary regime
+Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
 is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min`` (162 for add,
 82 for mod); the regime study also runs full-batch and minibatch Adam (lr 1e-3) and
 ``V = V_min``. The seed study runs in every regime.
 
 Conventions ([GAP] choices, also in ``config``):
 
-- Model: ReLU FFN (SPEC §5.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, float32;
+- Model: ReLU FFN (paper §4.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, float32;
   1000 epochs (1200 with ``full``, the paper's run length; its Fig. 4 snapshots are at 100 and
   1000), snapshots every 100 plus 10, 25, 50, 75. The GD horizon is the paper's: under GD the
   mod collapse plateau ends by epoch ~800, inside it. Seed 0 is the primary run for the heatmaps
@@ -31,22 +31,22 @@ Conventions ([GAP] choices, also in ``config``):
 - Thresholds [R]: early (epoch 100) ``argmax_k rho_{(1),k} <= 2`` ("small"); late add
   ``rho_{(1),20}(1000) >= 0.5`` ("high"); seed-dependent ``k*`` means at least 2 distinct ``k*``
   over the seeds.
-- Ring order (SPEC §2.6) [R]: a seed is eligible when ``gcd(k*, N) = 1`` and ``rho_{k*} >= 0.5``
-  (its ``k*`` component dominates). Its tokens are ordered by angle in the (PC1, PC2) plane of
-  ``w^E`` at epoch 1000; the ring fraction is the share of cyclically adjacent pairs whose ids
-  differ by ``±k*^{-1} mod N``. Pass: every eligible seed has fraction ``>= 0.8``, and there is
-  at least one.
+- Ring order (theory/signatures.md eq. S6) [R]: a seed is eligible when ``gcd(k*, N) = 1`` and
+  ``rho_{k*} >= 0.5`` (its ``k*`` component dominates). Its tokens are ordered by angle in the (PC1,
+  PC2) plane of ``w^E`` at epoch 1000; the ring fraction is the share of cyclically adjacent pairs
+  whose ids differ by ``±k*^{-1} mod N``. Pass: every eligible seed has fraction ``>= 0.8``, and
+  there is at least one.
 - Own-``k*`` match (App. D) [R]: the 2-D PCA of ``w^E`` (epoch 1000) is compared with the 2-D PCA
   of ``h_{alpha,k}`` by Procrustes (`metrics.procrustes_similarity`: rotation, reflection and scale
   allowed; similarity ``1 - disparity``). A seed passes when its own ``k*`` matches better than
   every distinct ``k*`` of the other seeds; pass when ≥ 80% of the testable seeds do. A seed
   is testable when its ``k*`` component dominates (``rho_{k*} >= 0.5``, as for the ring) and some
   other seed has a different ``k*``. Not testable at all when all seeds share one ``k*``.
-- Kinds: the early, add-k=20 and seed-dependence claims are the paper's (SPEC §8.6 with its
+- Kinds: the early, add-k=20 and seed-dependence claims are the paper's (Fig. 4, App. D, with its
   "small"/"high" made numeric); the ring fraction and the Procrustes own-match use thresholds the
   project chose (kind "project"); the GELU re-run of mod (all seeds) is a diagnostic variant
-  (kind "project"): GELU is analytic at 0, so the small-init order hierarchy of SPEC §6.2
-  applies; ReLU's gate ``1{w_a + w_b > 0}`` is scale-free.
+  (kind "project"): GELU is analytic at 0, so the small-init order hierarchy of the paper
+  §4.4 applies; ReLU's gate ``1{w_a + w_b > 0}`` is scale-free.
 - Nulls: every criterion is also scored on the untrained initialization (the epoch-0 snapshot of
   the same runs). For "k* depends on the seed" that null is expected to pass (a random geometry
   has a random argmax), so that claim is vacuous on its own; the own-``k*`` match is the test

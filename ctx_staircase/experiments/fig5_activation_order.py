@@ -1,14 +1,14 @@
-"""Fig. 5: activation order gates learnability (SPEC.md §6.2 "Activation order caps the accessible
-order", §7 Fig. 5, §8 item 7).
+"""Fig. 5: activation order gates learnability (the paper §4.7: the activation order caps the
+accessible signature order).
 
 Task ``modsum``: all ``(x_1..x_L) in {1..N}^L``, ``y = 1 + (sum_i x_i mod N)``, for
-``L in {2, 3, 4}``; FFN (SPEC §5.1) with the monomial activation ``sigma(z) = z^K``,
+``L in {2, 3, 4}``; FFN (paper §4.1) with the monomial activation ``sigma(z) = z^K``,
 ``K in {1..6}``. With ``z^K`` only signature orders ``m <= min(L-1, K-1)`` enter the gradient, and
 for the length-L modular sum every order below ``L-1`` is the same for every token, so the
 prediction is: learnable iff ``K >= L``; for ``K < L`` chance accuracy and embeddings collapsed to
 one direction.
 
-Regime (theory/regimes.md, issue 10): the experiment takes a `regime.Regime`. The primary regime
+Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
 is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 2 (N + 1)``;
 the regime study also runs full-batch and minibatch Adam and ``V = V_min``. Adam uses **lr 1e-2**
 (this experiment's Adam lr: at lr 1e-3 the K = 6 gradients, of order ``s^6`` at entry scale s,
@@ -37,7 +37,7 @@ most of the cost; cells run two at a time). ``quick=True`` (regime study): ``L i
 embedding cosine matrix ``S^emb`` (final snapshot; the last finite one when a run diverged),
 i.e. ``lambda_max / trace`` (1 for a rank-1 cosine matrix, 1/N for orthogonal embeddings). The
 learnability claim is the paper's (kind "paper"); the rank-1 share is a claim beyond the paper
-with the project's threshold (kind "beyond", as issue 10 lists it).
+with the project's threshold (kind "beyond").
 
 Nulls: the learnability criterion is also scored on the same training on the label-shuffled
 data set (`regime.shuffled_labels`, seed 0) in the boundary cells ``K = L`` of every row (only

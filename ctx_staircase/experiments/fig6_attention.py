@@ -1,11 +1,11 @@
 """Fig. 6: the staircase in the attention-only model, and attention routing on Task 3.
 
-SPEC.md §7 rows 6A–H and 6I–L, §8 item 9, §6.4 consequence 1.
+The paper's Fig. 6A–H and 6I–L (§5), and the attention-weighted flow of §5.2 (Theorem 3).
 
-(a) Attention-only model (SPEC §5.2) on ``add`` and ``mod`` (N = 20): the embedding geometry
+(a) Attention-only model (paper §5.1) on ``add`` and ``mod`` (N = 20): the embedding geometry
     ``S^emb`` early (the paper's epoch 100) and late, next to ``S^{sig,(0)}`` and the order-1
-    frequency components ``S^{sig,(1)}_k`` (SPEC §3, App A.1.6), with ``rho_0(t)``, the
-    frequency spectrum ``rho_{(1),k}(t)`` and the fitted first-order probe (SPEC eq. 7).
+    frequency components ``S^{sig,(1)}_k`` (paper §4.5, App. A.1.6), with ``rho_0(t)``, the
+    frequency spectrum ``rho_{(1),k}(t)`` and the fitted first-order probe (paper eq. 7).
 (b) Task 3 (``anchor_parity``, L = 8): anchor and noise cosine matrices, the dataset-mean
     attention on the anchor vs on the noise tokens, and the mean embedding norms of the two groups
     over training.
@@ -76,7 +76,7 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.common import joined_outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
-#: [R] thresholds (SPEC gives 0.9 for rho_0 in §8.3; the others are qualitative there).
+#: [R] thresholds (0.9 for rho_0 as in claim §8.3; the paper's others are qualitative).
 RHO0_EARLY = 0.9
 FOURIER_LATE = 0.8
 PARITY_CORR = 0.9

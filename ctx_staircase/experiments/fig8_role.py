@@ -1,11 +1,11 @@
 """Fig. 8: structure is not sufficient (A–C), and signature embeddings speed learning (D).
 
-SPEC.md §7 rows 8A–C and 8D, §8 items 10 and 11. Task ``mod`` (L = 2, N = 40, labels
+The paper's Fig. 8A–C and 8D (claims §8.10 and §8.11). Task ``mod`` (L = 2, N = 40, labels
 ``(x1 + x2 + 1) mod N``), all 1600 pairs, 1000 epochs.
 
-(A–C) ReLU FFN (SPEC §5.1) vs attention-only (SPEC §5.2): final training accuracy, the
+(A–C) ReLU FFN (paper §4.1) vs attention-only (paper §5.1): final training accuracy, the
     first-order structure of the attention model's embeddings (best Fourier component
-    ``rho_{(1),k}``, k = 1..N/2, and the held-out first-order probe, SPEC eq. 7), and the PCA of
+    ``rho_{(1),k}``, k = 1..N/2, and the held-out first-order probe, paper eq. 7), and the PCA of
     both models' final number embeddings.
 (D) FFN with (i) a fixed first-order-signature embedding ``w_alpha = lambda R phi^{y;1}_alpha v``,
     (ii) a trainable embedding, (iii) a fixed random embedding ``w_alpha = lambda v_alpha``;
@@ -67,7 +67,7 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.common import joined_outcome
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
-#: [R] thresholds: SPEC §8.10 says "about 100%" and "stays low", "structured" qualitatively.
+#: [R] thresholds: the paper says "about 100%", "stays low" and "structured" qualitatively.
 FFN_ACCURACY = 0.99
 ATTENTION_LOW = 0.5
 STRUCTURED = 0.5

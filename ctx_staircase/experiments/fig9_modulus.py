@@ -1,4 +1,4 @@
-"""Fig. 9: zero-order informativeness sets when learning starts (SPEC.md §7 Fig. 9, §8 item 8).
+"""Fig. 9: zero-order informativeness sets when learning starts (paper §7.1, Fig. 9).
 
 Task ``modulus``: all ``(x1, x2) in {1..20}^2``, ``y = (x1 + x2) mod M`` for every ``M`` in
 ``2..20`` [GAP: the paper does not list its M; slow runs are reported for M = 4, 5, 10, 20]. For
@@ -9,11 +9,11 @@ others need a few hundred.
 Conventions (theory/regimes.md): the run takes a `regime.Regime`; the primary regime (the
 headline) is full-batch GD at lr 1 (an epoch is one step and one unit of gradient-flow time) with
 a wide label vocabulary: one ``V = 2 V_min = 42`` for every M (``V_min = 21``, the largest token
-id + 1), so ids ``M..41`` are never labels. FFN (SPEC §5.1) with ReLU, d = 128, init std
+id + 1), so ids ``M..41`` are never labels. FFN (paper §4.1) with ReLU, d = 128, init std
 ``d^{-gamma}`` with gamma = 1.0, seed 0; the Adam regimes use lr 1e-3. Every ``M`` has the same
 shapes, but the compiled training function is cached per dataset, so the M loop compiles once
 per M (two M at a time, one per CPU core). Snapshots every 10 epochs; the learning speed is the
-first snapshot with training accuracy >= 95% (SPEC §3 "Thresholds actually used"). Runs that never
+first snapshot with training accuracy >= 95% (the paper's threshold, Fig. 9). Runs that never
 reach it are *censored* at the epoch budget and reported as "> max epochs", never dropped.
 
 CPU default: seed 0 only and 6000 epochs at most. ``full=True``: seeds 0, 1, 2 and 10000 epochs.

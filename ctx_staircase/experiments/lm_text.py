@@ -1,4 +1,4 @@
-"""Language model on real text: signature alignment over GPT training (SPEC.md §8 item 16,
+"""Language model on real text: signature alignment over GPT training (the paper §6.1 and
 Fig. 7, scaled down [R]).
 
 A `models.GPT` (pre-norm RMSNorm, SwiGLU, RoPE; d = 128, 2 layers, 4 heads, untied) is trained
@@ -24,12 +24,12 @@ the first half of training; settles lower = final <= peak - 0.05 and final >= 0.
 clearer = its peak exceeds the standard-init peak by >= 0.05; probe MSE low = held-out MSE below
 the held-out pairs' variance (the best constant) at the median snapshot after step 0.
 
-Claims: the rho_next shape and the probe are the paper's (Fig. 7, SPEC §8.16, kind "paper");
-"small init is clearer" is issue 6's (kind "project"). Every claim is measured in one fixed
+Claims: the rho_next shape and the probe are the paper's (Fig. 7, claim §8.16, kind "paper"); "small
+init is clearer" is the project's addition (kind "project"). Every claim is measured in one fixed
 setting (``regime``: AdamW warm-up-cosine on the text's vocabulary; the FFN regime axis does not
 apply) and scored also on its null, the untrained init: the rho_next criteria on the curve that
-stays at its step-0 value, the small-vs-standard margin at step 0 (the two lanes share one
-draw, so the init cosines are equal), and the probe fitted to the step-0 embeddings.
+stays at its step-0 value, the small-vs-standard margin at step 0 (the two lanes share one draw, so
+the init cosines are equal), and the probe fitted to the step-0 embeddings.
 
 ``run(text_path=PATH)`` uses that file: the package reads nothing outside itself unless given
 a path (``sims/lm_text.py`` passes ``../shared/data/tinyshakespeare.txt``). `lm_builtin` runs
@@ -157,7 +157,7 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
             for claim, measured, criterion, rule in curve_table
         ),
         Claim(
-            "issue 6",
+            "§8.16 [R]",
             "small init shows the rise and peak more clearly than standard init (gamma = 0.5)",
             "standard init: " + shape.format(**standard) + f"; peak margin {margin:+.3f}",
             f"[R] small-init peak >= standard-init peak + {CLEARER_MIN}",

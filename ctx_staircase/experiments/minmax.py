@@ -1,10 +1,10 @@
-"""Min-max selection by zero-order signature superposition (SPEC.md §7.2, Fig. 10, §8 item 12).
+"""Min-max selection by zero-order signature superposition (paper §7.2, Fig. 10).
 
 Task ``minmax`` (N = 20): all ``2 N^2`` inputs ``(c, x1, x2)``, control ``c in {a, b}``
 (ids 21, 22), numbers ``1..20``; ``y = max(x1, x2)`` if ``c = a`` else ``min(x1, x2)``
 [GAP: complete enumeration, the paper gives no data protocol].
 
-Regime (theory/regimes.md, issue 10): the experiment takes a `regime.Regime`. The primary
+Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary
 regime is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 46``;
 the regime study also runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 23``.
 
@@ -13,19 +13,19 @@ the regime study also runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_m
    input (100%). We also report whether the argmax is unique on every input and the smallest
    margin. Null: the same check on the label-shuffled data set (signatures and labels shuffled
    together), which must fail.
-2. **A trained FFN** (no protocol in the paper): FFN (SPEC §5.1) with ReLU, d = 128, init std
+2. **A trained FFN** (no protocol in the paper): FFN (paper §4.1) with ReLU, d = 128, init std
    ``d^{-gamma}`` with gamma = 1.0, seed 0, 1000 epochs, in the regime's optimizer. Measured
    over training:
    - training accuracy (kind "project": the paper makes no training claim here);
-   - ``rho_0`` (Pearson over the strict upper triangle, SPEC eq. 6) between ``S^emb`` and
-     ``S^{sig,(0)}`` over **all 22 input tokens** (numbers and controls) (kind "beyond": the
-     issue names the min-max ``rho_0`` as beyond the paper). Over the numbers alone
-     ``S^{sig,(0)}`` has a constant off-diagonal (``3/(N+3)``: every number's signature is a
+   - ``rho_0`` (Pearson over the strict upper triangle, paper eq. 6) between ``S^emb`` and
+     ``S^{sig,(0)}`` over **all 22 input tokens** (numbers and controls) (kind "beyond": the paper's
+     min-max example is analytic only and makes no claim about trained embeddings). Over the numbers
+     alone ``S^{sig,(0)}`` has a constant off-diagonal (``3/(N+3)``: every number's signature is a
      spike at itself on a flat floor), so only ``1 - MSE`` is defined there; it is reported in
      ``numbers`` but not used for a claim;
    - the learned zero-order readout ``q_alpha = softmax(W_U w^E_alpha)`` (the Task 1 readout of
-     SPEC §3): its Pearson correlation and JSD with ``phi^{y;0}_alpha`` (mean over the 22 input
-     tokens), and its superposition accuracy ``argmax_nu sum_s q_{x_s}(nu)`` on all inputs
+     paper Fig. 2A): its Pearson correlation and JSD with ``phi^{y;0}_alpha`` (mean over the 22
+     input tokens), and its superposition accuracy ``argmax_nu sum_s q_{x_s}(nu)`` on all inputs
      (kind "project").
 
 Criteria [R]: trained accuracy >= 0.99 by epoch 1000; early ``rho_0`` peak (epochs <= 200)

@@ -11,7 +11,7 @@ brought earlier). For every gamma it reports (definitions: theory/order1_onset.m
       first t with R(t) >= 1, R = RMS order-1 / RMS order-0 drive (`flows.order_contributions`);
       continued past the library's guard to its blow-up to get the ceiling R_inf (eq. O4);
   P2  the same flow with the linear-softmax correction of Remark 1 (prediction="linear");
-  P3  SPEC §6.3's heuristic t_1 = ln(1 / (c_1 s_E(0))) / (C_1 s_1), c_1 = 2 C_2 (L-1) / C_1;
+  P3  the [R] heuristic (eq. O5) t_1 = ln(1 / (c_1 s_E(0))) / (C_1 s_1), c_1 = 2 C_2 (L-1) / C_1;
 - semi-theoretical onset S1: R(t) >= 1 evaluated on the *trained* weights (Theorem 1 is exact);
 - measured onsets on the trained embeddings:
   M1  the centred first-order probe (v orthogonal to 1) beats rho_0 by delta = 0.01, persistently;
@@ -317,7 +317,7 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, with_lr_check) -> dict:
         s_E0 = float(np.sqrt(np.mean(np.asarray(y0s[i]["W_E"])[numbers] ** 2)))
         c1 = 2 * C2 * (ds.L - 1) / C1
         p3 = float(np.log(1 / (c1 * s_E0)) / (C1 * s1))  # eq. O5
-        s_star = 1 / c1  # SPEC's onset scale C_1 / (2 C_2 (L-1))
+        s_star = 1 / c1  # the heuristic's onset scale C_1 / (2 C_2 (L-1))
         s_E_train = np.sqrt(np.mean(np.asarray(sim.W_E)[:, numbers] ** 2, axis=(1, 2)))
         s_E_theory = np.sqrt(np.mean(np.asarray(theory.W_E)[:, numbers] ** 2, axis=(1, 2)))
 
@@ -457,7 +457,7 @@ def claims_for(main: dict, default: dict, goal: float) -> list[dict]:
     claims.append(
         {
             "item": "beyond / O5",
-            "claim": "SPEC §6.3 heuristic onset t_1 = ln(1/(c_1 s_E(0)))/(C_1 s_1) within 25%",
+            "claim": "[R] heuristic onset t_1 = ln(1/(c_1 s_E(0)))/(C_1 s_1) within 25%",
             "measured": f"P3/M1 per γ: {ratio_text('ratio_P3_M1')}",
             "criterion": f"|P3/M1 - 1| <= {goal} for every γ with a measured onset",
             "passed": within([r["ratio_P3_M1"] for r in have_m1], goal),
@@ -594,7 +594,7 @@ def figure(main: dict, default: dict, cfg: dict):
     series = [
         ("escape_training", "escape (training)", "k", "x", "training"),
         ("P2_linear_softmax_flow", "P2 linear-softmax flow", "tab:orange", "^", "ode"),
-        ("P3_heuristic", "P3 SPEC heuristic", "tab:purple", "v", "closed_form"),
+        ("P3_heuristic", "P3 heuristic (O5)", "tab:purple", "v", "closed_form"),
         ("S1_trained_weights", "S1 R=1 on trained weights", "tab:blue", "s", "training"),
         ("M1_probe", f"M1 probe onset lr {cfg['lr']:g}", "tab:red", "o", "training"),
     ]

@@ -1,7 +1,7 @@
 """[RB] reasoning vs memory anchors: the init scale decides which is learned first.
 
-SPEC.md §4.3 (the [RB] anchor-function composite task), §6.4 consequence 3 ([RB] Props. 2–3),
-§8 item 15.
+[RB] = Yao, Zhang, Xu, arXiv 2502.04375: its anchor-function composite task (Fig. 3 there) and
+its embedding flow of a one-layer transformer (Props. 2–3 there).
 
 A sequence holds a key ``z_p`` in Z = {21..120} followed by q = 2 anchors; reasoning anchors
 (11..20) give ``y = z_p + a_1 + a_2``, memory anchors (1..10) a fixed random label per
@@ -22,8 +22,8 @@ Substitutions and reductions (state them with any result):
 - Data: n = 20000 rows (100 per anchor tuple) instead of 200000; AdamW lr 1e-3 (weight decay
   0.01), minibatches of 200, 3000 steps = 30 epochs instead of 1000 epochs of batch 100.
   ``full=True`` uses n = 200000 and 30000 steps (3 passes); it needs a GPU.
-- Init: std d^{-gamma} for every matrix (SPEC §5.5 default), so gamma = 0.3 starts with large
-  logits (initial losses ~100 nats).
+- Init: std d^{-gamma} for every matrix (the Context Staircase default), so gamma = 0.3 starts with
+  large logits (initial losses ~100 nats).
 
 Measures ([R] definitions):
 
@@ -38,15 +38,15 @@ Measures ([R] definitions):
 - Anchor geometry at the end of training, gamma = 0.8: Spearman correlation of the reasoning-anchor
   cosine with |s_i - s_j| (<= -0.7 for "decays"), and the mean pairwise cosine of the memory
   anchors (>= 0.3 for "mutually similar"; random init gives about 0).
-- F_mem,2 vs F_mem,1 (optional in SPEC): a second run at gamma = 0.8 with
-  ``memory_labels="local"``; "learned faster" = lower memory loss (by more than ``MARGIN``) at
+- F_mem,2 vs F_mem,1 ([RB]'s label-distribution control, Fig. 8 there): a second run at gamma = 0.8
+  with ``memory_labels="local"``; "learned faster" = lower memory loss (by more than ``MARGIN``) at
   t_e and at the end.
 
-Claim kinds and regime (issue 10): the comparisons of SPEC §8.15 ("falls faster", "F_mem,2 is
-learned faster") are kind "paper"; the claims that rest on a threshold we chose (10% "about
-equally", Spearman <= -0.7, mean cosine >= 0.3) are kind "project". This experiment is not part
-of the regime study (a one-layer transformer in [RB]'s own setting, no ``REGIMES``); every claim
-names that fixed setting as its regime.
+Claim kinds and regime (theory/regimes.md): the comparisons of claim §8.15 ("falls faster", "F_mem,2
+is learned faster") are kind "paper"; the claims that rest on a threshold we chose (10% "about
+equally", Spearman <= -0.7, mean cosine >= 0.3) are kind "project". This experiment is not part of
+the regime study (a one-layer transformer in [RB]'s own setting, no ``REGIMES``); every claim names
+that fixed setting as its regime.
 
 Nulls: every criterion is also scored on the untrained initialization (the step-0 snapshot of
 the same run, with the final checkpoint also replaced by step 0): at init the losses of the

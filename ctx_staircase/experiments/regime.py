@@ -1,9 +1,10 @@
-"""Training regimes and null controls shared by the reproduction experiments (issue 10).
+"""Training regimes and null controls shared by the reproduction experiments (theory/regimes.md).
 
-The paper leaves two settings open that decide its early dynamics (SPEC.md §4.1 [GAP] 2, §5.5):
+The paper leaves two settings open that decide its early dynamics ([GAP]; theory/regimes.md R1, R2):
 
 - **the label vocabulary** ``V``. Its size sets the common order-0 drive
-  ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` of SPEC §6.3, which vanishes when every id is a label;
+  ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` of theory/closed_form.md C1, which vanishes when every id is a
+  label;
 - **the optimizer**. The theory is gradient flow. Full-batch Adam moves every coordinate by
   about ``lr`` per step whatever its gradient, so it erases a small initialization within tens of
   steps.

@@ -1,4 +1,6 @@
-"""The regime study (issue 10): every FFN and attention-only claim under each training regime.
+"""The regime study: every FFN and attention-only claim under each training regime.
+
+The regimes and why the paper's claims need them: theory/regimes.md.
 
 For every experiment of `experiments.with_regimes` and every `regime.Regime` of `regime.ALL`
 (label vocabulary ``{V_min, 2·V_min}`` x optimizer ``{full-batch GD lr 1, full-batch Adam,

@@ -6,8 +6,8 @@
    of theory/regimes.md: full-batch GD at lr 1 for 1200 epochs (gradient-flow time t = epoch)
    with a label vocabulary twice the minimal one, the regime the gradient-flow theory describes;
 2. the staircase: rho_0(t), the alignment with the zero-order signature geometry, against the
-   held-out correlation of the first-order probe (SPEC eq. 7) over training;
-3. the frequency heatmap rho_{(1),k}(t) (SPEC §3, Fig. 4);
+   held-out correlation of the first-order probe (paper eq. 7) over training;
+3. the frequency heatmap rho_{(1),k}(t) (paper §4.5, Fig. 4);
 4. the theory overlay on `add` (sigma(z) = z + z^2/2, full-batch GD so that t = lr * step, the
    same wide vocabulary):
    the closed-form linear phase and the signature flow against training, and the escape time

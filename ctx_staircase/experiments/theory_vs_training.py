@@ -1,8 +1,8 @@
 """Theory against Flax training on `add`: closed form, signature flows, escape-time law.
 
-SPEC.md §8 items 13–14 (reconstructions [R], not claims of the paper) and the theory issue's
-acceptance: FFN with sigma(z) = z + z^2/2 on `add` (N = 20), gamma in {0.6, .., 1.4};
-theory/closed_form.md has the definitions.
+Claims §8.13–§8.14, the closed-form linear phase and the escape-time law (reconstructions [R], not
+claims of the paper), with the project's acceptance thresholds: FFN with sigma(z) = z + z^2/2 on
+`add` (N = 20), gamma in {0.6, .., 1.4}; theory/closed_form.md has the definitions.
 
 Regime: gradient descent by definition. The theory is gradient flow, and the check compares it
 with its Euler discretisation, full-batch GD at a small lr (0.2, so ``t = 0.2 * step``), float64,
