@@ -410,6 +410,11 @@ def parser() -> argparse.ArgumentParser:
         "training at lr 1 for --steps epochs (default 3000); FFN only",
     )
     th.add_argument(
+        "--geometry",
+        default="numbers",
+        help="--second-escape: the token group rho_0 is read on (Task 4: anchors)",
+    )
+    th.add_argument(
         "--out", type=_folder, default=None, help="output folder (default: runs/theory_TASK_MODEL)"
     )
     th.set_defaults(handler=_theory)
@@ -842,28 +847,28 @@ def _theory(args: argparse.Namespace) -> int:
 
 
 def _second_escape(args: argparse.Namespace, ds, out) -> int:
-    from ctx_staircase import results, second_plateau
+    from ctx_staircase import plateau_study, results
 
     if args.model != "ffn":
         raise ValueError(f"--second-escape needs --model ffn; got {args.model!r}")
-    if "numbers" not in ds.groups:
-        raise ValueError(f"--second-escape needs a task with number tokens; {args.task!r} has none")
     start = time.perf_counter()
     activation = args.activation or "relu"
     with _bar("GD lanes, then the plateau flow per lane (the first call compiles)"):
-        comparison = second_plateau.compare_second_escape(
+        comparison = plateau_study.compare_second_escape(
             ds,
             gammas=args.gammas or [1.0],
             seeds=args.seeds or [args.seed],
             d=args.d,
             activation=activation,
             epochs=args.steps or 3000,
+            geometry=args.geometry,
         )
     summary = comparison.summary()
     record = {
         "task": args.task,
         "params": ds.params,
         "activation": activation,
+        "geometry": args.geometry,
         "d": args.d,
         "second_escape": summary,
         "seconds": time.perf_counter() - start,

@@ -17,8 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ctx_staircase import progress, sweep, train
 from ctx_staircase import second_escape as se
-from ctx_staircase import sweep, train
 from ctx_staircase.dataset import TokenDataset
 
 #: Snapshot spacing of the training runs (epochs).
@@ -79,52 +79,54 @@ def compare_second_escape(
     d: int = 128,
     activation: str = "relu",
     epochs: int = 3000,
+    geometry: str = "numbers",
 ) -> SecondEscapeComparison:
-    """Train every (gamma, seed) lane and predict its second escape at levels L1 and L2."""
-    problem = se.plateau_problem(ds, activation)
+    """Train every (gamma, seed) lane and predict its second escape at levels L1 and L2, with
+    the geometry read on ``ds.groups[geometry]`` (`second_escape.plateau_problem`)."""
+    problem = se.plateau_problem(ds, activation, geometry)
     config = train.TrainConfig(
         optimizer="gd", lr=1.0, steps=epochs, snapshots=tuple(range(0, epochs + 1, SNAPSHOT_EVERY))
     )
-    seconds = {}
+    seconds = dict(training=0.0, L1=0.0, L2=0.0)
+    lanes = dict(gamma=[], seed=[], measured=[], level1=[], level2=[])
     with jax.enable_x64(True):
-        start = time.perf_counter()
-        result = sweep.train_sweep(
-            "ffn",
-            ds,
-            config,
-            gammas=gammas,
-            seeds=seeds,
-            d=d,
-            activation=activation,
-            dtype=jnp.float64,
-        )
-        seconds["training"] = time.perf_counter() - start
-        measured, level1, level2 = [], [], []
-        seconds.update(L1=0.0, L2=0.0)
-        for lane in range(len(result.gamma)):
-            steps = np.asarray(result.trajectory.steps[lane], np.float64)
-            W_E = np.asarray(result.trajectory.W_E[lane])
-            W_U = np.asarray(result.trajectory.W_U[lane])
-            truth = se.measured_second_escape(steps, W_E, problem, W_U)
-            measured.append(truth)
+        for gamma in gammas:  # one gamma at a time: the snapshots of a whole grid are large
             start = time.perf_counter()
-            if np.isfinite(truth.t_collapse):
-                t0 = truth.t_collapse + se.START_AFTER
-                i = int(np.argmin(np.abs(steps - t0)))
-                level1.append(
-                    se.predict_second_escape(W_E[i], W_U[i], problem, t0=steps[i], horizon=epochs)
-                )
-            else:
-                level1.append(truth._replace(t1=np.nan, k=-1, rate=np.nan))
-            seconds["L1"] += time.perf_counter() - start
-            start = time.perf_counter()
-            level2.append(se.predict_second_escape(W_E[0], W_U[0], problem, horizon=epochs))
-            seconds["L2"] += time.perf_counter() - start
-    return SecondEscapeComparison(
-        [float(g) for g in result.gamma],
-        [int(s) for s in result.seed],
-        measured,
-        level1,
-        level2,
-        seconds,
-    )
+            result = sweep.train_sweep(
+                "ffn",
+                ds,
+                config,
+                gammas=[gamma],
+                seeds=seeds,
+                d=d,
+                activation=activation,
+                dtype=jnp.float64,
+            )
+            seconds["training"] += time.perf_counter() - start
+            for lane in range(len(result.gamma)):
+                lanes["gamma"].append(float(result.gamma[lane]))
+                lanes["seed"].append(int(result.seed[lane]))
+                for key, value in _lane(result, lane, problem, epochs, seconds).items():
+                    lanes[key].append(value)
+    return SecondEscapeComparison(**lanes, seconds=seconds)
+
+
+def _lane(result, lane: int, problem, epochs: int, seconds: dict) -> dict:
+    """The measured escape of one trained lane and its L1 and L2 predictions (timed)."""
+    steps = np.asarray(result.trajectory.steps[lane], np.float64)
+    W_E, W_U = np.asarray(result.trajectory.W_E[lane]), np.asarray(result.trajectory.W_U[lane])
+    truth = se.measured_second_escape(steps, W_E, problem, W_U)
+    progress.expect(2 * epochs)  # the two predictions, in epochs of the plateau flow
+    start = time.perf_counter()
+    if np.isfinite(truth.t_collapse):
+        i = int(np.argmin(np.abs(steps - (truth.t_collapse + se.START_AFTER))))
+        level1 = se.predict_second_escape(W_E[i], W_U[i], problem, t0=steps[i], horizon=epochs)
+    else:  # no plateau to start from
+        level1 = truth._replace(t1=np.nan, k=-1, rate=np.nan)
+    seconds["L1"] += time.perf_counter() - start
+    progress.tick(epochs)
+    start = time.perf_counter()
+    level2 = se.predict_second_escape(W_E[0], W_U[0], problem, horizon=epochs)
+    seconds["L2"] += time.perf_counter() - start
+    progress.tick(epochs)
+    return dict(measured=truth, level1=level1, level2=level2)

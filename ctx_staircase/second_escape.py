@@ -17,9 +17,14 @@ softmax cross-entropy ``L = sum_n p_n CE(f(X_n), y_n)`` (eq. S1). Rows are vecto
   `band` finds the most negative eigenvalues of ``H`` by Lanczos on Hessian-vector products
   (`hessian_vector_product`) and labels each eigenvector by the Fourier frequency ``k`` that
   carries most of its number-row weight (eq. S3).
-- **The escape.** Each band mode grows as ``exp(-lambda t)`` from its seed amplitude, the
-  projection of the deviation on it; the predicted ``t_1`` is when ``rho_0`` of the predicted
-  embedding falls below `LEVEL` (eq. S4, `predict_second_escape`).
+  The band is a set of gated units: each is the top singular value of one unit's gated drive
+  with the plateau's residual, and it drifts as the gates realign, so a band frozen at one time
+  cannot be extrapolated.
+- **The escape.** The plateau flow (eq. S5, `plateau_field`): gradient flow with the softmax
+  held at the prediction of ``P(theta)``, the gates following the weights. The predicted ``t_1``
+  is when ``rho_0`` of its ``W_E`` falls below `LEVEL` after the collapse (eq. S4,
+  `predict_second_escape`), from a training state on the plateau (L1) or from the initial
+  weights (L2).
 """
 
 from __future__ import annotations
@@ -70,7 +75,10 @@ class PlateauProblem(NamedTuple):
         tokens: ``[n, L]`` input ids.
         labels: ``y_n [n]`` label ids.
         weights: ``p_n [n]`` sample probabilities (sum 1).
-        numbers: ``[A]`` the number ids (the rows of ``W_E`` the geometry is measured on).
+        geometry_ids: ``[A]`` the ids whose rows of ``W_E`` the geometry (rho_0, Fourier k) is read
+            on: the numbers of ``mod``, the anchors of Task 4.
+        tied: the groups of ``W_E`` rows that are equal on the plateau manifold (every input
+            group: ``(numbers,)`` for ``mod``, ``(anchors, numbers)`` for Task 4).
         label_ids: ``[K]`` the ids that occur as labels.
         other_ids: ``[V - K]`` the ids that never occur as labels.
         activation: the hidden activation (an `activations` name).
@@ -79,25 +87,31 @@ class PlateauProblem(NamedTuple):
     tokens: np.ndarray
     labels: np.ndarray
     weights: np.ndarray
-    numbers: np.ndarray
+    geometry_ids: np.ndarray
+    tied: tuple[np.ndarray, ...]
     label_ids: np.ndarray
     other_ids: np.ndarray
     activation: str
 
-    @property
-    def vocab_size(self) -> int:
-        return int(self.label_ids.size + self.other_ids.size)
 
-
-def plateau_problem(ds: TokenDataset, activation: str = "relu") -> PlateauProblem:
-    """The `PlateauProblem` of a data set whose ``groups["numbers"]`` are the geometry's ids."""
+def plateau_problem(
+    ds: TokenDataset, activation: str = "relu", geometry: str = "numbers"
+) -> PlateauProblem:
+    """The `PlateauProblem` of a data set: the geometry read on ``ds.groups[geometry]``, every
+    group of ``ds.groups`` but ``"labels"`` tied on the plateau."""
     activations.get(activation)
+    if geometry not in ds.groups:
+        raise ValueError(
+            f"geometry must be one of the data set's groups {sorted(ds.groups)}; got {geometry!r}"
+        )
     label_ids = np.unique(ds.labels)
+    tied = tuple(np.asarray(ids) for name, ids in ds.groups.items() if name != "labels")
     return PlateauProblem(
         tokens=np.asarray(ds.tokens),
         labels=np.asarray(ds.labels),
         weights=np.asarray(ds.probabilities, dtype=np.float64),
-        numbers=np.asarray(ds.groups["numbers"]),
+        geometry_ids=np.asarray(ds.groups[geometry]),
+        tied=tied,
         label_ids=label_ids,
         other_ids=np.setdiff1d(np.arange(ds.vocab_size), label_ids),
         activation=activation,
@@ -129,23 +143,21 @@ def hessian_vector_product(W_E, W_U, vectors, problem: PlateauProblem):
 
 
 def symmetric_part(W_E, W_U, problem: PlateauProblem):
-    """``P(theta)``: number rows of ``W_E`` replaced by their mean, label rows of ``W_U`` by
-    theirs, the other rows of ``W_U`` by theirs; rows of ``W_E`` that are not numbers kept."""
-    W_E, W_U = np.array(W_E, dtype=np.float64), np.array(W_U, dtype=np.float64)
-    W_E[problem.numbers] = W_E[problem.numbers].mean(axis=0)
-    for ids in (problem.label_ids, problem.other_ids):
-        if ids.size:
-            W_U[ids] = W_U[ids].mean(axis=0)
-    return W_E, W_U
+    """``P(theta)``: each tied group of ``W_E`` rows replaced by its mean, the label rows of
+    ``W_U`` by theirs, the other rows of ``W_U`` by theirs; untied rows of ``W_E`` kept.
+    float64 NumPy arrays."""
+    with jax.enable_x64(True):
+        W_E, W_U = (jnp.asarray(W, jnp.float64) for W in (W_E, W_U))
+        return tuple(np.asarray(W) for W in _symmetrize(W_E, W_U, problem))
 
 
-def rho0(W_E, numbers) -> np.ndarray:
-    """``rho_0 = 1 - MSE`` of the number rows' cosines against the all-ones geometry, for
+def rho0(W_E, ids) -> np.ndarray:
+    """``rho_0 = 1 - MSE`` of the cosines of the rows ``ids`` against the all-ones geometry, for
     ``W_E [..., V, d]``; shape ``[...]`` (the collapsed geometry scores 1)."""
-    W = np.asarray(W_E, dtype=np.float64)[..., numbers, :]
+    W = np.asarray(W_E, dtype=np.float64)[..., ids, :]
     W = W / np.linalg.norm(W, axis=-1, keepdims=True)
     S = W @ np.swapaxes(W, -1, -2)
-    upper = np.triu_indices(len(numbers), 1)
+    upper = np.triu_indices(len(ids), 1)
     return 1.0 - np.mean((S[..., upper[0], upper[1]] - 1.0) ** 2, axis=-1)
 
 
@@ -199,7 +211,7 @@ def band(W_E, W_U, problem: PlateauProblem, *, modes: int = 4, iterations: int =
     values, vectors = np.linalg.eigh(T)
     ritz = (vectors[:, :modes].T @ basis).reshape(-1, 2, *shape)
     v_E, v_U = ritz[:, 0], ritz[:, 1]
-    k, share = fourier_label(v_E[:, problem.numbers])
+    k, share = fourier_label(v_E[:, problem.geometry_ids])
     e_share = np.sum(v_E**2, axis=(1, 2))
     return Band(-values[:modes], (v_E, v_U), k, share, e_share)
 
@@ -208,7 +220,7 @@ def band(W_E, W_U, problem: PlateauProblem, *, modes: int = 4, iterations: int =
 def _flat_hvp(W_E, W_U, q, tokens, labels, weights, *, activation: str):
     """``H q`` for a flat ``q = (v_E, v_U)``; one compiled program per shape and activation."""
     empty = np.zeros(0, np.int64)
-    problem = PlateauProblem(tokens, labels, weights, empty, empty, empty, activation)
+    problem = PlateauProblem(tokens, labels, weights, empty, (), empty, empty, activation)
     v = (q[: W_E.size].reshape(W_E.shape), q[W_E.size :].reshape(W_U.shape))
     H_E, H_U = hessian_vector_product(W_E, W_U, v, problem)
     return jnp.concatenate([H_E.ravel(), H_U.ravel()])
@@ -231,8 +243,9 @@ def fourier_label(number_rows) -> tuple[np.ndarray, np.ndarray]:
 
 def _symmetrize(W_E, W_U, problem: PlateauProblem):
     """`symmetric_part` in jnp (traceable)."""
-    numbers = jnp.asarray(problem.numbers)
-    W_E = W_E.at[numbers].set(W_E[numbers].mean(axis=0))
+    for ids in problem.tied:
+        ids = jnp.asarray(ids)
+        W_E = W_E.at[ids].set(W_E[ids].mean(axis=0))
     for ids in (problem.label_ids, problem.other_ids):
         if ids.size:
             ids = jnp.asarray(ids)
@@ -282,38 +295,41 @@ def plateau_field(t, state, problem: PlateauProblem):
 def reduced_flow(W_E, W_U, problem: PlateauProblem, ts):
     """Gradient flow on the symmetric manifold (eq. S2), from ``P(W_E, W_U)``.
 
-    The state is ``u`` (every number row of ``W_E``), ``w_lab`` (every label row of ``W_U``) and
-    ``w_out`` (every other row), each ``[d]``; the other rows of ``W_E`` stay as given (a
-    number-only task never moves them). Each vector moves with the mean of the full gradient
-    over its rows: on a task with ``mod``'s cyclic symmetry this is the full flow started on the
-    manifold (the manifold is invariant), elsewhere the flow projected onto it.
+    The state is ``tied`` (``[G, d]``, the common row of each tied group of ``W_E``), ``w_lab``
+    (every label row of ``W_U``) and ``w_out`` (every other row), each row ``[d]``; untied rows of
+    ``W_E`` stay as given (no sample reads them). Each vector moves with the mean of the full
+    gradient over its rows: on a task with ``mod``'s cyclic symmetry this is the full flow
+    started on the manifold (the manifold is invariant), elsewhere the flow projected onto it.
 
     Returns:
-        ``ode.Solution`` of ``{"u", "w_lab", "w_out"}`` at ``ts`` (leaves ``[T, d]``).
+        ``ode.Solution`` of ``{"tied", "w_lab", "w_out"}`` at ``ts`` (leaves ``[T, G, d]`` and
+        ``[T, d]``).
     """
     E_sym, U_sym = symmetric_part(W_E, W_U, problem)
     base_E = jnp.asarray(E_sym)
-    numbers, labels, others = (
-        jnp.asarray(x) for x in (problem.numbers, problem.label_ids, problem.other_ids)
-    )
+    groups = [jnp.asarray(ids) for ids in problem.tied]
+    labels, others = jnp.asarray(problem.label_ids), jnp.asarray(problem.other_ids)
+    has_others = problem.other_ids.size > 0
 
     def weights_of(y):
+        W_E = base_E
+        for g, ids in enumerate(groups):
+            W_E = W_E.at[ids].set(y["tied"][g])
         W_U = jnp.zeros_like(base_E).at[labels].set(y["w_lab"])
-        if problem.other_ids.size:
-            W_U = W_U.at[others].set(y["w_out"])
-        return base_E.at[numbers].set(y["u"]), W_U
+        return W_E, W_U.at[others].set(y["w_out"]) if has_others else W_U
 
     def field(t, y, args):
         dE, dU = jax.grad(loss, argnums=(0, 1))(*weights_of(y), problem)
-        out = -dU[others].mean(axis=0) if problem.other_ids.size else jnp.zeros_like(y["w_out"])
-        return {"u": -dE[numbers].mean(axis=0), "w_lab": -dU[labels].mean(axis=0), "w_out": out}
+        return {
+            "tied": -jnp.stack([dE[ids].mean(axis=0) for ids in groups]),
+            "w_lab": -dU[labels].mean(axis=0),
+            "w_out": -dU[others].mean(axis=0) if has_others else jnp.zeros_like(y["w_out"]),
+        }
 
     y0 = {
-        "u": jnp.asarray(E_sym[problem.numbers[0]]),
+        "tied": jnp.asarray(np.stack([E_sym[ids[0]] for ids in problem.tied])),
         "w_lab": jnp.asarray(U_sym[problem.label_ids[0]]),
-        "w_out": jnp.asarray(
-            U_sym[problem.other_ids[0]] if problem.other_ids.size else np.zeros(E_sym.shape[1])
-        ),
+        "w_out": jnp.asarray(U_sym[problem.other_ids[0]] if has_others else 0 * E_sym[0]),
     }
     return ode.integrate(field, y0, jnp.asarray(ts, jnp.float64))
 
@@ -363,47 +379,75 @@ def crossings(ts, rho, level: float = LEVEL) -> tuple[float, float]:
     return float(ts[c]), float(ts[i - 1] + frac * (ts[i] - ts[i - 1]))
 
 
-#: The plateau flow's RK4 step and its save spacing (theory/second_escape.md §5: the escape
-#: moves by < 1% from step 5 to step 2).
-STEP, SAVE_EVERY = 5.0, 20.0
+#: The plateau flow's RK4 step, its save spacing and the saves per compiled call. The field
+#: jumps where a gate flips, so RK4 converges at first order: on Task 4 the plateau length moves
+#: by 6% from step 5 to step 1 and by 0.2% from step 1 to 0.5 (theory/second_escape.md §5).
+STEP, SAVE_EVERY, CHUNK = 1.0, 20.0, 10
+
+
+@functools.partial(jax.jit, static_argnames=("activation",))
+def _plateau_chunk(y, t_start, arrays: PlateauProblem, *, activation: str):
+    """The plateau flow over ``CHUNK`` saves from ``t_start``: states ``[CHUNK + 1, V, d]``;
+    one compiled program per shape and activation, reused along the path and across lanes."""
+    problem = arrays._replace(activation=activation)
+    ts = t_start + SAVE_EVERY * jnp.arange(CHUNK + 1, dtype=t_start.dtype)
+    return ode.rk4(plateau_field, y, ts, problem, max_step=STEP).ys
 
 
 def predict_second_escape(
-    W_E, W_U, problem: PlateauProblem, *, t0: float = 0.0, horizon: float, band_modes: int = 4
+    W_E,
+    W_U,
+    problem: PlateauProblem,
+    *,
+    t0: float = 0.0,
+    horizon: float,
+    band_modes: int | None = 4,
 ) -> SecondEscape:
     """Predict the second escape by the plateau flow (eq. S5) from ``(W_E, W_U)`` at ``t0``.
 
     Level L1 starts from a training state on the plateau (``t0 = t_c + START_AFTER``); level L2
     from the initial weights (``t0 = 0``), and then the same flow also predicts the collapse.
+    The flow runs ``CHUNK`` saves at a time and stops at the escape (or at ``horizon``).
+    ``band_modes=None`` skips the band (`SecondEscape.rate` NaN): the escape time alone.
     """
     check_real(horizon, "horizon", low=float(t0), low_open=True)
-    y0 = {"W_E": jnp.asarray(W_E, jnp.float64), "W_U": jnp.asarray(W_U, jnp.float64)}
-    ts = np.arange(float(t0), float(horizon) + SAVE_EVERY / 2, SAVE_EVERY)
-    solution = ode.rk4(plateau_field, y0, ts, problem, max_step=STEP)
-    E_path = np.asarray(solution.ys["W_E"])
-    rho = rho0(E_path, problem.numbers)
-    t_c, t1 = crossings(ts, rho)
+    y = {"W_E": jnp.asarray(W_E, jnp.float64), "W_U": jnp.asarray(W_U, jnp.float64)}
+    arrays = problem._replace(activation=None)
+    ts, rho = [float(t0)], [float(rho0(W_E, problem.geometry_ids))]
+    banded = y if t0 > 0 else None  # the state the band is read at
+    t_c = t1 = np.nan
+    while ts[-1] < horizon and np.isnan(t1):
+        path = _plateau_chunk(y, jnp.float64(ts[-1]), arrays, activation=problem.activation)
+        E_path = np.asarray(path["W_E"])
+        ts += [ts[-1] + SAVE_EVERY * (i + 1) for i in range(CHUNK)]
+        rho += list(rho0(E_path[1:], problem.geometry_ids))
+        t_c, t1 = crossings(ts, rho)
+        if banded is None and np.isfinite(t_c) and ts[-1] >= t_c + START_AFTER:
+            i = int(np.argmin(np.abs(np.asarray(ts[-CHUNK - 1 :]) - (t_c + START_AFTER))))
+            banded = jax.tree.map(lambda leaf, i=i: leaf[i], path)
+        y = jax.tree.map(lambda leaf: leaf[-1], path)
+    ts, rho = np.asarray(ts), np.asarray(rho)
     if np.isnan(t_c):
         return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, -1, np.nan)
-    at = int(np.argmin(np.abs(ts - (t1 if np.isfinite(t1) else ts[-1]))))
-    deviation = E_path[at][problem.numbers] - E_path[at][problem.numbers].mean(axis=0)
-    k = int(fourier_label(deviation[None])[0][0])
-    start = 0 if t0 > 0 else int(np.argmin(np.abs(ts - (t_c + START_AFTER))))
-    W_U_path = solution.ys["W_U"]
-    rate = band(E_path[start], W_U_path[start], problem, modes=band_modes).rates[0]
-    return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, k, float(rate))
+    at = int(np.argmin(np.abs(ts[-CHUNK - 1 :] - (t1 if np.isfinite(t1) else ts[-1]))))
+    rows = E_path[at][problem.geometry_ids]
+    k = int(fourier_label((rows - rows.mean(axis=0))[None])[0][0])
+    rate = np.nan
+    if band_modes is not None and banded is not None:
+        rate = float(band(banded["W_E"], banded["W_U"], problem, modes=band_modes).rates[0])
+    return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, k, rate)
 
 
 def measured_second_escape(steps, W_E, problem: PlateauProblem, W_U=None) -> SecondEscape:
     """The second escape of a trained lane: ``steps [S]`` (gradient-flow times) and its
     snapshots ``W_E [S, V, d]`` (``W_U`` too, for the band at ``t_c + START_AFTER``)."""
     ts = np.asarray(steps, np.float64)
-    rho = rho0(W_E, problem.numbers)
+    rho = rho0(W_E, problem.geometry_ids)
     t_c, t1 = crossings(ts, rho)
     k, rate = -1, np.nan
     if np.isfinite(t_c):
         at = int(np.argmin(np.abs(ts - (t1 if np.isfinite(t1) else ts[-1]))))
-        rows = np.asarray(W_E[at], np.float64)[problem.numbers]
+        rows = np.asarray(W_E[at], np.float64)[problem.geometry_ids]
         k = int(fourier_label((rows - rows.mean(axis=0))[None])[0][0])
         if W_U is not None:
             start = int(np.argmin(np.abs(ts - (t_c + START_AFTER))))

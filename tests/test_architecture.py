@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "second_escape",
     ),
     ("geometry", "loop", "train", "sweep", "lm"),
-    ("comparison", "budget", "plots", "lm_study", "second_plateau"),
+    ("comparison", "budget", "plots", "lm_study", "plateau_study"),
     ("experiments",),
     ("cli", "__main__"),
 )

@@ -1,4 +1,5 @@
-"""A table-driven suite of bad inputs (issue 12): every CLI subcommand and the public Python API.
+"""A table-driven suite of bad inputs (validate, then work): every CLI subcommand and the public
+Python API.
 
 CLI (``ctx_staircase.cli.main`` in-process, and a few real ``python -m ctx_staircase``
 processes): every bad input exits 2 with exactly one line on stderr, no traceback, within 10 s,
@@ -203,6 +204,8 @@ CLI_CASES = [
     # --- theory
     case("theory-ffn-gamma-below", "theory add --gamma 0.4", "gamma"),
     case("theory-ffn-gamma-above", "theory add --gamma 0.8 2.1", "gamma"),
+    case("theory-second-escape-group", "theory mod --second-escape --geometry bogus", "geometry"),
+    case("theory-second-escape-attention", "theory mod --second-escape --model attention", "ffn"),
     case("theory-attention-gamma-below", "theory add --model attention --gamma 0.5", "gamma"),
     case("theory-attention-gamma-above", "theory add --model attention --gamma 1.1", "gamma"),
     case("theory-gamma-nan", "theory add --gamma nan", "--gamma"),

@@ -91,15 +91,15 @@ def test_reduced_flow_matches_full_training_started_on_the_symmetric_manifold():
         np.testing.assert_allclose(E, sym_E, atol=1e-12)  # still on the manifold
         np.testing.assert_allclose(U, sym_U, atol=1e-12)
         for name, row in (
-            ("u", E[problem.numbers[0]]),
+            ("tied", E[problem.geometry_ids[0]]),
             ("w_lab", U[problem.label_ids[0]]),
             ("w_out", U[problem.other_ids[0]]),
         ):
-            flow = np.asarray(reduced.ys[name][i])
+            flow = np.asarray(reduced.ys[name][i]).reshape(-1)
             # GD at lr 0.01 is the flow up to O(lr): a relative error ~1e-3 of the vector
             assert np.linalg.norm(row - flow) <= 2e-3 * np.linalg.norm(flow), name
-    moved = np.linalg.norm(reduced.ys["u"][2] - reduced.ys["u"][0])
-    assert moved > 0.05 * np.linalg.norm(reduced.ys["u"][0])  # the test is not of a still state
+    moved = np.linalg.norm(reduced.ys["tied"][2] - reduced.ys["tied"][0])
+    assert moved > 0.05 * np.linalg.norm(reduced.ys["tied"][0])  # the test is not of a still state
 
 
 @pytest.mark.parametrize("activation", ["relu", "poly:1,0.5"])

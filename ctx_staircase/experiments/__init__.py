@@ -7,7 +7,7 @@ regime, and whether `sims/reproduce.py` runs it into ``sims/REPORT.md``. A modul
 only when its experiment runs (`Experiment.load`), so listing the registry is instant.
 
 Each experiment module defines ``run(full: bool, ...) -> Outcome``: it composes library calls,
-measures, and states every claim with its SPEC.md §8 criterion and pass/fail. `execute` runs one,
+measures, and states every claim with its criterion and pass/fail. `execute` runs one,
 writes ``ROOT/results/NAME.json`` and its figures ``ROOT/figures/NAME_*.png`` atomically, and
 returns the record; ``ctx-staircase run NAME`` calls it, and every ``sims/NAME.py`` is a wrapper
 of that command. While an experiment runs, its training lanes are saved under
@@ -151,6 +151,10 @@ REGISTRY: tuple[Experiment, ...] = (
         "The escape law with the softmax feedback on five tasks; ReLU gate alignment",
     ),
     _experiment(
+        "second_plateau",
+        "The end of the collapse plateau: the second escape predicted against training",
+    ),
+    _experiment(
         "attention_theory",
         "Attention-only theory against GD training: uniform-attention flow and plateau law",
     ),
@@ -165,7 +169,7 @@ REGISTRY: tuple[Experiment, ...] = (
     ),
     _experiment(
         "regime_study",
-        "Every FFN and attention-only claim under label vocabulary x optimizer (issue 10)",
+        "Every FFN and attention-only claim under label vocabulary x optimizer (theory/regimes.md)",
         inputs=("root",),
     ),
     _experiment(
@@ -245,12 +249,14 @@ class Claim:
     """One checked claim: what the paper (or our theory) says, what we measured, the criterion.
 
     Attributes:
-        item: the SPEC.md section or figure.
+        item: the claim id (§8.n numbers the paper's checkable predictions) or the paper's
+            section or figure.
         claim, measured, criterion: what is claimed, what was measured, the pass rule.
         passed: the criterion on the trained run (``None``: descriptive, no criterion).
         note: why, when it fails (with data), or what else was seen.
-        kind: ``"paper"`` (a claim the paper makes, SPEC §7–8), ``"project"`` (made operational
-            with a claim or threshold the project chose, or a diagnostic variant) or ``"beyond"``
+        kind: ``"paper"`` (a claim the paper makes: a figure or a prediction §8.n),
+            ``"project"`` (made operational with a claim or threshold the project chose, or a
+            diagnostic variant) or ``"beyond"``
             (beyond the paper: theory checks, order-1 onset, min-max ρ₀, ...).
         regime: the `regime.Regime` name the claim was measured in (or a short description).
         null: the null control scored with the same criterion, and its measured value.

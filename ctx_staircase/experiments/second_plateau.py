@@ -1,0 +1,245 @@
+"""The end of the collapse plateau: the second escape predicted against training.
+
+Beyond the paper (theory/second_escape.md). On ``mod`` the number embeddings collapse onto one
+direction (rho_0 = 1 − MSE reaches 1) and stay there for hundreds of epochs; the second step of
+the staircase is the escape from that plateau. The plateau flow (eq. S5: gradient flow with the
+softmax held at the prediction of the symmetric projection, the ReLU gates following the
+weights) predicts it, at two levels:
+
+- **L1** from the training state at ``t_0 = t_c + 100`` (``t_c``: rho_0 first ≥ 0.99);
+- **L2** from the initial weights (the same flow then predicts the collapse too).
+
+``t_1`` is the first time after the collapse that rho_0 < 0.9 (`second_escape.LEVEL`, fixed
+before any comparison); the score of a cell is ``(t^_1 − t_0) / (t_1 − t_0)``.
+
+Setup: FFN, ReLU, d = 128, full-batch GD at lr 1 (t = epoch), float64, the wide label vocabulary
+``V = 2 V_min``, 3000 epochs, gamma in {1.0, 1.1, 1.2, 1.4}, seeds 0–4. Tasks:
+
+- ``mod`` N = 40, the numbers' geometry (the flagship's task);
+- Task 4 (``n_x = 20``, ``n_a = 10``), the anchors' geometry (their collapse is App. C's Fig. 13);
+- ``modulus`` N = 40, M = 4 (``y = (x_1 + x_2) mod 4``), the numbers' geometry: a short plateau
+  with four labels, chosen as the hardest case for a law that drops the deviations' feedback.
+
+Claims (kind "beyond"), each scored with its null by one criterion (`common.scored`):
+
+- L1: ``|ratio − 1| ≤ 0.20`` in at least 90% of the cells; null: the constant plateau (every
+  cell of a task predicted at that task's mean measured ``t_1 − t_0``);
+- L2: the same with the goal ``|ratio − 1| ≤ 0.35``, null: the mean measured ``t_1``;
+- the escaping Fourier k: L1's predicted k is training's in at least 90% of the cells; null: the
+  k predicted for the next seed of the same (task, gamma);
+- sigma = z + z²/2 (mod, gamma = 1, seeds 0 and 1): no second escape within the horizon, in
+  prediction and in training; null: the ReLU lanes of the same cells, by the same criterion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ctx_staircase import plateau_study, plots
+from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import scored
+from ctx_staircase.experiments.regime import PRIMARY
+
+#: (name, task, parameters, geometry group)
+TASKS = (
+    ("mod N=40", "mod", {"N": 40}, "numbers"),
+    ("Task 4", "task4", {}, "anchors"),
+    ("modulus N=40 M=4", "modulus", {"N": 40, "M": 4}, "numbers"),
+)
+GAMMAS = (1.0, 1.1, 1.2, 1.4)
+SEEDS = (0, 1, 2, 3, 4)
+EPOCHS, D = 3000, 128
+L1_TOLERANCE, L2_TOLERANCE, SHARE = 0.20, 0.35, 0.90
+SMOOTH = "poly:1,0.5"
+REGIME = "full-batch GD lr 1, V = 2 V_min, FFN d = 128, float64, 3000 epochs"
+
+
+def run(full: bool = False) -> Outcome:
+    cells = {}
+    for name, task, params, geometry in TASKS:
+        ds = PRIMARY.make(task, **params)
+        study = plateau_study.compare_second_escape(
+            ds, gammas=GAMMAS, seeds=SEEDS, d=D, epochs=EPOCHS, geometry=geometry
+        )
+        cells[name] = study.summary()
+    ds = PRIMARY.make("mod", N=40)
+    smooth = plateau_study.compare_second_escape(
+        ds, gammas=[1.0], seeds=SEEDS[:2], d=D, activation=SMOOTH, epochs=EPOCHS
+    ).summary()
+    claims = [
+        _timing_claim("L1", L1_TOLERANCE, cells),
+        _timing_claim("L2", L2_TOLERANCE, cells),
+        _k_claim(cells),
+        _smooth_claim(smooth, cells[TASKS[0][0]]),
+    ]
+    config = dict(
+        tasks=[dict(name=n, task=t, params=p, geometry=g) for n, t, p, g in TASKS],
+        gammas=list(GAMMAS),
+        seeds=list(SEEDS),
+        epochs=EPOCHS,
+        d=D,
+        activation="relu",
+        smooth_control=SMOOTH,
+        **PRIMARY.describe(optimizer="gd", lr=1.0),
+        level="rho_0 < 0.9 after rho_0 >= 0.99",
+    )
+    return Outcome(claims, {"escape": _figure(cells)}, {**cells, "smooth": smooth}, config)
+
+
+def _rows(cells: dict, level: str) -> list[dict]:
+    """Every cell of ``level`` over the tasks: ``task``, ``t0``, ``t1_predicted``,
+    ``t1_measured``, ``k_predicted``, ``k_measured``, ``ratio``."""
+    rows = []
+    for name, summary in cells.items():
+        for i, lane_level in enumerate(summary["level"]):
+            if lane_level == level:
+                keys = ("t0", "t1_predicted", "t1_measured", "k_predicted", "k_measured", "ratio")
+                rows.append({"task": name, **{key: summary[key][i] for key in keys}})
+    return rows
+
+
+def _within(ratios, tolerance: float) -> float:
+    """The share of cells with ``|ratio − 1| <= tolerance`` (a missing escape counts as a miss)."""
+    ratios = np.asarray(ratios, dtype=np.float64)
+    return float(np.mean(np.abs(ratios - 1) <= tolerance))
+
+
+def _constant_plateau(rows: list[dict]) -> np.ndarray:
+    """The null's ratios: every cell of a task predicted at the task's mean measured length."""
+    lengths = np.array([r["t1_measured"] - r["t0"] for r in rows], dtype=np.float64)
+    tasks = np.array([r["task"] for r in rows])
+    mean = {t: np.nanmean(lengths[tasks == t]) for t in set(tasks)}
+    return np.array([mean[t] for t in tasks]) / lengths
+
+
+def _by_task(rows: list[dict], tolerance: float) -> str:
+    parts = []
+    for task in dict.fromkeys(r["task"] for r in rows):
+        ratios = np.array([r["ratio"] for r in rows if r["task"] == task], dtype=np.float64)
+        parts.append(
+            f"{task}: {_within(ratios, tolerance):.0%} within, ratios "
+            f"{np.nanmin(ratios):.2f}–{np.nanmax(ratios):.2f}"
+        )
+    return "; ".join(parts)
+
+
+def _timing_claim(level: str, tolerance: float, cells: dict) -> Claim:
+    rows = _rows(cells, level)
+    ratios = np.array([r["ratio"] for r in rows], dtype=np.float64)
+    null = _constant_plateau(rows)
+    verdict = scored(lambda r: _within(r, tolerance) >= SHARE, ratios, null)
+    start = "the training state at t_c + 100" if level == "L1" else "the initial weights"
+    return Claim(
+        "second escape",
+        f"the plateau flow from {start} ({level}) predicts when rho_0 leaves the plateau",
+        f"{_within(ratios, tolerance):.0%} of {len(rows)} cells within {tolerance:.0%} "
+        f"({_by_task(rows, tolerance)})",
+        f"|(t^_1 − t_0)/(t_1 − t_0) − 1| ≤ {tolerance} in ≥ {SHARE:.0%} of the cells",
+        kind="beyond",
+        regime=REGIME,
+        null=f"constant plateau (each task's mean measured length): {_within(null, tolerance):.0%}"
+        " within",
+        **verdict,
+    )
+
+
+def _k_claim(cells: dict) -> Claim:
+    rows = _rows(cells, "L1")
+    predicted = np.array([r["k_predicted"] for r in rows])
+    measured = np.array([r["k_measured"] for r in rows])
+    # the next seed's prediction in the same (task, gamma): cells are in seed order per gamma
+    other = np.concatenate(
+        [np.roll(block, -1) for block in np.split(predicted, len(rows) // len(SEEDS))]
+    )
+    share = float(np.mean(predicted == measured))
+    verdict = scored(lambda k: float(np.mean(k == measured)) >= SHARE, predicted, other)
+    return Claim(
+        "second escape",
+        "the plateau flow (L1) predicts which Fourier k escapes first",
+        f"predicted k = trained k in {share:.0%} of {len(rows)} cells",
+        f"the same k in ≥ {SHARE:.0%} of the cells",
+        kind="beyond",
+        regime=REGIME,
+        null=f"the next seed's predicted k: {float(np.mean(other == measured)):.0%} the same",
+        **verdict,
+    )
+
+
+def _escapes(summary: dict, gamma: float = 1.0, seeds=SEEDS[:2]) -> dict:
+    """``predicted`` (L1 and L2) and ``measured`` t_1 of the cells at ``gamma`` and ``seeds``."""
+    cells = [
+        i
+        for i, (g, s) in enumerate(zip(summary["gamma"], summary["seed"], strict=True))
+        if g == gamma and s in seeds
+    ]
+    return {
+        "predicted": [summary["t1_predicted"][i] for i in cells],
+        "measured": [summary["t1_measured"][i] for i in cells if summary["level"][i] == "L1"],
+    }
+
+
+def _no_escape(escapes: dict) -> bool:
+    return bool(np.all(np.isnan(np.asarray(escapes["predicted"] + escapes["measured"], float))))
+
+
+def _smooth_claim(smooth: dict, relu: dict) -> Claim:
+    mine, null = _escapes(smooth), _escapes(relu)
+    verdict = scored(_no_escape, mine, null)
+    return Claim(
+        "second escape",
+        "σ = z + z²/2 has no second escape (the band is ReLU's gates)",
+        f"mod N=40, γ = 1, seeds 0, 1: predicted t_1 (L1, L2) {_times(mine['predicted'])}; "
+        f"training {_times(mine['measured'])} (collapse at "
+        f"{_times(smooth['t_collapse_measured'])})",
+        f"no rho_0 < 0.9 after the collapse within {EPOCHS} epochs, predicted and trained",
+        kind="beyond",
+        regime=REGIME,
+        null=f"ReLU, same cells: predicted {_times(null['predicted'])}; training "
+        f"{_times(null['measured'])}",
+        **verdict,
+    )
+
+
+def _times(values) -> str:
+    return ", ".join("none" if np.isnan(v) else f"{v:.0f}" for v in np.asarray(values, float))
+
+
+def _figure(cells: dict):
+    fig, axes = plots.figure(
+        1,
+        2,
+        panel=(4.6, 4.2),
+        suptitle="The second escape: plateau flow against GD training (ReLU FFN d=128, GD lr 1)",
+    )
+    for ax, level in zip(axes, ("L1", "L2"), strict=True):
+        rows = _rows(cells, level)
+        for colour, task in enumerate(dict.fromkeys(r["task"] for r in rows)):
+            mine = [r for r in rows if r["task"] == task]
+            ax.plot(
+                [r["t1_measured"] - r["t0"] for r in mine],
+                [r["t1_predicted"] - r["t0"] for r in mine],
+                "o",
+                color=f"C{colour}",
+                ms=4,
+                label=task,
+            )
+        lengths = [r["t1_measured"] - r["t0"] for r in rows]
+        line = np.array([np.nanmin(lengths) * 0.8, np.nanmax(lengths) * 1.2])
+        ax.plot(line, line, color="k", lw=1, label="theory = training")
+        tolerance = L1_TOLERANCE if level == "L1" else L2_TOLERANCE
+        ax.fill_between(
+            line,
+            (1 - tolerance) * line,
+            (1 + tolerance) * line,
+            color="0.85",
+            label=f"±{tolerance:.0%}",
+        )
+        start = "t_c + 100" if level == "L1" else "0"
+        plots.axis_labels(
+            ax,
+            f"trained $t_1 - t_0$ (epochs), $t_0$ = {start}",
+            "predicted $t_1 - t_0$ (epochs)",
+            f"{level}",
+        )
+        plots.legend(ax)
+    return fig
