@@ -2,7 +2,8 @@
 
 The layers of ARCHITECTURE.md, bottom up:
 
-- foundations: `internal` (argument checks, pytree `all_finite`/`select`), `results` (atomic
+- foundations: `internal` (argument checks, pytree `all_finite`/`select`), `distributed`
+  (several processes or hosts), `results` (atomic
   strict JSON), `units` (resumable work), `paths`, `progress`, `interrupt`, `dataset`,
   `activations`, `text` (corpora);
 - data and models: `tasks` (synthetic datasets), `signatures` (exact probability signatures),
@@ -48,6 +49,7 @@ _SUBMODULES = (
     "closed_form",
     "comparison",
     "dataset",
+    "distributed",
     "flows",
     "geometry",
     "internal",

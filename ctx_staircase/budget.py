@@ -246,7 +246,7 @@ def _platform() -> tuple[str, int]:
     if device is not None:
         import jax
 
-        return device.platform, len(jax.devices())
+        return device.platform, len(jax.local_devices())  # this process holds its own lanes
     requested = os.environ.get("JAX_PLATFORMS", "").split(",")[0].strip().lower()
     if requested and requested != "cpu":
         return ("gpu" if requested in ("cuda", "rocm") else requested), 1
@@ -267,7 +267,7 @@ def _initialized_device():
     if "jax" not in sys.modules:
         return None
     try:
-        return sys.modules["jax"].devices()[0]
+        return sys.modules["jax"].local_devices()[0]
     except Exception:  # no usable backend: fall back to the host's memory
         return None
 

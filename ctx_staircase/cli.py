@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return int(done.code or 0)
     try:
-        return args.handler(args)
+        with _cluster(args):
+            return args.handler(args)
     except KeyboardInterrupt:
         print(f"ctx-staircase {args.command}: {INTERRUPTED}", file=sys.stderr, flush=True)
         return 130
@@ -61,6 +62,25 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split())
         print(f"ctx-staircase {args.command}: error: {message}", file=sys.stderr, flush=True)
         return 2
+
+
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace):
+    """Inside the block this process is one of the cluster its flags name
+    (``jax.distributed.initialize`` before any JAX computation); it leaves with the others."""
+    from ctx_staircase import distributed
+
+    cluster = distributed.Cluster(
+        getattr(args, "coordinator", None),
+        getattr(args, "num_processes", None),
+        getattr(args, "process_id", None),
+        getattr(args, "cluster_auto", False),
+    )
+    distributed.initialize(cluster)
+    try:
+        yield
+    finally:
+        distributed.shutdown()
 
 
 def entry() -> None:
@@ -89,6 +109,26 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+class _Choices:
+    """The allowed values of a flag, read from ``ctx_staircase.MODULE.NAME`` when argparse
+    first checks or prints them, so building the parser imports no JAX (``--version`` and
+    ``--help`` answer at once)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def _values(self) -> tuple:
+        import importlib
+
+        return tuple(getattr(importlib.import_module(f"ctx_staircase.{self.module}"), self.name))
+
+    def __contains__(self, value) -> bool:
+        return value in self._values()
+
+    def __iter__(self):
+        return iter(self._values())
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -170,8 +210,29 @@ def parser() -> argparse.ArgumentParser:
         "available memory, or $CTX_STAIRCASE_MAX_MEMORY)",
     )
 
-    def command(name: str, help: str, computes: bool = True, **kwargs) -> argparse.ArgumentParser:
-        parents = [memory] if computes else []
+    cluster = _Parser(add_help=False)
+    joining = cluster.add_argument_group(
+        "several processes or hosts (jax.distributed.initialize; README: On a cluster)"
+    )
+    joining.add_argument(
+        "--coordinator", default=None, metavar="HOST:PORT", help="process 0's address and port"
+    )
+    joining.add_argument(
+        "--num-processes", type=_integer(1, 1_000_000), default=None, help="processes in all"
+    )
+    joining.add_argument(
+        "--process-id", type=_integer(0, 1_000_000), default=None, help="this process's index"
+    )
+    joining.add_argument(
+        "--cluster-auto",
+        action="store_true",
+        help="let jax.distributed.initialize detect the cluster (SLURM, Open MPI, TPU pods)",
+    )
+
+    def command(
+        name: str, help: str, computes: bool = True, sweeps: bool = True, **kwargs
+    ) -> argparse.ArgumentParser:
+        parents = [memory, cluster] if computes and sweeps else [memory] if computes else []
         return commands.add_parser(
             name, help=help, parents=parents, formatter_class=_Help, **kwargs
         )
@@ -215,7 +276,7 @@ def parser() -> argparse.ArgumentParser:
     listing = command("list", "list every task with its parameters", computes=False)
     listing.set_defaults(handler=_list)
 
-    sig = command("signatures", "signature geometry of a task")
+    sig = command("signatures", "signature geometry of a task", sweeps=False)
     sig.add_argument("task", help="task name (see `ctx-staircase list`)")
     _task_params(sig)
     sig.add_argument(
@@ -227,8 +288,6 @@ def parser() -> argparse.ArgumentParser:
     )
     sig.set_defaults(handler=_signatures)
 
-    from ctx_staircase import flows, train
-
     tr = command("train", "train a (gamma x seed x lr) sweep and measure alignment")
     tr.add_argument("task", help="task name (see `ctx-staircase list`)")
     _task_params(tr)
@@ -237,7 +296,13 @@ def parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--gamma", type=_real(), nargs="+", default=[0.8], help="init scales d^-gamma")
     tr.add_argument("--seeds", type=_integer(0, SEED_MAX), nargs="+", default=[0], help="seeds")
-    tr.add_argument("--optimizer", default="adam", choices=train.OPTIMIZERS, help="optimizer")
+    tr.add_argument(
+        "--optimizer",
+        default="adam",
+        choices=_Choices("train", "OPTIMIZERS"),
+        metavar="NAME",
+        help="optimizer: %(choices)s",
+    )
     tr.add_argument(
         "--lr", type=_real(0, strict=True), nargs="+", default=[1e-3], help="learning rate(s)"
     )
@@ -369,8 +434,9 @@ def parser() -> argparse.ArgumentParser:
     th.add_argument(
         "--prediction",
         default="linear",
-        choices=flows.PREDICTION_TERMS,
-        help="softmax term of the FFN signature flow (linear: with the feedback)",
+        choices=_Choices("flows", "PREDICTION_TERMS"),
+        metavar="TERM",
+        help="softmax term of the FFN signature flow: %(choices)s (linear: with the feedback)",
     )
     th.add_argument("--d", type=_integer(1, INT32_MAX), default=128, help="width")
     th.add_argument(
@@ -474,9 +540,16 @@ def _bar(description: str):
 
     Yields ``(expect, describe)``: ``expect(n)`` announces ``n`` more steps of work,
     ``describe(text)`` relabels the bar.
+
+    When stderr is not a terminal (a batch job's log file) the bar is plain lines instead
+    (`progress.plain_log`: no escape codes, each tenth of the work and at least every 30 s).
     """
     from ctx_staircase import progress
 
+    if not sys.stderr.isatty():
+        with progress.plain_log(description) as log:
+            yield log.expect, log.describe
+        return
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),

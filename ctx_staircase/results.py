@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ctx_staircase import distributed
+
 PACKAGES = ("ctx-staircase", "jax", "jaxlib", "flax", "optax", "diffrax", "numpy", "matplotlib")
 
 #: Version of the result-file format, recorded by `environment` in every result. 1: bare
@@ -59,8 +61,13 @@ _REASONS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + rename); creates parent folders."""
+    """Write ``data`` to ``path`` atomically (temp file + rename); creates parent folders.
+
+    In a run of several processes only the writer writes (`distributed.is_writer`); the others
+    return ``path`` and write nothing, so no two processes race for one file."""
     path = Path(path)
+    if not distributed.is_writer():
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

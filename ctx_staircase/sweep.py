@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import results, train, units
+from ctx_staircase import distributed, results, train, units
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_int
 from ctx_staircase.progress import expect as expect_work
@@ -130,6 +130,11 @@ def sweep_map(
       1.5e-7 (GD, lr 0.5, `add` N=40), 5e-3 (Adam, lr 1e-3, `add` N=20), 0.67 (Adam, lr 1e-2,
       `modsum` N=10 L=3, where one rounding grows to order 1). No bound holds for every run,
       which is why CPU runs lane by lane.
+
+    Several processes (``jax.distributed`` initialized, e.g. by the CLI's ``--coordinator``):
+    each process runs a contiguous block of the lanes on its own devices in the layout above
+    and every block is gathered to every process (`distributed.gather_lanes`), so the caller
+    runs unchanged; on CPU the result is bitwise that of one process.
     """
     devices = tuple(devices or jax.devices())
     sizes = {x.shape[0] for x in jax.tree.leaves(lanes)}
@@ -138,9 +143,17 @@ def sweep_map(
     (n,) = sizes
     if n == 0:
         raise ValueError("sweep_map needs at least one lane; got no lanes (leading axes of 0)")
-    platform = devices[0].platform
     check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
     check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
+    layout = (lanes_per_batch, concurrent_calls, count_lanes)
+    if distributed.active():
+        return _across_processes(fn, lanes, shared, n, devices, layout)
+    return _here(fn, lanes, shared, n, devices, *layout)
+
+
+def _here(fn, lanes, shared, n, devices, lanes_per_batch, concurrent_calls, count_lanes):
+    """`sweep_map` on ``devices``, all of them this process's."""
+    platform = devices[0].platform
     if lane_by_lane(platform, lanes_per_batch):
         if concurrent_calls is None:
             concurrent_calls = default_concurrent_calls(platform)
@@ -182,6 +195,23 @@ def sweep_map(
         if count_lanes:
             tick_work(n)
     return jax.tree.map(lambda x: x[:n], out)
+
+
+def _across_processes(fn, lanes, shared, n, devices, layout):
+    """`sweep_map` in a run of several processes (`distributed`): this process runs its
+    contiguous block of the lanes (`distributed.block`, padded by repeating its last lane so
+    every process runs as many) on its own devices, then every block is gathered to every
+    process. A lane runs the program it runs in one process, so on CPU the result is bitwise
+    that of one process."""
+    mine = tuple(d for d in devices if d.process_index == jax.process_index())
+    if not mine:
+        raise ValueError(f"devices holds none of process {jax.process_index()}'s devices")
+    block = list(distributed.block(n)) or [n - 1]
+    size = math.ceil(n / distributed.process_count())
+    index = np.asarray(block + [block[-1]] * (size - len(block)))
+    local = jax.tree.map(lambda x: np.asarray(x)[index], lanes)
+    out = jax.device_get(_here(fn, local, shared, size, mine, *layout))
+    return jax.tree.map(jnp.asarray, distributed.gather_lanes(out, n))
 
 
 def lane_by_lane(platform: str, lanes_per_batch: int | None = None) -> bool:
@@ -370,6 +400,10 @@ def train_sweep(
             instead (on CPU an opt-in whose rounding depends on the layout; see `sweep_map`).
             On an accelerator: one call vmapping all of a device's lanes.
         progress: callback ``(lanes_done, lanes_total)``.
+
+    Under several processes (`distributed`) every process calls it with the same arguments:
+    each trains its block of every chunk, every process returns the whole result, and only
+    process 0 writes the lanes; a resumed sweep skips what process 0 finds saved.
     """
     gamma, seed, lr = grid(gammas, seeds, [config.lr] if lrs is None else lrs)
     total = gamma.size
@@ -382,8 +416,9 @@ def train_sweep(
     store = LaneStore.create(out, model, ds, config, model_kwargs, (gamma, seed, lr))
     done = store.load(total) if store else {}
     todo = [i for i in range(total) if i not in done]
-    expect_work(len(todo) * config.steps)  # for progress bars (`progress`)
     size = min(chunk or max(len(todo), 1), max(len(todo), 1))
+    mine = sum(len(distributed.block(len(todo[i : i + size]))) for i in range(0, len(todo), size))
+    expect_work(mine * config.steps)  # this process's steps, for progress bars (`progress`)
     dtype = model_kwargs.get("dtype", jnp.float32)
     # lane by lane, every lane is its own call: padding a chunk would only compute lanes twice
     platform = (devices or jax.devices())[0].platform

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import shutil
 import sys
@@ -33,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ctx_staircase import results
+from ctx_staircase import distributed, results
 
 SPEC_FILE = "spec.json"
 UNITS = "units"
@@ -68,25 +69,31 @@ class UnitStore:
         self._opened = False
 
     def open(self) -> UnitStore:
-        """Check the folder against the spec, clearing a stale unfinished run; idempotent."""
+        """Check the folder against the spec, clearing a stale unfinished run; idempotent.
+
+        Several processes (`distributed`) see the writer's folder: it alone reads, clears and
+        writes, and every process gets its verdict."""
         if self._opened:
             return self
         spec_path = self.root / SPEC_FILE
-        if spec_path.exists():
+        text = distributed.broadcast_bytes(_read(spec_path))
+        if text is not None:
             try:
-                saved = json.loads(spec_path.read_text())
-            except (ValueError, OSError):
+                saved = json.loads(text)
+            except ValueError:
                 saved = None
             if saved != self.spec:
-                if (self.root / self.done).exists():
+                if self.finished():
                     raise ValueError(
                         f"{self.parameter} {str(self.root)!r} holds a finished run of other "
                         "settings or older code; choose another folder or delete it"
                     )
                 log(f"{self.root}: discarding an unfinished run of other settings; starting over")
-                shutil.rmtree(self.root / UNITS, ignore_errors=True)
-                spec_path.unlink()
-        if not spec_path.exists():
+                if distributed.is_writer():
+                    shutil.rmtree(self.root / UNITS, ignore_errors=True)
+                    spec_path.unlink()
+                text = None
+        if text is None:
             results.write_json(spec_path, self.spec)
         self._opened = True
         return self
@@ -100,17 +107,19 @@ class UnitStore:
         unit must hold."""
         self.open()
         path = self.path(key)
-        if not path.exists():
+        data = distributed.broadcast_bytes(_read(path))
+        if data is None:
             return None
         try:
-            with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as data:
-                arrays = {name: np.asarray(data[name]) for name in data.files}
+            with np.load(io.BytesIO(data), allow_pickle=False) as unit:
+                arrays = {name: np.asarray(unit[name]) for name in unit.files}
             missing = sorted(set(required) - set(arrays))
             if missing:
                 raise ValueError(f"missing arrays {missing}")
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
             log(f"{path}: corrupt or partial unit file ({type(err).__name__}: {err}); recomputing")
-            path.unlink(missing_ok=True)
+            if distributed.is_writer():
+                path.unlink(missing_ok=True)
             return None
         return arrays
 
@@ -124,7 +133,7 @@ class UnitStore:
         results.write_json(self.root / self.done, {"spec": self.spec, **summary})
 
     def finished(self) -> bool:
-        return (self.root / self.done).exists()
+        return distributed.broadcast_flag((self.root / self.done).exists())
 
 
 @contextlib.contextmanager
@@ -146,6 +155,16 @@ def cached_store(kind: str, spec: Mapping[str, Any], **kwargs) -> UnitStore | No
     text = json.dumps({"kind": kind, **spec}, sort_keys=True, default=str)
     key = hashlib.sha256(text.encode()).hexdigest()[:16]
     return UnitStore(_cache_roots[-1] / f"{kind}_{key}", spec, **kwargs)
+
+
+def _read(path: Path) -> bytes | None:
+    """The bytes of ``path``, or None when it is absent or unreadable (the writer's view)."""
+    if not distributed.is_writer():
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def log(message: str) -> None:

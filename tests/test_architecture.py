@@ -19,6 +19,7 @@ PACKAGE = ROOT / "ctx_staircase"
 LAYERS: tuple[tuple[str, ...], ...] = (
     (
         "internal",
+        "distributed",
         "paths",
         "progress",
         "results",

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ctx_staircase import results, units
+from ctx_staircase import distributed, results, units
 
 #: What an experiment may need from outside: a text file, or the output folder itself.
 INPUTS = ("corpus", "root")
@@ -366,7 +366,8 @@ def execute(
         "environment": results.environment(),
     }
     results.write_json(result_path(root, name, chosen.name if side_run else None, quick), record)
-    shutil.rmtree(unit_root, ignore_errors=True)  # finished: a rerun recomputes from scratch
+    if distributed.is_writer():  # finished: a rerun recomputes from scratch
+        shutil.rmtree(unit_root, ignore_errors=True)
     return record
 
 
