@@ -18,7 +18,14 @@
 (d) The CLI's whole validation phase per command: `cli.main` on the default request with
     ``--max-memory 1B``, refused at the memory check after every other check has run.
 
-Usage: python benchmarks/validation.py [--repeats 200] [--calibrate]
+(e) Answers of a fresh process, as a user meets them: the wall time of
+    ``python -m ctx_staircase --version``, ``--help``, ``train --help``, and of four bad inputs
+    (an unknown task, a negative ``--steps``, an unknown ``--optimizer``, a bad
+    ``--coordinator``), each the median of ``--process-repeats`` runs (interpreter start and
+    imports included: the cost a test's wall-clock assertion used to measure, and that the
+    default suite no longer asserts), and whether JAX was imported (``-X importtime``).
+
+Usage: python benchmarks/validation.py [--repeats 200] [--calibrate] [--process-repeats 5]
 [--default-run | --default-run-seconds S]
 """
 
@@ -222,10 +229,57 @@ def default_run_seconds() -> float:
     return seconds
 
 
+#: (e): ``(label, argv, exit code)`` answered by a fresh ``python -m ctx_staircase``.
+ANSWERS = (
+    ("--version", ["--version"], 0),
+    ("--help", ["--help"], 0),
+    ("train --help", ["train", "--help"], 0),
+    ("unknown task", ["train", "nosuchtask"], 2),
+    ("--steps -1", ["train", "add", "--steps", "-1"], 2),
+    ("--optimizer foo", ["train", "add", "--optimizer", "foo"], 2),
+    ("bad --coordinator", ["train", "add", "--coordinator", "host", "--num-processes", "2"], 2),
+)
+
+
+def time_answers(repeats: int) -> list[dict]:
+    """(e): median wall seconds of each `ANSWERS` run in a fresh process, its exit code, and
+    whether it imported JAX."""
+    import subprocess
+
+    rows = []
+    for label, argv, code in ANSWERS:
+        command = [sys.executable, "-m", "ctx_staircase", *argv]
+        walls = []
+        with tempfile.TemporaryDirectory() as cwd:
+            for _ in range(repeats):
+                start = time.perf_counter()
+                done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+                walls.append(time.perf_counter() - start)
+            traced = subprocess.run(
+                [sys.executable, "-X", "importtime", *command[1:]],
+                cwd=cwd,
+                capture_output=True,
+                text=True,
+            )
+        imported = any(line.rstrip().endswith("| jax") for line in traced.stderr.splitlines())
+        rows.append(
+            dict(
+                label=label,
+                median_s=statistics.median(walls),
+                max_s=max(walls),
+                exit_code=done.returncode,
+                expected_code=code,
+                imports_jax=imported,
+            )
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200, help="timed calls per command")
     parser.add_argument("--calibrate", action="store_true", help="estimates against XLA")
+    parser.add_argument("--process-repeats", type=int, default=5, help="runs per answer (e)")
     runs = parser.add_mutually_exclusive_group()
     runs.add_argument("--default-run", action="store_true", help="time `train add` (minutes)")
     runs.add_argument(
@@ -270,6 +324,18 @@ def main() -> None:
     print("\n(d) the CLI's whole validation phase (refused at the memory check), median ms")
     for command, value in phases.items():
         print(f"{command:16s} {value * 1e3:10.2f}")
+    print(f"\n(e) a fresh process's answer, median of {args.process_repeats} runs")
+    print(f"{'answer':20s} {'median s':>9s} {'max s':>7s} {'exit':>5s}  imports JAX")
+    for row in time_answers(args.process_repeats):
+        flag = (
+            ""
+            if row["exit_code"] == row["expected_code"]
+            else f" (expected {row['expected_code']})"
+        )
+        print(
+            f"{row['label']:20s} {row['median_s']:9.2f} {row['max_s']:7.2f} "
+            f"{row['exit_code']:5d}{flag}  {'yes' if row['imports_jax'] else 'no'}"
+        )
     if seconds is not None:
         validation = rows["train add"]["median_us"] * 1e-6
         print(

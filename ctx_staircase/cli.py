@@ -977,8 +977,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.list:
         if args.name is not None:
             raise ValueError(f"--list takes no experiment name; got {args.name!r}")
-        for experiment in experiments.REGISTRY:
-            print(f"{experiment.name:24s} {experiment.title}")
+        for experiment in experiments.REGISTRY:  # "--tiny": it has a seconds-long smoke run
+            tiny = "--tiny" if experiment.tiny else ""
+            print(f"{experiment.name:24s} {tiny:6s} {experiment.title}")
         return 0
     name = experiments.FLAGSHIP if args.name is None else args.name
     # an unknown name or an option that does not apply fails here, before anything is written
@@ -1028,7 +1029,10 @@ def print_record(record: dict) -> None:
     """An experiment's record (`experiments.execute`) as a table of its claims, on stdout."""
     from ctx_staircase.experiments import verdict
 
-    table = Table(title=f"{record['name']}: {record['title']} ({record['seconds']:.0f} s)")
+    title = f"{record['name']}: {record['title']} ({record['seconds']:.0f} s)"
+    if record.get("tiny"):
+        title += "\n--tiny: smoke-run sizes; these verdicts are smoke checks, not the claims"
+    table = Table(title=title)
     for column in ("item", "claim", "measured", "criterion", "null", "result"):
         table.add_column(column)
     for claim in record["claims"]:

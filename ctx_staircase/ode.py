@@ -43,7 +43,17 @@ from jax import lax
 
 from ctx_staircase.internal import all_finite, check_choice, check_int, check_real, check_scalar
 
-__all__ = ["RESULT_MESSAGES", "SOLVERS", "Solution", "integrate", "result_message", "rk4"]
+__all__ = [
+    "BLOW_UP",
+    "RESULT_MESSAGES",
+    "SOLVERS",
+    "STOPPED",
+    "Solution",
+    "describe",
+    "integrate",
+    "result_message",
+    "rk4",
+]
 
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
 
@@ -53,7 +63,12 @@ RESULT_MESSAGES = (
     "max_steps reached",
     "solver failure (step size underflow or a singular step)",
     "non-finite value",
+    "stopped: the stop condition held",
+    "blow-up: |y| reached the blow_up bound",
 )
+
+#: `RESULT_MESSAGES` codes of a solve that ended early at an event, as asked (``ok`` True).
+STOPPED, BLOW_UP = 4, 5
 
 VectorField = Callable[[jax.Array, Any, Any], Any]
 
@@ -70,7 +85,10 @@ class Solution(NamedTuple):
         num_steps: int32 ``[]``, the number of steps taken (accepted and rejected for
             ``integrate``; ``substeps * (T - 1)`` for ``rk4``).
         result: int32 ``[]``, why the solve ended: an index into `RESULT_MESSAGES` (0 = ok;
-            diffrax's own result code is mapped onto 1-2).
+            diffrax's own result code is mapped onto 1-2; `STOPPED` and `BLOW_UP`: an event of
+            `integrate` ended it).
+        t_end: float ``[]``, the time the solve reached: ``ts[-1]``, or the time of the step at
+            which an event held (``integrate``), or the last time reached before a failure.
     """
 
     ts: jax.Array
@@ -78,6 +96,11 @@ class Solution(NamedTuple):
     ok: jax.Array
     num_steps: jax.Array
     result: jax.Array
+    t_end: jax.Array
+
+    def describe(self) -> str:
+        """One line (one lane; under ``vmap`` index the lane first): `describe`."""
+        return describe(self.result, self.t_end)
 
 
 def result_message(code) -> str:
@@ -86,6 +109,17 @@ def result_message(code) -> str:
     if not 0 <= code < len(RESULT_MESSAGES):
         raise ValueError(f"code must be in [0, {len(RESULT_MESSAGES)}); got {code}")
     return RESULT_MESSAGES[code]
+
+
+def describe(code, t_end) -> str:
+    """How a solve ended, in one line: ``ok``, ``blow-up at t = T``, ``stopped at t = T`` or
+    the failure's `RESULT_MESSAGES` text (``code`` and ``t_end`` of a `Solution`)."""
+    code = int(code)
+    if code == BLOW_UP:
+        return f"blow-up at t = {float(t_end):.6g}"
+    if code == STOPPED:
+        return f"stopped at t = {float(t_end):.6g}"
+    return result_message(code)
 
 
 def _result_code(solver_ok: jax.Array, max_steps: jax.Array, finite: jax.Array) -> jax.Array:
@@ -124,7 +158,17 @@ def _check_ts(ts: Any) -> jax.Array:
 
 
 @eqx.filter_jit
-def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps):
+def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps, stop, bound):
+    def blown(t, y, args, **_):
+        return jnp.any(
+            jnp.asarray([jnp.max(jnp.abs(leaf)) >= bound for leaf in jax.tree.leaves(y)])
+        )
+
+    def stopped(t, y, args, **_):
+        return stop(t, y, args)
+
+    conditions = ([] if bound is None else [blown]) + ([] if stop is None else [stopped])
+    event = None if not conditions else diffrax.Event(tuple(conditions))
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         SOLVERS[solver](),
@@ -133,34 +177,48 @@ def _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_step
         dt0=dt0,
         y0=y0,
         args=args,
-        saveat=diffrax.SaveAt(ts=ts),
+        saveat=diffrax.SaveAt(ts=ts, t1=True),
         stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
         max_steps=max_steps,
+        event=event,
         throw=False,
     )
-    ys = _reached_values(sol.ts, sol.ys, ts, y0)
-    solver_ok = sol.result == diffrax.RESULTS.successful
+    fired = sol.result == diffrax.RESULTS.event_occurred
+    ys, t_end = _reached_values(sol.ts, sol.ys, ts, y0, hold=fired)
+    solver_ok = (sol.result == diffrax.RESULTS.successful) | fired
     finite = all_finite(ys)
     code = _result_code(solver_ok, sol.result == diffrax.RESULTS.max_steps_reached, finite)
+    if conditions:
+        which = jnp.asarray(sol.event_mask[0]) if bound is not None else jnp.asarray(False)
+        code = jnp.where(fired & finite, jnp.where(which, BLOW_UP, STOPPED), code)
+    code = code.astype(jnp.int32)
     num_steps = jnp.asarray(sol.stats["num_steps"], dtype=jnp.int32)
-    return Solution(ts, ys, solver_ok & finite, num_steps, code)
+    return Solution(ts, ys, solver_ok & finite, num_steps, code, t_end)
 
 
-def _reached_values(saved_ts: jax.Array, saved_ys: Any, ts: jax.Array, y0: Any) -> Any:
-    """diffrax's saved ``ys`` with ``y0`` at the times equal to ``ts[0]`` and ``+inf`` wherever
-    diffrax left its save-time slot unfilled (``saved_ts`` still ``inf``).
+def _reached_values(saved_ts, saved_ys, ts, y0, hold) -> tuple[Any, jax.Array]:
+    """The values at ``ts`` from diffrax's ``SaveAt(ts=ts, t1=True)`` output, and the time the
+    solve reached.
 
-    Without a successful step diffrax saves nothing, not even at ``t0``; on the happy path its
-    value at ``ts[0]`` is ``y0`` bitwise, so this changes only failed solves.
+    diffrax fills the save slots in order: the times of ``ts`` it reached, then the state at
+    the end of the solve, then ``inf``. So a time of ``ts`` up to that end holds its saved value
+    (``y0`` at ``ts[0]``: without a successful step diffrax saves nothing, not even ``t0``);
+    a later one holds the final state when ``hold`` (an event ended the flow) and ``+inf``
+    otherwise (a failure: the solve never got there).
     """
-    start, reached = ts == ts[0], jnp.isfinite(saved_ts)
+    count = ts.shape[0]
+    finite = jnp.isfinite(saved_ts)
+    end = jnp.argmax(jnp.where(finite, saved_ts, -jnp.inf))
+    t_end = jnp.where(jnp.any(finite), saved_ts[end], ts[0])
+    start, reached = ts == ts[0], ts <= t_end
 
     def fix(saved: jax.Array, initial: jax.Array) -> jax.Array:
         expand = (slice(None),) + (None,) * initial.ndim
-        unreached = jnp.full_like(saved, jnp.inf)
-        return jnp.where(start[expand], initial, jnp.where(reached[expand], saved, unreached))
+        later = jnp.where(hold, saved[end], jnp.full_like(initial, jnp.inf))
+        values = jnp.where(reached[expand], saved[:count], later[None])
+        return jnp.where(start[expand], initial, values)
 
-    return jax.tree.map(fix, saved_ys, y0)
+    return jax.tree.map(fix, saved_ys, y0), t_end
 
 
 def integrate(
@@ -174,8 +232,16 @@ def integrate(
     atol: float = 1e-10,
     max_steps: int = 100_000,
     dt0: float | None = None,
+    stop: Callable[[jax.Array, Any, Any], jax.Array] | None = None,
+    blow_up: float | None = None,
 ) -> Solution:
     """Solve ``dy/dt = vector_field(t, y, args)`` from ``y(ts[0]) = y0``, saving at ``ts``.
+
+    Two events end a solve early, at the end of the first step where they hold (diffrax
+    ``Event``), so no step is spent after them: ``stop(t, y, args) -> bool []`` (e.g. an
+    escape), reported as `STOPPED`, and ``max |y| >= blow_up`` over every leaf, reported as
+    `BLOW_UP` ("blow-up at t = ...", `Solution.describe`). Both keep ``ok`` True, and the save
+    times after the event hold the state at the event (``t_end``), as a flow that stopped there.
 
     Args:
         vector_field: ``(t [], y pytree, args) -> dy`` with the structure, shapes and dtypes of y.
@@ -187,9 +253,12 @@ def integrate(
         rtol, atol: PID step-size control tolerances (positive, finite).
         max_steps: step budget (int >= 1); exhausting it gives ``ok = False``, not an error.
         dt0: initial step size; None lets the controller choose.
+        stop: the early-stop condition (traceable; same ``args``), or None.
+        blow_up: the bound on ``max |y|`` that ends the solve as a blow-up (positive), or None.
 
     Returns:
-        ``Solution(ts [T], ys (leaves [T, ...]), ok bool [], num_steps int32 [], result int32 [])``.
+        ``Solution(ts [T], ys (leaves [T, ...]), ok bool [], num_steps int32 [], result int32 [],
+        t_end [])``.
     """
     check_choice(solver, "solver", tuple(SOLVERS))
     ts = _check_ts(ts)
@@ -199,7 +268,13 @@ def integrate(
     if dt0 is not None:
         dt0 = jnp.asarray(check_scalar(dt0, "dt0", low=0, low_open=True), ts.dtype)
     y0 = jax.tree.map(lambda leaf: _float_array(leaf, ts.dtype), y0)
-    return _solve_diffrax(vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps)
+    if stop is not None and not callable(stop):
+        raise TypeError(f"stop must be a function (t, y, args) -> bool or None; got {stop!r}")
+    if blow_up is not None:
+        blow_up = float(check_real(blow_up, "blow_up", low=0, low_open=True))
+    return _solve_diffrax(
+        vector_field, y0, ts, args, rtol, atol, dt0, solver, max_steps, stop, blow_up
+    )
 
 
 @eqx.filter_jit
@@ -232,7 +307,7 @@ def _solve_rk4(vector_field, y0, ts, args, substeps, max_step=None):
     ys = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), y0, ys)
     num_steps = jnp.sum(jax.vmap(count)(ts[:-1], ts[1:])).astype(jnp.int32)
     finite = all_finite(ys)
-    return Solution(ts, ys, finite, num_steps, _result_code(True, False, finite))
+    return Solution(ts, ys, finite, num_steps, _result_code(True, False, finite), ts[-1])
 
 
 def rk4(

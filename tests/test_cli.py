@@ -233,3 +233,12 @@ def test_the_package_reads_nothing_outside_itself_by_default():
         assert "parents[" not in source, path
         if path.name != "paths.py":
             assert '"shared"' not in source and "shared_corpus" not in source, path
+
+
+def test_a_tiny_record_says_its_verdicts_are_smoke_checks(capsys):
+    claim = dict(item="§8.3", claim="c", measured="m", criterion="k", null="n", passed=True)
+    record = dict(name="x", title="t", seconds=1.0, claims=[claim])
+    cli.print_record({**record, "tiny": False})
+    assert "smoke checks" not in " ".join(capsys.readouterr().out.split())
+    cli.print_record({**record, "tiny": True})
+    assert "smoke checks" in " ".join(capsys.readouterr().out.split())  # the title wraps

@@ -350,3 +350,64 @@ def test_integrate_time_dependent_fields_match_exact_solutions(solver):
     assert rel_err(sol.ys, exact) <= 1e-10  # measured 6e-12 to 1.3e-11
     clock = ode.integrate(clock_field, jnp.asarray(0.25), TIME_TS, solver=solver)
     np.testing.assert_allclose(clock.ys, 0.25 + (TIME_TS**2 - TIME_TS[0] ** 2) / 2, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# events: a stop condition and a blow-up bound end the solve where they hold
+
+
+def _square(t, y, args):
+    return {"x": y["x"] ** 2}  # from x(0) = 1: x = 1 / (1 - t), a blow-up at t = 1
+
+
+def _decay(t, y, args):
+    return {"x": -y["x"]}
+
+
+@pytest.mark.parametrize("dtype", [np.float64])
+def test_blow_up_ends_the_solve_at_the_bound_and_holds_its_state(dtype):
+    with jax.enable_x64(True):
+        ts = jnp.linspace(0.0, 3.0, 7, dtype=dtype)
+        sol = ode.integrate(_square, {"x": jnp.ones(1, dtype)}, ts, blow_up=1e3)
+        unbounded = ode.integrate(_square, {"x": jnp.ones(1, dtype)}, ts, max_steps=2000)
+    x = np.asarray(sol.ys["x"][:, 0])
+    assert bool(sol.ok) and int(sol.result) == ode.BLOW_UP
+    assert 1 - 1e-3 < float(sol.t_end) < 1.0  # x reaches 1e3 at t = 0.999
+    assert sol.describe() == f"blow-up at t = {float(sol.t_end):.6g}"
+    before = np.asarray(ts) <= float(sol.t_end)
+    assert before.sum() == 2  # t = 0 and 0.5
+    np.testing.assert_array_equal(x[before], np.asarray(unbounded.ys["x"][:, 0])[before])
+    assert np.all(x[~before] == x[-1]) and x[-1] >= 1e3  # held after the event
+    assert not bool(unbounded.ok)  # without the bound the budget is burnt
+    assert int(sol.num_steps) < int(unbounded.num_steps) / 10
+
+
+def test_stop_condition_ends_the_solve_and_keeps_the_values_before_it():
+    with jax.enable_x64(True):
+        ts = jnp.linspace(0.0, 3.0, 13)
+        y0 = {"x": jnp.ones(2)}
+        full = ode.integrate(_decay, y0, ts)
+        sol = ode.integrate(_decay, y0, ts, stop=lambda t, y, args: y["x"][0] < 0.5)
+    end = float(sol.t_end)
+    assert bool(sol.ok) and int(sol.result) == ode.STOPPED
+    assert np.log(2) <= end < np.log(2) + 0.5  # at the end of the step where x fell below 1/2
+    before = np.asarray(ts) <= end
+    np.testing.assert_array_equal(np.asarray(sol.ys["x"])[before], np.asarray(full.ys["x"])[before])
+    assert np.all(np.asarray(sol.ys["x"])[~before] == np.asarray(sol.ys["x"])[-1])
+    assert float(full.t_end) == 3.0 and full.describe() == "ok"
+
+
+def test_events_are_per_lane_under_vmap():
+    with jax.enable_x64(True):
+        ts = jnp.linspace(0.0, 3.0, 7)
+        sol = jax.vmap(lambda x0: ode.integrate(_square, {"x": x0[None]}, ts, blow_up=1e3))(
+            jnp.asarray([0.1, 1.0])
+        )
+    assert [int(r) for r in sol.result] == [0, ode.BLOW_UP]
+    assert float(sol.t_end[0]) == 3.0 and float(sol.t_end[1]) < 1.0
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), float("inf")])
+def test_blow_up_bound_must_be_positive_and_finite(bad):
+    with pytest.raises(ValueError, match="blow_up"):
+        ode.integrate(_decay, {"x": jnp.ones(1)}, jnp.linspace(0.0, 1.0, 3), blow_up=bad)

@@ -181,6 +181,7 @@ def test_run_list_shows_every_record_and_imports_no_experiment(tmp_path):
     assert [line.split()[0] for line in lines] == list(experiments.names())
     for line, experiment in zip(lines, experiments.REGISTRY, strict=True):
         assert line.endswith(experiment.title)
+        assert (line.split()[1] == "--tiny") == experiment.tiny
 
 
 def _library_argv(tmp_path: Path) -> dict[str, list[str]]:
