@@ -274,13 +274,14 @@ def raise_small_fonts(fig, minimum: float = MIN_FONT) -> None:
             t.set_fontsize(minimum)
 
 
-def save_figure(fig, path: str | os.PathLike) -> tuple[Path, Path]:
-    """Write ``fig`` as ``path`` (PNG at `DPI`) and a PDF beside it (``path`` with ``.pdf``),
-    then close it; returns ``(png, pdf)``.
+def save_figure(fig, path: str | os.PathLike, *, pdf: bool = True) -> tuple[Path, Path | None]:
+    """Write ``fig`` as ``path`` (PNG at `DPI`) and, when ``pdf``, a PDF beside it (``path``
+    with ``.pdf``), then close it; returns ``(png, pdf or None)``.
 
     Both files are rendered in memory before either is written, and each is written
     atomically (`results.atomic_write_bytes`), so a failure leaves no partial file. Fonts
-    below `MIN_FONT` pt are raised to it first.
+    below `MIN_FONT` pt are raised to it first. A smoke run skips the PDF: embedding its
+    fonts costs about as much as drawing the figure.
     """
     path = Path(path)
     if path.suffix.lower() != ".png":
@@ -288,15 +289,16 @@ def save_figure(fig, path: str | os.PathLike) -> tuple[Path, Path]:
     try:
         raise_small_fonts(fig)
         rendered = {}
-        for kind in ("png", "pdf"):
+        for kind in ("png", "pdf") if pdf else ("png",):
             buffer = io.BytesIO()
             fig.savefig(buffer, format=kind, dpi=DPI, bbox_inches="tight")
             rendered[kind] = buffer.getvalue()
     finally:
         plt.close(fig)
     png = results.atomic_write_bytes(path, rendered["png"])
-    pdf = results.atomic_write_bytes(path.with_suffix(".pdf"), rendered["pdf"])
-    return png, pdf
+    if not pdf:
+        return png, None
+    return png, results.atomic_write_bytes(path.with_suffix(".pdf"), rendered["pdf"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,7 +42,8 @@ class Experiment:
         name: the name on the command line (``ctx-staircase run NAME``, ``sims/NAME.py``).
         title: one line saying what it checks.
         module: the module holding its ``run`` (imported only by `load`).
-        tiny: whether ``--tiny`` (a seconds-long smoke run) applies.
+        tiny: whether ``--tiny`` (a smoke run of at most about 20 s: every code path at the
+            smallest sizes that exercise it) applies; every experiment has one.
         inputs: what it needs from outside, each one of `INPUTS`: ``"corpus"`` (``text_path=``,
             ``--text FILE``) or ``"root"`` (``root=``, the output folder).
         regimes: whether it takes ``regime=`` and ``quick=`` (the regime study runs it).
@@ -52,7 +53,7 @@ class Experiment:
     name: str
     title: str
     module: str
-    tiny: bool = False
+    tiny: bool = True
     inputs: tuple[str, ...] = ()
     regimes: bool = False
     report: bool = True
@@ -87,7 +88,6 @@ REGISTRY: tuple[Experiment, ...] = (
     _experiment(
         "staircase",
         "The context staircase on add and mod (N=40), with the theory overlay",
-        tiny=True,
         report=False,
     ),
     _experiment(
@@ -165,7 +165,6 @@ REGISTRY: tuple[Experiment, ...] = (
     _experiment(
         "lm_builtin",
         "Built-in corpus: semantic structure of next-token signatures and of learned embeddings",
-        tiny=True,
     ),
     _experiment(
         "regime_study",
@@ -175,12 +174,10 @@ REGISTRY: tuple[Experiment, ...] = (
     _experiment(
         "order1_onset",
         "Order-1 onset: order-1 drive overtaking order-0 vs first-order probe overtaking rho_0",
-        tiny=True,
     ),
     _experiment(
         "lm_text",
         "Language model on real text: rho_next rises to an early peak, then settles lower",
-        tiny=True,
         inputs=("corpus",),
     ),
 )
@@ -313,8 +310,8 @@ def execute(
 ) -> dict:
     """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
 
-    ``tiny`` (the experiments whose record has ``tiny``) shrinks every size to a seconds-long
-    smoke run; ``options`` go to the experiment's ``run`` (``text_path=`` for the ones that need
+    ``tiny`` (the experiments whose record has ``tiny``) shrinks every size to a smoke run of
+    at most about 20 s, which writes its figures as PNG only; ``options`` go to the experiment's ``run`` (``text_path=`` for the ones that need
     a ``"corpus"``). ``regime`` (a `regime.Regime` name) and ``quick`` apply to the experiments
     of `with_regimes`; a run in a non-primary regime, or a quick one, writes
     ``results/regimes/NAME__REGIME[_quick].json`` and no figures.
@@ -349,7 +346,7 @@ def execute(
             plt.close(figure)
             continue
         path = root / "figures" / f"{name}_{key}.png"
-        plots.save_figure(figure, path)
+        plots.save_figure(figure, path, pdf=not tiny)
         figures[key] = str(path.relative_to(root))
     record = {
         "name": name,
