@@ -585,9 +585,9 @@ def lm_lane_bytes(config, vocab_size: int, *, tokens: int = 0) -> int:
     snapshot's forward pass over the signature windows W (logits ``[W, T, V]``, the stacked
     attention maps ``[layers, W, H, T, T]``, the eq. 22 scatter), which XLA places beside the
     step's buffers rather than over them (`_LM_RECORD_SHARE` of it); the data (``tokens`` of the
-    training stream, the windows) and the recorded trajectory (per snapshot: tracked ``W_E,
-    W_U``, value paths ``[layers, A, d]``, attention-signature cosines ``[layers, A, A]``; the
-    final ``W_E [V, d]``).
+    training stream, the windows) and the recorded trajectory (per snapshot: the whole ``W_E
+    [V, d]``, tracked ``W_U``, value paths ``[layers, A, d]``, attention-signature cosines
+    ``[layers, A, A]``; the final ``W_E [V, d]``).
     """
     from ctx_staircase import models
 
@@ -601,7 +601,7 @@ def lm_lane_bytes(config, vocab_size: int, *, tokens: int = 0) -> int:
     logits = W * T * (V + 4 * d + hidden)
     attention = (layers + 1) * W * heads * T * T + 3 * W * T * T
     record = logits + attention + (A + 1) * V
-    recorded = len(config.snapshots) * (2 + (2 + layers) * A * d + layers * A * A) + V * d
+    recorded = len(config.snapshots) * (2 + V * d + (1 + layers) * A * d + layers * A * A) + V * d
     data = tokens + (W + config.validation_windows) * (T + 1)
     working = step + _LM_RECORD_SHARE * record
     return int(4 * ((1 + copies) * params + working + recorded + data))
@@ -626,7 +626,8 @@ def lm_bytes(
     lane = lm_lane_bytes(config, vocab_size, tokens=tokens)
     A, K = min(config.tracked, vocab_size), min(config.probe_vocabulary, vocab_size)
     S = len(config.snapshots)
-    trajectory = 4 * (S * (2 + (2 + config.n_layers) * A * config.d) + vocab_size * config.d)
+    d = config.d
+    trajectory = 4 * (S * (2 + vocab_size * d + (1 + config.n_layers) * A * d) + vocab_size * d)
     metrics = 8 * lanes * S * (4 * A * A + 4 * 4 * A * K) + 8 * 2 * A * K * K
     return int(in_flight * lane + lanes * (4 * tokens + _HELD_COPIES * trajectory) + metrics)
 

@@ -261,7 +261,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--list", action="store_true", help="list the experiments and exit")
     run.add_argument("--full", action="store_true", help="the paper's sizes (for a GPU)")
     run.add_argument(
-        "--tiny", action="store_true", help="a seconds-long smoke run (experiments that have one)"
+        "--tiny", action="store_true", help="a smoke run (at most about 20 s; every experiment)"
     )
     run.add_argument(
         "--text",
@@ -395,6 +395,56 @@ def parser() -> argparse.ArgumentParser:
     )
     lm.add_argument("--out", type=_folder, default=None, help="output folder (default: runs/lm)")
     lm.set_defaults(handler=_lm)
+
+    me = command(
+        "measure",
+        "measure the signature alignment of any model's embedding checkpoints",
+        sweeps=False,
+        description="Measure rho_next and the prefix probe (paper §6.1) of input-embedding "
+        "snapshots trained elsewhere, on a token stream; or rho_0, rho_(1),k and the probe on a "
+        "task. Snapshots: .npy, .npz, .safetensors, Hugging Face model folders, torch .pt/.bin "
+        "(needs torch).",
+    )
+    data = me.add_mutually_exclusive_group(required=True)
+    data.add_argument(
+        "--tokens",
+        type=Path,
+        default=None,
+        help="token ids (.npy/.npz) or a UTF-8 text file (with --tokenizer, or the package's "
+        "word tokenizer)",
+    )
+    data.add_argument("--task", default=None, help="a task instead (see `ctx-staircase list`)")
+    _task_params(me)
+    me.add_argument(
+        "--snapshots", type=Path, nargs="+", required=True, help="one embedding snapshot each"
+    )
+    me.add_argument("--key", default=None, help="the embedding tensor's name (default: found)")
+    me.add_argument(
+        "--steps",
+        type=_integer(0, 2**63 - 1),
+        nargs="+",
+        default=None,
+        help="each snapshot's step (default: from its name, else its position)",
+    )
+    me.add_argument("--tokenizer", type=Path, default=None, help="an HF tokenizer.json")
+    me.add_argument(
+        "--context",
+        type=_integer(1, INT32_MAX),
+        default=None,
+        help="tokens per window (default: the token file's, else 64)",
+    )
+    me.add_argument("--tracked", type=_integer(4, INT32_MAX), default=200, help="tokens to measure")
+    me.add_argument(
+        "--min-count",
+        type=_integer(1, INT32_MAX),
+        default=20,
+        help="occurrences a tracked token needs",
+    )
+    me.add_argument("--seed", type=_integer(0, SEED_MAX), default=0, help="probe and null seed")
+    me.add_argument(
+        "--out", type=_folder, default=None, help="output folder (default: runs/measure)"
+    )
+    me.set_defaults(handler=_measure)
 
     th = command(
         "theory",
@@ -749,8 +799,13 @@ class TrainSummary(NamedTuple):
     environment: dict
 
 
+def _lane_folder(result, lane: int) -> str:
+    """The export folder of one lane of a sweep, e.g. ``gamma_0.8_seed_0_lr_1``."""
+    return f"gamma_{result.gamma[lane]:g}_seed_{result.seed[lane]}_lr_{result.lr[lane]:g}"
+
+
 def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
-    from ctx_staircase import geometry, plots, results, sweep
+    from ctx_staircase import checkpoints, geometry, plots, results, sweep
 
     start = time.perf_counter()
     with _bar("training lanes (the first call compiles)") as (_, describe):
@@ -792,6 +847,13 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
         out / "geometry.png",
     )
     results.write_npz(out / "alignment.npz", **curves._asdict())
+    for lane in range(len(result.status)):  # `ctx-staircase measure --task` reads these back
+        checkpoints.export_embeddings(
+            out / "embeddings" / _lane_folder(result, lane),
+            result.trajectory.W_E[lane],
+            steps,
+            {"task": args.task, "params": repr(ds.params), "model": args.model},
+        )
     summary = TrainSummary(
         task=args.task,
         params=ds.params,
@@ -977,9 +1039,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.list:
         if args.name is not None:
             raise ValueError(f"--list takes no experiment name; got {args.name!r}")
-        for experiment in experiments.REGISTRY:  # "--tiny": it has a seconds-long smoke run
-            tiny = "--tiny" if experiment.tiny else ""
-            print(f"{experiment.name:24s} {tiny:6s} {experiment.title}")
+        for experiment in experiments.REGISTRY:
+            print(f"{experiment.name:24s} {experiment.title}")
+        print("\nevery experiment takes --tiny: a smoke run of at most about 20 s")
         return 0
     name = experiments.FLAGSHIP if args.name is None else args.name
     # an unknown name or an option that does not apply fails here, before anything is written
@@ -1090,7 +1152,7 @@ def _lm(args: argparse.Namespace) -> int:
 def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
     import dataclasses
 
-    from ctx_staircase import lm_study, metrics, plots, results, signatures
+    from ctx_staircase import checkpoints, lm_study, metrics, plots, results, signatures
 
     start = time.perf_counter()
     with _bar(f"training {len(args.gamma)} GPT lanes, {config.steps} steps"):
@@ -1138,6 +1200,17 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
     )
     for name, fig in figures.items():
         plots.save_figure(fig, out / f"{name}.png")
+    # `ctx-staircase measure --tokens out/embeddings/tokens.npz` reads these back
+    checkpoints.export_tokens(
+        out / "embeddings" / "tokens.npz", corpus.train, trajectory.tracked, config.context_length
+    )
+    for i, gamma in enumerate(trajectory.gammas):
+        checkpoints.export_embeddings(
+            out / "embeddings" / f"gamma_{gamma:g}",
+            trajectory.W_E[i],
+            trajectory.steps,
+            {"text": record["text"], "gamma": f"{gamma:g}", "seed": str(args.seed)},
+        )
     results.write_json(out / "metrics.json", record)  # last: its presence marks a finished run
 
     table = Table(title=f"LM signature alignment ({record['text']}, {config.steps} steps)")
@@ -1165,6 +1238,63 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
         f"wrote {out}/ (metrics.json, arrays.npz, {', '.join(f + '.png' for f in figures)}) in "
         f"{record['seconds']:.1f} s"
     )
+    return 0
+
+
+def _measure(args: argparse.Namespace) -> int:
+    from ctx_staircase import checkpoints, measure, plots, results
+
+    if args.steps is not None and len(args.steps) != len(args.snapshots):
+        raise ValueError(
+            f"--steps: give one step per snapshot ({len(args.snapshots)}); got {len(args.steps)}"
+        )
+    if args.task is None and args.param:
+        raise ValueError("--param applies with --task, not with --tokens")
+    if args.task is not None and args.tokenizer is not None:
+        raise ValueError("--tokenizer applies with --tokens, not with --task")
+    out = _out(args, DEFAULT_RUN_ROOT / "measure")
+    start = time.perf_counter()
+    if args.task is not None:
+        data, source = _make_task(args), f"task {args.task}"
+    else:
+        data, source = checkpoints.load_tokens(args.tokens, args.tokenizer), str(args.tokens)
+    options = {} if args.task is not None else dict(
+        context_length=args.context, count=args.tracked, min_count=args.min_count
+    )  # fmt: skip
+    with _bar(f"measuring {len(args.snapshots)} snapshots"):
+        measured = measure.measure_snapshots(
+            data, args.snapshots, steps=args.steps, key=args.key, seed=args.seed, **options
+        )
+    record = {
+        "data": source,
+        **measured.to_json(),
+        "seconds": time.perf_counter() - start,
+        "environment": results.environment(),
+    }
+    plots.save_figure(plots.measurement_figure(measured, source), out / "alignment.png")
+    results.write_npz(
+        out / "curves.npz",
+        steps=measured.steps,
+        tracked=measured.tracked,
+        **measured.alignment,
+        **{f"null_{k}": v for k, v in measured.null.items()},
+        **{f"probe_{k}": v for k, v in measured.probe.items()},
+    )
+    results.write_json(out / "metrics.json", record)  # last: its presence marks a finished run
+    headline = measured.headline
+    table = Table(title=f"{headline} of {len(measured.steps)} snapshots ({source})")
+    for column in ("step", headline, f"null {headline}", "probe corr", "snapshot"):
+        table.add_column(column)
+    for i, step in enumerate(measured.steps):
+        table.add_row(
+            str(step),
+            f"{measured.alignment[headline][i]:.3f}",
+            f"{measured.null[headline][i]:.3f}",
+            _fmt(float(measured.probe["corr"][i])),
+            f"{measured.sources[i]} [{measured.keys[i]}]",
+        )
+    _stdout().print(table)
+    _stderr().print(f"wrote {out}/ (metrics.json, curves.npz, alignment.png)")
     return 0
 
 

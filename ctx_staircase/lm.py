@@ -9,7 +9,7 @@ The language-model arm, scaled to a CPU:
 - `train_lm` trains one `models.GPT` per initial scale gamma, the lanes laid out by
   `sweep.sweep_map` (vmapped on an accelerator, concurrent on CPU), each one compiled
   scan of AdamW with warmup-cosine. Every lane sees the same batches. At every snapshot it
-  records the tracked rows of ``W_E`` and ``W_U``, the value path ``z^l_alpha = W_O^l W_V^l
+  records the whole ``W_E``, the tracked rows of ``W_U``, the value path ``z^l_alpha = W_O^l W_V^l
   w^E_alpha`` of each layer, and the cosine matrix of the attention-path signature (eq. 22),
   computed on device from the model's own attention;
 - `lm_metrics` turns the trajectory into the curves ``rho_next``, ``rho_pre``, ``rho^l_attn`` and
@@ -30,6 +30,7 @@ import functools
 import hashlib
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,6 +54,7 @@ from ctx_staircase import (
 )
 
 _WORD = re.compile(r"[^\W_]")
+_SPECIAL = re.compile(r"^\s*(<.*>|\[.*\])\s*$")  # <unk>, <|endoftext|>, [CLS], ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +163,8 @@ class LMTrajectory(NamedTuple):
         gammas: ``[G]``; steps: int ``[S]``; tracked: int ``[A]``.
         loss: ``[G, S]`` mean next-token cross-entropy on the fixed training windows.
         validation_loss: ``[G, S]`` the same on the validation windows.
-        W_E, W_U: ``[G, S, A, d]`` the tracked rows.
+        W_E: ``[G, S, V, d]`` the whole input embedding at every snapshot.
+        W_U: ``[G, S, A, d]`` the tracked rows of the unembedding.
         value_path: ``[G, S, n_layers, A, d]``, ``z^l_alpha = W_O^l W_V^l w^E_alpha``.
         S_attention_signature: ``[G, S, n_layers, A, A]``, cosines of eq. 22's rows.
         final_W_E: ``[G, V, d]`` the whole embedding at the last step.
@@ -243,18 +246,29 @@ class PrefixProbe(NamedTuple):
 
 
 def eligible_tokens(
-    stream, vocabulary: text.Vocabulary, *, count: int = 200, min_count: int = 20
+    stream,
+    vocabulary: text.Vocabulary | Sequence[str] | None,
+    *,
+    count: int = 200,
+    min_count: int = 20,
 ) -> np.ndarray:
     """The ``count`` most frequent eligible tokens of ``stream`` (module docstring), int ``[A]``.
 
-    Ties are broken by token id. Raises ``ValueError`` (naming ``min_count``) when fewer than 4
-    tokens are eligible; returns fewer than ``count`` when fewer are eligible.
+    ``vocabulary`` gives the text of each id: a `text.Vocabulary`, or the strings of any
+    tokenizer (id ``i`` is ``vocabulary[i]``; special tokens written ``<...>`` or ``[...]`` are
+    not words); ``None`` (no text known) makes every id a word. Ties are broken by token id.
+    Raises ``ValueError`` (naming ``min_count``) when fewer than 4 tokens are eligible; returns
+    fewer than ``count`` when fewer are eligible.
     """
     stream = np.asarray(stream)
     internal.check_int(count, "count", 4)
     internal.check_int(min_count, "min_count", 1)
-    counts = np.bincount(stream[:-1], minlength=vocabulary.size)
-    word = np.array([bool(_WORD.search(t)) and t != text.UNK for t in vocabulary.tokens])
+    strings = vocabulary.tokens if isinstance(vocabulary, text.Vocabulary) else vocabulary
+    size = int(stream.max()) + 1 if strings is None else max(len(strings), int(stream.max()) + 1)
+    counts = np.bincount(stream[:-1], minlength=size)
+    word = np.ones(size, dtype=bool)
+    if strings is not None:
+        word[: len(strings)] = [bool(_WORD.search(t)) and not _SPECIAL.match(t) for t in strings]
     eligible = np.nonzero(word & (counts >= min_count))[0]
     if eligible.size < 4:
         raise ValueError(
@@ -277,8 +291,7 @@ def lm_signatures(
     tracked = np.asarray(tracked, dtype=np.int64)
     phi_next, r = signatures.next_token_signature(windows, vocab_size, alphas=tracked)
     phi_previous = signatures.previous_token_signature(windows, vocab_size, labels=tracked)
-    counts = np.bincount(windows.ravel(), minlength=vocab_size)
-    probe_tokens = np.sort(np.argsort(-counts, kind="stable")[:probe_vocabulary])
+    probe_tokens = most_frequent(windows, vocab_size, probe_vocabulary)
     prefix = signatures.prefix_signature(
         windows, vocab_size, alphas=tracked, labels=probe_tokens, context=probe_tokens
     )
@@ -292,6 +305,13 @@ def lm_signatures(
         S_next=np.asarray(metrics.signature_cosine_matrix(phi_next)),
         S_previous=np.asarray(metrics.signature_cosine_matrix(phi_previous)),
     )
+
+
+def most_frequent(windows, vocab_size: int, count: int) -> np.ndarray:
+    """The ``count`` most frequent token ids of ``windows`` (ties by id), sorted: the probe
+    tokens ``[K]`` spanning the prefix signature's next-token and context axes."""
+    counts = np.bincount(np.asarray(windows).ravel(), minlength=vocab_size)
+    return np.sort(np.argsort(-counts, kind="stable")[:count])
 
 
 def attention_path_signature(
@@ -569,7 +589,7 @@ def lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
         loss, maps = cross_entropy(module, signature_windows)
         validation_loss, _ = cross_entropy(module, validation_windows)
         weights = models.weights(module)
-        W_E = weights["W_E"][tracked]
+        W_E = weights["W_E"][tracked]  # the tracked rows
         attention = jnp.mean(maps, axis=2)  # [layers, n, T, T], averaged over heads
 
         def attention_similarity(layer_attention):
@@ -581,7 +601,7 @@ def lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
         return dict(
             loss=loss,
             validation_loss=validation_loss,
-            W_E=W_E,
+            W_E=weights["W_E"],  # every row: the snapshot a checkpoint export holds
             W_U=weights["W_U"][tracked],
             value_path=jnp.einsum("lij,ljk,ak->lai", weights["W_O"], weights["W_V"], W_E),
             S_attention_signature=jax.lax.map(attention_similarity, attention),
@@ -628,20 +648,19 @@ def lm_metrics(
     """
     if not np.array_equal(trajectory.tracked, lm_signature.tracked):
         raise ValueError("lm_signature: its tracked tokens differ from the trajectory's")
-    _check_float(
-        heldout_fraction, "heldout_fraction", low=0.0, high=1.0, low_open=True, high_open=True
+    S_emb = np.asarray(metrics.cosine_matrix(trajectory.W_E[..., trajectory.tracked, :]))
+    rho_next, probe = embedding_alignment(
+        S_emb,
+        lm_signature.S_next,
+        lm_signature.prefix,
+        heldout_fraction=heldout_fraction,
+        seed=seed,
+        probe_steps=probe_steps,
     )
-    A = trajectory.tracked.size
-    rng = np.random.default_rng(seed)
-    heldout = np.zeros(A, dtype=bool)
-    heldout[rng.permutation(A)[: max(2, round(heldout_fraction * A))]] = True
-    S_emb = np.asarray(metrics.cosine_matrix(trajectory.W_E))  # [G, S, A, A]
-    rho_next = np.asarray(metrics.alignment(S_emb, lm_signature.S_next).value)
     S_unembed = np.asarray(metrics.cosine_matrix(trajectory.W_U))
     rho_previous = np.asarray(metrics.alignment(S_unembed, lm_signature.S_previous).value)
     S_value = metrics.cosine_matrix(trajectory.value_path)
     rho_attention = np.asarray(metrics.alignment(S_value, trajectory.S_attention_signature).value)
-    probe = prefix_probe(lm_signature.prefix, S_emb, heldout, steps=probe_steps, seed=seed)
     return LMCurves(
         rho_next=rho_next,
         rho_previous=rho_previous,
@@ -654,6 +673,28 @@ def lm_metrics(
         loss=trajectory.loss,
         validation_loss=trajectory.validation_loss,
     )
+
+
+def embedding_alignment(
+    S_emb, S_next, prefix, *, heldout_fraction: float, seed: int, probe_steps: int
+) -> tuple[np.ndarray, PrefixProbe]:
+    """``rho_next`` (Pearson of ``S_emb`` with ``S^next`` ``[A, A]``, paper §6.1) and the prefix
+    probe (``prefix [A, V_nu, K]``, eq. 20) of the embedding cosines ``S_emb`` ``[..., A, A]``
+    of the A tracked tokens, one of each per leading index.
+
+    The probe is fitted on the pairs of a fixed random ``1 - heldout_fraction`` of the tracked
+    tokens (drawn from ``seed``) and scored on the pairs of the held-out rest (`prefix_probe`).
+    """
+    _check_float(
+        heldout_fraction, "heldout_fraction", low=0.0, high=1.0, low_open=True, high_open=True
+    )
+    A = np.shape(S_next)[0]
+    rng = np.random.default_rng(seed)
+    heldout = np.zeros(A, dtype=bool)
+    heldout[rng.permutation(A)[: max(2, round(heldout_fraction * A))]] = True
+    rho_next = np.asarray(metrics.alignment(S_emb, S_next).value)
+    probe = prefix_probe(prefix, S_emb, heldout, steps=probe_steps, seed=seed)
+    return rho_next, probe
 
 
 def prefix_probe(

@@ -260,7 +260,7 @@ CLI_CASES = [
     case("run-unknown-name", "run nosuch", "nosuch"),
     case("run-empty-name", ["run", ""], "experiment"),
     case("run-list-with-name", "run --list nosuch", "--list"),
-    case("run-tiny-without-tiny-size", "run fig2_geometry --tiny", "--tiny"),
+    case("run-tiny-and-quick", "run fig2_geometry --tiny --quick", "--tiny"),
     case("run-tiny-and-full", "run --tiny --full", "--tiny"),
     case("run-lm-text-without-text", "run lm_text", "--text"),
     case("run-text-on-non-text-experiment", "run fig2_geometry --text {good}", "--text"),

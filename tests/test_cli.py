@@ -66,7 +66,7 @@ THEORY = ["theory", "add", "--param", "N=6", "--steps", "20", "--d", "8"]
         ([*THEORY, "--steps", "0"], "steps"),
         ([*THEORY, "--prediction", "full"], "prediction"),
         (["run", "nope"], "experiment"),
-        (["run", "fig2_geometry", "--tiny"], "--tiny"),
+        (["run", "fig2_geometry", "--tiny", "--quick"], "--tiny"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_no_files(tmp_path, capsys, argv, needle):

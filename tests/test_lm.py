@@ -118,6 +118,15 @@ def test_attention_path_signature_on_device_equals_numpy():
     np.testing.assert_allclose(np.asarray(device), reference, rtol=1e-12, atol=1e-15)
 
 
+def tracked_rows(trajectory, rows):
+    """A whole-vocabulary ``W_E [G, S, V, k]`` holding ``rows [G, S, A, k]`` at the tracked
+    ids (zeros elsewhere), as `lm.train_lm` records it."""
+    V = trajectory.W_E.shape[2]
+    full = np.zeros((*rows.shape[:2], V, rows.shape[-1]))
+    full[:, :, trajectory.tracked] = rows
+    return full
+
+
 # --------------------------------------------------------------------------------------------
 # training
 
@@ -126,10 +135,11 @@ def test_trajectory_shapes_and_initial_state(run, corpus):
     trajectory, _ = run
     G, S, A, d = 2, len(TINY.snapshots), trajectory.tracked.size, TINY.d
     assert TINY.snapshots == (0, 4, 8, 12)
-    assert trajectory.W_E.shape == (G, S, A, d) == trajectory.W_U.shape
+    assert trajectory.W_E.shape == (G, S, corpus.vocab_size, d)  # every row
+    assert trajectory.W_U.shape == (G, S, A, d)
     assert trajectory.value_path.shape == (G, S, 1, A, d)
     assert trajectory.S_attention_signature.shape == (G, S, 1, A, A)
-    assert trajectory.final_W_E.shape == (G, corpus.vocab_size, d)
+    np.testing.assert_array_equal(trajectory.final_W_E, trajectory.W_E[:, -1])  # the last step
     np.testing.assert_array_equal(trajectory.diverged_step, [-1, -1])
     # the same standard-normal draw at both scales: step-0 rows differ by d^{1 - 0.5}
     np.testing.assert_allclose(
@@ -146,8 +156,8 @@ def test_value_path_matches_the_model(run, corpus):
     trajectory, _ = run
     key = jax.random.fold_in(jax.random.key(1), 0)
     weights = models.weights(lm.gpt(TINY, corpus.vocab_size, 1.0, key))
+    np.testing.assert_allclose(trajectory.W_E[0, 0], np.asarray(weights["W_E"]), rtol=1e-6)
     W_E = np.asarray(weights["W_E"])[trajectory.tracked]
-    np.testing.assert_allclose(trajectory.W_E[0, 0], W_E, rtol=1e-6)
     z = np.einsum("ij,jk,ak->ai", weights["W_O"][0], weights["W_V"][0], W_E)
     np.testing.assert_allclose(trajectory.value_path[0, 0, 0], z, rtol=1e-4, atol=1e-9)
 
@@ -178,7 +188,8 @@ def test_lm_metrics_planted_geometry(run):
     planted = np.zeros((*trajectory.W_E.shape[:2], A, V))
     planted[:] = signature.next_token
     fake = trajectory._replace(
-        W_E=planted, W_U=np.broadcast_to(signature.previous_token, planted.shape)
+        W_E=tracked_rows(trajectory, planted),
+        W_U=np.broadcast_to(signature.previous_token, planted.shape),
     )
     curves = lm.lm_metrics(fake, signature, probe_steps=20)
     np.testing.assert_allclose(curves.rho_next, 1.0, atol=1e-12)
@@ -262,7 +273,8 @@ def test_lm_metrics_fits_the_probe_on_held_out_tokens(run):
     A = trajectory.tracked.size
     prefix = rng.random((A, 5, 4))
     W = affine_geometry(prefix, rng.normal(size=4), 0.5, 0.1)
-    fake = trajectory._replace(W_E=np.broadcast_to(W, (*trajectory.W_E.shape[:2], *W.shape)))
+    W = np.broadcast_to(W, (*trajectory.W_E.shape[:2], *W.shape))
+    fake = trajectory._replace(W_E=tracked_rows(trajectory, W))
     curves = lm.lm_metrics(fake, signature._replace(prefix=prefix), probe_steps=300)
     assert np.all(curves.probe_mse < 1e-3 * curves.probe_baseline_mse)
     np.testing.assert_allclose(curves.probe_slope, 0.5, atol=1e-3)
@@ -506,8 +518,8 @@ def test_recorded_rows_at_step_0_are_the_init_model(run, corpus):
     for lane, gamma in enumerate((1.0, 0.5)):
         model = initial_model(corpus, gamma)
         weights = {k: np.asarray(v) for k, v in models.weights(model).items()}
-        for name in ("W_E", "W_U"):
-            expected = weights[name][tracked]
+        for name, rows in (("W_E", slice(None)), ("W_U", tracked)):  # W_E: every row
+            expected = weights[name][rows]
             recorded = getattr(trajectory, name)[lane, 0]
             np.testing.assert_allclose(recorded, expected, atol=1e-6 * np.abs(expected).max())
         assert np.abs(weights["W_U"] - weights["W_E"]).max() > 0.1 * np.abs(weights["W_U"]).max()

@@ -1,12 +1,12 @@
 """Reproduction experiments: one module per claim or paper figure, one `REGISTRY` of records.
 
-`REGISTRY` lists every experiment as an `Experiment` record: its name, title, module, whether
-``--tiny`` applies, the inputs it needs from outside (``"corpus"``: a UTF-8 text file;
+`REGISTRY` lists every experiment as an `Experiment` record: its name, title, module, the inputs it needs from outside (``"corpus"``: a UTF-8 text file;
 ``"root"``: the output folder, for the regime study's units), whether it takes a training
 regime, and whether `sims/reproduce.py` runs it into ``sims/REPORT.md``. A module is imported
 only when its experiment runs (`Experiment.load`), so listing the registry is instant.
 
-Each experiment module defines ``run(full: bool, ...) -> Outcome``: it composes library calls,
+Each experiment module defines ``run(full: bool, ..., tiny: bool) -> Outcome`` (``tiny``: its
+smoke run, ``--tiny``): it composes library calls,
 measures, and states every claim with its criterion and pass/fail. `execute` runs one,
 writes ``ROOT/results/NAME.json`` and its figures ``ROOT/figures/NAME_*.png`` atomically, and
 returns the record; ``ctx-staircase run NAME`` calls it, and every ``sims/NAME.py`` is a wrapper
@@ -42,8 +42,6 @@ class Experiment:
         name: the name on the command line (``ctx-staircase run NAME``, ``sims/NAME.py``).
         title: one line saying what it checks.
         module: the module holding its ``run`` (imported only by `load`).
-        tiny: whether ``--tiny`` (a smoke run of at most about 20 s: every code path at the
-            smallest sizes that exercise it) applies; every experiment has one.
         inputs: what it needs from outside, each one of `INPUTS`: ``"corpus"`` (``text_path=``,
             ``--text FILE``) or ``"root"`` (``root=``, the output folder).
         regimes: whether it takes ``regime=`` and ``quick=`` (the regime study runs it).
@@ -53,7 +51,6 @@ class Experiment:
     name: str
     title: str
     module: str
-    tiny: bool = True
     inputs: tuple[str, ...] = ()
     regimes: bool = False
     report: bool = True
@@ -222,11 +219,10 @@ def check_options(
     """The record of ``name`` once the options suit it; else ``ValueError`` naming the option
     and the experiments (or values) it applies to. Checks names only: nothing is imported."""
     experiment = get(name)
-    if tiny and not experiment.tiny:
-        allowed = ", ".join(e.name for e in REGISTRY if e.tiny)
-        raise ValueError(f"--tiny applies to {allowed} only; got experiment {name!r}")
     if tiny and full:
         raise ValueError("--tiny and --full exclude each other")
+    if tiny and quick:
+        raise ValueError("--tiny and --quick exclude each other")
     if (regime is not None or quick) and not experiment.regimes:
         allowed = ", ".join(with_regimes())
         raise ValueError(f"--regime and --quick apply to {allowed} only; got experiment {name!r}")
@@ -310,8 +306,8 @@ def execute(
 ) -> dict:
     """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
 
-    ``tiny`` (the experiments whose record has ``tiny``) shrinks every size to a smoke run of
-    at most about 20 s, which writes its figures as PNG only; ``options`` go to the experiment's ``run`` (``text_path=`` for the ones that need
+    ``tiny`` shrinks every size to a smoke run (every stage and claim at the smallest sizes
+    that exercise it, at most about 20 s), which writes its figures as PNG only; ``options`` go to the experiment's ``run`` (``text_path=`` for the ones that need
     a ``"corpus"``). ``regime`` (a `regime.Regime` name) and ``quick`` apply to the experiments
     of `with_regimes`; a run in a non-primary regime, or a quick one, writes
     ``results/regimes/NAME__REGIME[_quick].json`` and no figures.

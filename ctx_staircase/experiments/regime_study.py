@@ -13,11 +13,13 @@ package's code recomputes every unit.
 The primary regime (``gd-wide``, theory/regimes.md) was fixed before these results were seen;
 the headline verdicts come from the full-size primary runs of each experiment, and this study
 shows how each verdict moves across the other regimes. The quick runs use the same claim logic
-at reduced sizes (each experiment's config says what is reduced).
+at reduced sizes (each experiment's config says what is reduced). ``tiny``: a smoke run of the
+grid, `TINY_EXPERIMENTS` in every regime at their ``tiny`` sizes, in this process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -26,10 +28,12 @@ from pathlib import Path
 import numpy as np
 
 from ctx_staircase import plots, results
-from ctx_staircase.experiments import Outcome, result_path, verdict, with_regimes
+from ctx_staircase.experiments import Outcome, get, result_path, verdict, with_regimes
 from ctx_staircase.experiments import regime as regimes
 
 VERDICTS = ("pass", "vacuous", "FAIL", "—", "missing")
+#: The smoke run's grid: one cheap experiment in every regime.
+TINY_EXPERIMENTS = ("minmax",)
 
 
 def _load(path: Path, fingerprint: str | None) -> dict | None:
@@ -64,14 +68,34 @@ def run_unit(name: str, regime: regimes.Regime, root: Path, fingerprint: str) ->
     return _load(path, None)  # just made: valid even if the sources changed meanwhile
 
 
-def run(full: bool = False, root: str | Path = "sims") -> Outcome:
-    """Run the grid (``full`` is accepted for the common interface; the study is always quick)."""
+def tiny_unit(name: str, regime: regimes.Regime) -> dict:
+    """One experiment in one regime at its ``tiny`` sizes, in this process, nothing written."""
+    import matplotlib.pyplot as plt
+
+    start = time.perf_counter()
+    outcome = get(name).run(regime=regime, tiny=True)
+    for figure in outcome.figures.values():
+        plt.close(figure)
+    return {
+        "claims": [dataclasses.asdict(c) for c in outcome.claims],
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def run(full: bool = False, root: str | Path = "sims", tiny: bool = False) -> Outcome:
+    """Run the grid (``full`` is accepted for the common interface; the study is always quick).
+
+    ``tiny``: the experiments of `TINY_EXPERIMENTS` only, at their ``tiny`` sizes, in this
+    process (each unit takes seconds; nothing is saved per unit, so nothing resumes)."""
     root = Path(root)
     fingerprint = results.source_fingerprint()
-    names = with_regimes()
+    names = TINY_EXPERIMENTS if tiny else with_regimes()
     grid: dict[str, dict[str, dict | None]] = {}
     for name in names:
-        grid[name] = {r.name: run_unit(name, r, root, fingerprint) for r in regimes.ALL}
+        if tiny:
+            grid[name] = {r.name: tiny_unit(name, r) for r in regimes.ALL}
+        else:
+            grid[name] = {r.name: run_unit(name, r, root, fingerprint) for r in regimes.ALL}
     rows = table_rows(grid)
     counts = {
         r.name: {v: sum(row["cells"][r.name]["verdict"] == v for row in rows) for v in VERDICTS}
@@ -90,7 +114,11 @@ def run(full: bool = False, root: str | Path = "sims") -> Outcome:
     config = {
         "experiments": list(names),
         "regimes": [r.name for r in regimes.ALL],
-        "sizes": "each experiment's quick sizes (see its record under results/regimes/)",
+        "sizes": (
+            "each experiment's tiny sizes (a smoke run)"
+            if tiny
+            else "each experiment's quick sizes (see its record under results/regimes/)"
+        ),
         "rule": "theory/regimes.md (primary regime fixed before the results)",
         "source_fingerprint": fingerprint,
     }

@@ -1,0 +1,300 @@
+"""The signature alignment of any model's embedding snapshots (``ctx-staircase measure``).
+
+`measure_snapshots` takes the data and a list of input-embedding snapshots ``W_E [V, d]``
+(arrays, `checkpoints.Embedding` records, or paths `checkpoints.load_embedding` reads) and
+returns one `Measurement`:
+
+- **a token stream** (ids ``[n]`` or a `checkpoints.TokenStream`): the paper's §6.1 language-model
+  measurement. ``rho_next`` is the Pearson alignment of the tracked tokens' embedding cosines
+  with the cosines of their next-token distributions ``phi^{y;nt}``; the rank-one prefix probe
+  (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked tokens and scored on
+  the pairs of the other half. The tracked tokens are the most frequent eligible ones (the
+  `lm` module docstring), or those the stream names;
+- **a `tasks.TokenDataset`**: the controlled tasks' measurement, ``rho_0`` against the
+  zero-order signature, the frequency-resolved first-order alignments ``rho_(1),k`` (paper
+  §4.5) and the first-order probe (eq. 7), on the dataset's default token group.
+
+Every alignment comes with its **null**, the same score after the tracked tokens' rows are
+permuted (one fixed permutation): the embedding's own cosine distribution, with the token
+identities destroyed.
+
+Snapshots are read one at a time and only their tracked rows kept, so a long list of large
+checkpoints needs the memory of one embedding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctx_staircase import checkpoints, geometry, internal, lm, metrics, signatures, text
+from ctx_staircase.checkpoints import Embedding, TokenStream
+from ctx_staircase.tasks import TokenDataset
+
+#: The context length of the stream's windows when the stream does not say it (the `lm`
+#: subcommand's standard size; it sets the prefix of eq. 20, not ``rho_next``).
+CONTEXT_LENGTH = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """The alignment of S snapshots.
+
+    Attributes:
+        reference: what the embedding is aligned with, e.g. ``"next-token signature"``.
+        steps: int ``[S]`` each snapshot's training step.
+        tracked: int ``[A]`` the measured token ids.
+        alignment: name -> ``[S]``: ``"rho_next"`` for a stream; ``"rho_0"`` and
+            ``"rho_1_k{k}"`` (k = 1 .. A/2) for a task.
+        null: the same names -> ``[S]``, scored on the row-permuted embeddings.
+        probe: name -> ``[S]``: ``"corr"`` and ``"mse"`` (held out), and for a stream
+            ``"baseline_mse"`` (the held-out variance: the MSE of the best constant).
+        sources: each snapshot's file (``"<array>"`` for an array) and ``keys`` its tensor name.
+        settings: what the measurement used (context length, counts, seed, ...).
+    """
+
+    reference: str
+    steps: np.ndarray
+    tracked: np.ndarray
+    alignment: dict[str, np.ndarray]
+    null: dict[str, np.ndarray]
+    probe: dict[str, np.ndarray]
+    sources: tuple[str, ...]
+    keys: tuple[str, ...]
+    settings: dict[str, Any]
+
+    @property
+    def headline(self) -> str:
+        """The main curve's name: ``rho_next`` for a stream, ``rho_0`` for a task."""
+        return next(iter(self.alignment))
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-ready lists (``metrics.json``)."""
+        listed = lambda d: {k: np.asarray(v).tolist() for k, v in d.items()}  # noqa: E731
+        return {
+            "reference": self.reference,
+            "steps": self.steps.tolist(),
+            **listed(self.alignment),
+            "null": listed(self.null),
+            "probe": listed(self.probe),
+            "tracked": self.tracked.tolist(),
+            "snapshots": list(self.sources),
+            "keys": list(self.keys),
+            "settings": self.settings,
+        }
+
+
+def measure_snapshots(
+    data: TokenDataset | TokenStream | np.ndarray | Sequence[int],
+    snapshots: Sequence[Embedding | np.ndarray | str | Path],
+    *,
+    steps: Sequence[int] | None = None,
+    key: str | None = None,
+    tracked: Sequence[int] | None = None,
+    context_length: int | None = None,
+    count: int = 200,
+    min_count: int = 20,
+    probe_vocabulary: int = 100,
+    probe_steps: int = metrics.PROBE_STEPS,
+    seed: int = 0,
+) -> Measurement:
+    """Measure ``snapshots`` against ``data`` (module docstring).
+
+    Args:
+        data: a token stream (ids ``[n]``, or a `checkpoints.TokenStream`, whose ``tracked`` and
+            ``context_length`` are used when given) or a `tasks.TokenDataset`.
+        snapshots: ``[V, d]`` arrays, `checkpoints.Embedding` records or paths; every one must
+            have the same shape, and every token id must index one of its rows.
+        steps: each snapshot's step; default: the step in each path's name
+            (`checkpoints.snapshot_step`), else the snapshot's position.
+        key: the tensor to read from each path (default: found by name).
+        tracked: the token ids to measure (a stream; default: the stream's, else the ``count``
+            most frequent eligible ones occurring ``min_count`` times, `lm.eligible_tokens`).
+        context_length: window length of the stream (default: the stream's, else 64).
+        probe_vocabulary: K, the most frequent tokens spanning the prefix signature.
+        probe_steps, seed: the probe's Adam steps and its split and initialization.
+
+    Raises:
+        ValueError: naming the parameter, for an empty or inconsistent list of snapshots,
+            token ids outside an embedding, or bad settings.
+    """
+    if isinstance(snapshots, str | Path | np.ndarray) or not len(snapshots):
+        raise ValueError("snapshots must be a non-empty list of [V, d] embeddings or paths")
+    internal.check_int(seed, "seed", 0, 2**32 - 1)
+    internal.check_int(probe_steps, "probe_steps", 0)
+    steps = _steps(snapshots, steps)
+    if isinstance(data, TokenDataset):
+        if tracked is not None:
+            raise ValueError("tracked applies to a token stream; a task measures its group")
+        return _measure_task(data, snapshots, steps, key, seed)
+    stream = data if isinstance(data, TokenStream) else TokenStream(ids=np.asarray(data))
+    return _measure_stream(
+        stream,
+        snapshots,
+        steps,
+        key=key,
+        tracked=tracked,
+        context_length=context_length,
+        count=count,
+        min_count=min_count,
+        probe_vocabulary=probe_vocabulary,
+        probe_steps=probe_steps,
+        seed=seed,
+    )
+
+
+def _measure_stream(stream, snapshots, steps, *, key, tracked, context_length, count, min_count,
+                    probe_vocabulary, probe_steps, seed) -> Measurement:  # fmt: skip
+    ids = stream.ids
+    if ids.size < 2:
+        raise ValueError(f"tokens: a stream needs >= 2 tokens to have a transition; got {ids.size}")
+    if tracked is None:
+        tracked = stream.tracked
+    if tracked is None:
+        tracked = lm.eligible_tokens(ids, stream.token_strings, count=count, min_count=min_count)
+    tracked = np.asarray(tracked, dtype=np.int64)
+    if tracked.ndim != 1 or tracked.size < 4 or np.unique(tracked).size != tracked.size:
+        raise ValueError(f"tracked must be >= 4 distinct token ids; got {tracked.tolist()[:10]}")
+    T = context_length or stream.context_length or CONTEXT_LENGTH
+    internal.check_int(T, "context_length", 1, ids.size - 1)
+    internal.check_int(probe_vocabulary, "probe_vocabulary", 2)
+    rows, sources, keys, V = _tracked_rows(snapshots, key, tracked, int(ids.max()))
+    S_next, prefix, probe_tokens = _stream_signatures(ids, V, tracked, T, probe_vocabulary)
+    S_emb = np.asarray(metrics.cosine_matrix(rows))  # [S, A, A]
+    rho_next, probe = lm.embedding_alignment(
+        S_emb, S_next, prefix, heldout_fraction=0.5, seed=seed, probe_steps=probe_steps
+    )
+    permutation = np.random.default_rng(seed).permutation(tracked.size)
+    null = np.asarray(metrics.alignment(S_emb[:, permutation][:, :, permutation], S_next).value)
+    return Measurement(
+        reference="next-token signature",
+        steps=steps,
+        tracked=tracked,
+        alignment={"rho_next": rho_next},
+        null={"rho_next": null},
+        probe={
+            "corr": probe.heldout_corr,
+            "mse": probe.heldout_mse,
+            "baseline_mse": probe.variance,
+        },
+        sources=sources,
+        keys=keys,
+        settings={
+            "context_length": T,
+            "tokens": int(ids.size),
+            "vocab_rows": V,
+            "probe_vocabulary": int(probe_tokens.size),
+            "probe_steps": probe_steps,
+            "heldout_fraction": 0.5,
+            "seed": seed,
+            "null": "the tracked rows permuted (one fixed permutation from seed)",
+        },
+    )
+
+
+def _stream_signatures(ids, V: int, tracked, T: int, probe_vocabulary: int):
+    """``(S^next [A, A], phi^{y;1} [A, K, K], probe tokens [K])`` of the stream, as
+    `lm.lm_signatures` counts them, with ``phi^{y;nt}`` kept only on the tokens that follow a
+    tracked one: the other columns are zero, so the cosines are the same, and memory grows
+    with the stream rather than with a 50k-token vocabulary."""
+    windows = text.windows(ids, T)
+    current, following = windows[:, :-1].ravel(), windows[:, 1:].ravel()
+    successors = np.unique(following[np.isin(current, tracked)])
+    phi_next, _ = signatures.next_token_signature(windows, V, alphas=tracked, labels=successors)
+    probe_tokens = lm.most_frequent(windows, V, min(probe_vocabulary, V))
+    prefix = signatures.prefix_signature(
+        windows, V, alphas=tracked, labels=probe_tokens, context=probe_tokens
+    )
+    return np.asarray(metrics.signature_cosine_matrix(phi_next)), prefix, probe_tokens
+
+
+def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
+    group = geometry.default_group(ds)
+    alphas = geometry.group_tokens(ds, group)
+    W_E, sources, keys, _ = _tracked_rows(snapshots, key, np.arange(ds.vocab_size), -1)
+    curves = geometry.alignment_curves(W_E[None], steps, ds, probe_snapshots=len(steps), seed=seed)
+    S_emb = geometry.embedding_similarity(W_E, alphas)  # [S, A, A]
+    permutation = np.random.default_rng(seed).permutation(alphas.size)
+    shuffled = S_emb[:, permutation][:, :, permutation]
+    alignment = {"rho_0": np.asarray(curves.rho0)[0]}
+    null = {"rho_0": np.asarray(metrics.alignment(shuffled, curves.S_sig0).value)}
+    if ds.L >= 2:
+        labels = np.unique(ds.labels[ds.weights > 0])
+        phi1 = signatures.label_signature(ds, 1, alphas=alphas, labels=labels, context=alphas)
+        ks = np.arange(1, alphas.size // 2 + 1)
+        rho1 = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))  # [S, K]
+        rho1_null = np.asarray(metrics.frequency_alignment(phi1, shuffled, ks))
+        for i, k in enumerate(ks):
+            alignment[f"rho_1_k{k}"], null[f"rho_1_k{k}"] = rho1[:, i], rho1_null[:, i]
+    return Measurement(
+        reference="zero-order signature",
+        steps=steps,
+        tracked=alphas,
+        alignment=alignment,
+        null=null,
+        probe={"corr": curves.probe_corr[0], "mse": curves.probe_mse[0]},
+        sources=sources,
+        keys=keys,
+        settings={
+            "task": ds.name,
+            "group": group,
+            "seed": seed,
+            "rho_0_method": curves.rho0_method,
+            "null": "the group's rows permuted (one fixed permutation from seed)",
+        },
+    )
+
+
+def _tracked_rows(snapshots, key, tracked, largest_id) -> tuple[np.ndarray, tuple, tuple, int]:
+    """``rows [S, A, d]`` of ``tracked`` in every snapshot, read one at a time, with the
+    sources, keys and the row count V; ``ValueError`` for shapes that differ or ids past V."""
+    rows, sources, keys, shape = [], [], [], None
+    for i, snapshot in enumerate(snapshots):
+        embedding = _embedding(snapshot, key, i)
+        if shape is not None and embedding.W_E.shape != shape:
+            raise ValueError(
+                f"snapshots: {embedding.source} has shape {embedding.W_E.shape}, but "
+                f"{sources[0]} has {shape}; every snapshot must be the same [V, d]"
+            )
+        shape = embedding.W_E.shape
+        if max(largest_id, int(np.max(tracked))) >= shape[0]:
+            worst = max(largest_id, int(np.max(tracked)))
+            raise ValueError(
+                f"tokens: id {worst} is outside the embedding of {str(embedding.source)!r}, "
+                f"which has {shape[0]} rows (ids 0..{shape[0] - 1}); the tokens and the "
+                "checkpoint must come from the same tokenizer"
+            )
+        rows.append(embedding.rows(tracked))
+        sources.append(str(embedding.source))
+        keys.append(embedding.key)
+        if not np.all(np.isfinite(rows[-1])):
+            raise ValueError(f"snapshots: {embedding.source} has non-finite tracked rows")
+    return np.stack(rows), tuple(sources), tuple(keys), int(shape[0])
+
+
+def _embedding(snapshot, key, index) -> Embedding:
+    if isinstance(snapshot, Embedding):
+        return snapshot
+    if isinstance(snapshot, str | Path):
+        return checkpoints.load_embedding(snapshot, key)
+    array = np.asarray(snapshot)
+    source = Path(f"<array {index}>")
+    return Embedding(W_E=checkpoints.check_matrix(array, "W_E", source), key="W_E", source=source)
+
+
+def _steps(snapshots, steps) -> np.ndarray:
+    if steps is not None:
+        steps = np.asarray(steps)
+        if steps.shape != (len(snapshots),) or not np.issubdtype(steps.dtype, np.integer):
+            raise ValueError(
+                f"steps must be one integer per snapshot ({len(snapshots)}); got {steps.tolist()}"
+            )
+        return steps.astype(np.int64)
+    named = [checkpoints.snapshot_step(s) if isinstance(s, str | Path) else None for s in snapshots]
+    if all(n is not None for n in named):
+        return np.asarray(named, dtype=np.int64)
+    return np.arange(len(snapshots), dtype=np.int64)

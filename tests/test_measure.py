@@ -1,0 +1,355 @@
+"""`measure.measure_snapshots`, `checkpoints` and ``ctx-staircase measure``: known answers for
+every snapshot format (an embedding equal to the next-token distributions scores rho_next >= 0.99,
+a random one |rho_next| <= 0.1, and rotating and scaling it changes nothing), the embedding found
+by its common names, token streams from ids, text and an HF tokenizer, the task path against
+`geometry`, the loop from an `lm` export back to its own rho_next, and bad input as one line with
+exit 2 and nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from ctx_staircase import checkpoints, cli, geometry, lm, measure, signatures, tasks, text
+
+V = 40  # token ids of the synthetic stream
+PADDED = 48  # rows of its checkpoints: padded past the vocabulary, as Pythia's are
+
+
+@pytest.fixture(scope="module")
+def stream() -> np.ndarray:
+    """A Markov chain over V tokens with sparse, distinct transition rows (20k tokens)."""
+    rng = np.random.default_rng(0)
+    transitions = rng.dirichlet(np.full(V, 0.2), size=V)
+    ids = [0]
+    for u in rng.random(20_000):
+        ids.append(int(np.searchsorted(np.cumsum(transitions[ids[-1]]), u * 0.999999)))
+    return np.asarray(ids)
+
+
+@pytest.fixture(scope="module")
+def next_token(stream) -> np.ndarray:
+    """Each token's empirical next-token distribution ``[V, V]``."""
+    phi, _ = signatures.next_token_signature(text.windows(stream, 64), V, alphas=np.arange(V))
+    return phi
+
+
+def padded(rows: np.ndarray, seed: int = 1) -> np.ndarray:
+    """``rows [V, d]`` padded with random rows to ``[PADDED, d]`` (float32, a checkpoint's)."""
+    extra = np.random.default_rng(seed).normal(size=(PADDED - V, rows.shape[1]))
+    return np.concatenate([rows, extra]).astype(np.float32)
+
+
+def planted(next_token: np.ndarray) -> dict[str, np.ndarray]:
+    """Three snapshots: the signature rows, random rows, the signature rotated and scaled."""
+    rng = np.random.default_rng(2)
+    rotation = np.linalg.qr(rng.normal(size=(V, V)))[0]
+    return {
+        "signature": padded(next_token),
+        "random": padded(rng.normal(size=(V, V))),
+        "rotated": padded(3.7 * next_token @ rotation),
+    }
+
+
+def write_npz(folder: Path, name: str, W_E: np.ndarray) -> Path:
+    path = folder / f"{name}.npz"
+    np.savez(path, W_E=W_E, W_U=W_E.T.copy())
+    return path
+
+
+def write_safetensors(folder: Path, name: str, W_E: np.ndarray) -> Path:
+    """A Pythia-style file: the embedding under its GPT-NeoX name among other tensors."""
+    path = folder / f"{name}.safetensors"
+    others = {"gpt_neox.layers.0.attention.dense.weight": np.ones((8, 8), np.float32)}
+    save_file({"gpt_neox.embed_in.weight": W_E.astype(np.float16), **others}, str(path))
+    return path
+
+
+def write_folder(folder: Path, name: str, W_E: np.ndarray) -> Path:
+    """An HF model folder with two shards and their index; the embedding in the second."""
+    path = folder / name
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    save_file({"lm_head.weight": W_E.copy()}, str(path / "model-00001-of-00002.safetensors"))
+    save_file({"model.embed_tokens.weight": W_E}, str(path / "model-00002-of-00002.safetensors"))
+    index = {
+        "metadata": {"total_size": 0},
+        "weight_map": {
+            "lm_head.weight": "model-00001-of-00002.safetensors",
+            "model.embed_tokens.weight": "model-00002-of-00002.safetensors",
+        },
+    }
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    return path
+
+
+WRITERS = {"npz": write_npz, "safetensors": write_safetensors, "hf_folder": write_folder}
+
+
+# --------------------------------------------------------------------------------------------
+# known answers, every format
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_known_answers_in_every_format(kind, stream, next_token, tmp_path):
+    paths = [WRITERS[kind](tmp_path, n, W) for n, W in planted(next_token).items()]
+    measured = measure.measure_snapshots(stream, paths, count=V, min_count=20, probe_steps=30)
+    signature, random, rotated = measured.alignment["rho_next"]
+    assert signature >= 0.99
+    assert abs(random) <= 0.1
+    assert rotated == pytest.approx(signature, abs=1e-3 if kind == "safetensors" else 1e-6)
+    assert np.all(np.abs(measured.null["rho_next"]) <= 0.1)  # the permuted rows: the null
+    assert measured.tracked.size == V and measured.settings["vocab_rows"] == PADDED
+    np.testing.assert_array_equal(measured.steps, [0, 1, 2])  # no step in the names
+
+
+def test_arrays_and_files_give_the_same_measurement(stream, next_token, tmp_path):
+    snapshots = list(planted(next_token).values())
+    from_arrays = measure.measure_snapshots(stream, snapshots, count=V, probe_steps=30)
+    paths = [write_npz(tmp_path, f"step{100 * i}", W) for i, W in enumerate(snapshots)]
+    from_files = measure.measure_snapshots(stream, paths, count=V, probe_steps=30)
+    np.testing.assert_array_equal(
+        from_files.alignment["rho_next"], from_arrays.alignment["rho_next"]
+    )
+    np.testing.assert_array_equal(from_files.probe["corr"], from_arrays.probe["corr"])
+    np.testing.assert_array_equal(from_files.steps, [0, 100, 200])  # steps from the names
+
+
+def test_the_probe_sees_the_signature_and_not_noise(stream, next_token):
+    signature, random, _ = planted(next_token).values()
+    measured = measure.measure_snapshots(stream, [signature, random], count=V, probe_steps=300)
+    assert measured.probe["corr"][0] > 0.5 > abs(measured.probe["corr"][1])
+
+
+# --------------------------------------------------------------------------------------------
+# finding the embedding
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transformer.wte.weight",  # GPT-2
+        "wte.weight",  # GPT-2 as HF saves it
+        "gpt_neox.embed_in.weight",  # GPT-NeoX / Pythia
+        "model.embed_tokens.weight",  # Llama / Mistral
+        "model.decoder.embed_tokens.weight",  # OPT
+        "bert.embeddings.word_embeddings.weight",  # BERT
+        "embed.W_E",  # TransformerLens
+        "W_E",  # this package's exports
+    ],
+)
+def test_the_embedding_is_found_by_its_common_name(name, tmp_path):
+    W_E = np.arange(12, dtype=np.float32).reshape(4, 3)
+    decoys = {"lm_head.weight": np.zeros((4, 3), np.float32), "pos_embed.W_pos": np.ones((2, 3))}
+    path = tmp_path / "model.safetensors"
+    save_file({name: W_E, **{k: v.astype(np.float32) for k, v in decoys.items()}}, str(path))
+    embedding = checkpoints.load_embedding(path)
+    assert embedding.key == name
+    np.testing.assert_array_equal(embedding.W_E, W_E)
+
+
+def test_key_chooses_among_several_and_bfloat16_becomes_float32(tmp_path):
+    import ml_dtypes
+
+    W = np.arange(6, dtype=np.float32).reshape(3, 2)
+    path = tmp_path / "t5.safetensors"
+    tensors = {"encoder.embed_tokens.weight": W, "decoder.embed_tokens.weight": 2 * W}
+    save_file({k: v.astype(ml_dtypes.bfloat16) for k, v in tensors.items()}, str(path))
+    with pytest.raises(ValueError, match="several tensors look like the input embedding"):
+        checkpoints.load_embedding(path)
+    embedding = checkpoints.load_embedding(path, key="decoder.embed_tokens.weight")
+    assert embedding.W_E.dtype == ml_dtypes.bfloat16  # as stored, until rows are read
+    rows = embedding.rows([2, 0])
+    assert rows.dtype == np.float32
+    np.testing.assert_array_equal(rows, 2 * W[[2, 0]])
+
+
+def test_npy_is_memory_mapped_and_steps_come_from_names(tmp_path):
+    path = tmp_path / "pythia-70m-step143000.npy"
+    np.save(path, np.ones((5, 2), np.float32))
+    embedding = checkpoints.load_embedding(path)
+    assert isinstance(embedding.W_E, np.memmap)
+    assert checkpoints.snapshot_step(path) == 143000
+    assert checkpoints.snapshot_step("runs/checkpoint-500/model.safetensors") == 500
+    assert checkpoints.snapshot_step("final.npz") is None
+
+
+def test_a_torch_checkpoint_reads_its_state_dict(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch is an optional extra (pip install torch)")
+    W = torch.arange(8, dtype=torch.bfloat16).reshape(4, 2)
+    torch.save({"embed.W_E": W, "blocks.0.attn.W_Q": torch.zeros(2, 2)}, tmp_path / "tl.pt")
+    embedding = checkpoints.load_embedding(tmp_path / "tl.pt")
+    assert embedding.key == "embed.W_E" and embedding.rows([3, 1]).dtype == np.float32
+    np.testing.assert_array_equal(embedding.rows([3, 1]), np.arange(8).reshape(4, 2)[[3, 1]])
+
+
+# --------------------------------------------------------------------------------------------
+# token streams
+
+
+def test_token_files_ids_text_and_hf_tokenizer(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    np.save(tmp_path / "ids.npy", np.array([3, 1, 2, 3]))
+    np.testing.assert_array_equal(checkpoints.load_tokens(tmp_path / "ids.npy").ids, [3, 1, 2, 3])
+    corpus = tmp_path / "text.txt"
+    corpus.write_text("the cat sat . the cat ran .")
+    own = checkpoints.load_tokens(corpus)
+    assert [own.token_strings[i] for i in own.ids[:3]] == ["the", "cat", "sat"]
+    vocab = {"[UNK]": 0, "the": 1, "cat": 2, "sat": 3, "ran": 4, ".": 5}
+    model = tokenizers.models.WordLevel(vocab, unk_token="[UNK]")
+    tokenizer = tokenizers.Tokenizer(model)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    hf = checkpoints.load_tokens(corpus, tmp_path / "tokenizer.json")
+    np.testing.assert_array_equal(hf.ids, [1, 2, 3, 5, 1, 2, 4, 5])
+    assert hf.token_strings[2] == "cat"
+    # an HF vocabulary has no <unk> at id 0; its special tokens are not words
+    tracked = lm.eligible_tokens(np.tile(hf.ids, 10), hf.token_strings, count=4, min_count=1)
+    assert set(tracked.tolist()) == {1, 2, 3, 4}
+
+
+# --------------------------------------------------------------------------------------------
+# task data
+
+
+def test_task_snapshots_agree_with_geometry(tmp_path):
+    ds = tasks.make("add", N=10)
+    rng = np.random.default_rng(0)
+    W_E = rng.normal(size=(3, ds.vocab_size, 8))
+    paths = [write_npz(tmp_path, f"step_{s}", W) for s, W in zip((0, 5, 9), W_E, strict=True)]
+    measured = measure.measure_snapshots(ds, paths)
+    curves = geometry.alignment_curves(W_E[None], measured.steps, ds, probe_snapshots=3)
+    np.testing.assert_allclose(measured.alignment["rho_0"], curves.rho0[0], atol=1e-6)
+    np.testing.assert_allclose(measured.probe["corr"], curves.probe_corr[0], atol=1e-6)
+    rho = geometry.alignment_orders(ds, W_E)
+    rho1 = np.max([v for k, v in measured.alignment.items() if k.startswith("rho_1_k")], axis=0)
+    np.testing.assert_allclose(rho1, rho[1], atol=1e-6)
+    np.testing.assert_array_equal(measured.steps, [0, 5, 9])
+
+
+def test_task_embedding_equal_to_its_signature_scores_one():
+    ds = tasks.make("add", N=10)
+    alphas = geometry.group_tokens(ds, geometry.default_group(ds))
+    labels = np.unique(ds.labels[ds.weights > 0])
+    phi0 = signatures.label_signature(ds, 0, alphas=alphas, labels=labels)
+    W_E = np.random.default_rng(0).normal(size=(ds.vocab_size, phi0.shape[1]))
+    W_E[alphas] = phi0
+    measured = measure.measure_snapshots(ds, [W_E])
+    assert measured.alignment["rho_0"][0] == pytest.approx(1.0, abs=1e-6)
+    assert abs(measured.null["rho_0"][0]) < 0.5
+
+
+# --------------------------------------------------------------------------------------------
+# the loop: an lm export measured back
+
+
+def test_measure_on_an_lm_export_reproduces_its_rho_next(tmp_path):
+    corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=600, seed=0), vocab_size=None)
+    config = lm.LMConfig(
+        steps=12, d=16, n_layers=1, n_heads=2, context_length=8, batch_size=4, snapshot_every=4,
+        tracked=30, min_count=5, signature_windows=16, validation_windows=8, probe_vocabulary=20,
+    )  # fmt: skip
+    trajectory = lm.train_lm(corpus, config, gammas=(1.0,), seed=0)
+    signature = lm.lm_signatures(
+        corpus.train, corpus.vocab_size, trajectory.tracked, context_length=8, probe_vocabulary=20
+    )
+    curves = lm.lm_metrics(trajectory, signature, probe_steps=20)
+    tokens = checkpoints.export_tokens(tmp_path / "tokens.npz", corpus.train, trajectory.tracked, 8)
+    paths = checkpoints.export_embeddings(tmp_path / "g1", trajectory.W_E[0], trajectory.steps)
+    measured = measure.measure_snapshots(
+        checkpoints.load_tokens(tokens), paths, probe_vocabulary=20, probe_steps=20
+    )
+    np.testing.assert_array_equal(measured.steps, trajectory.steps)
+    np.testing.assert_allclose(measured.alignment["rho_next"], curves.rho_next[0], atol=1e-6)
+    np.testing.assert_allclose(measured.probe["corr"], curves.probe_corr[0], atol=1e-6)
+
+
+@pytest.mark.slow  # two CLI runs, about 40 s
+def test_cli_measure_on_a_tiny_lm_run_equals_its_rho_next(tmp_path):
+    run = tmp_path / "lm"
+    assert cli.main(["lm", "--tiny", "--out", str(run)]) == 0
+    lane = run / "embeddings" / "gamma_1"
+    snapshots = [str(p) for p in sorted(lane.glob("step_*.safetensors"))]
+    out = tmp_path / "measured"
+    argv = ["measure", "--tokens", str(run / "embeddings" / "tokens.npz"), "--snapshots"]
+    assert cli.main([*argv, *snapshots, "--out", str(out)]) == 0
+    measured = json.loads((out / "metrics.json").read_text())
+    arrays = np.load(run / "arrays.npz")
+    np.testing.assert_allclose(measured["rho_next"], arrays["curves_rho_next"][0], atol=1e-6)
+    assert (out / "alignment.png").read_bytes()[:4] == b"\x89PNG"
+    assert set(np.load(out / "curves.npz").files) >= {"steps", "rho_next", "null_rho_next"}
+
+
+def test_cli_measure_on_a_task_export(tmp_path, capsys):
+    run = tmp_path / "train"
+    argv = ["train", "add", "--param", "N=8", "--steps", "40", "--snapshot-steps", "0", "20", "40"]
+    assert cli.main([*argv, "--d", "16", "--out", str(run)]) == 0
+    lane = next((run / "embeddings").iterdir())
+    snapshots = [str(p) for p in sorted(lane.glob("step_*.safetensors"))]
+    out = tmp_path / "measured"
+    argv = ["measure", "--task", "add", "--param", "N=8", "--snapshots", *snapshots]
+    assert cli.main([*argv, "--out", str(out)]) == 0
+    measured = json.loads((out / "metrics.json").read_text())
+    trained = json.loads((run / "metrics.json").read_text())
+    np.testing.assert_allclose(measured["rho_0"], trained["alignment"]["rho0"][0], atol=1e-6)
+    assert measured["steps"] == trained["alignment"]["steps"]
+
+
+# --------------------------------------------------------------------------------------------
+# bad input: one line, exit 2, nothing written
+
+
+def _bad_inputs(folder: Path, stream: np.ndarray) -> dict[str, tuple[list[str], str]]:
+    np.save(folder / "ids.npy", stream)
+    np.save(folder / "empty.npy", np.array([], dtype=np.int64))
+    outside = stream.copy()
+    outside[100] = PADDED  # one id past the padded rows: rare, so it is not a tracked token
+    np.save(folder / "outside.npy", outside)
+    np.save(folder / "rank3.npy", np.zeros((2, 3, 4), np.float32))
+    good = folder / "good.npy"
+    np.save(good, np.zeros((PADDED, 4), np.float32))
+    save_file({"wte.weight": np.zeros((PADDED, 4), np.float32)}, str(folder / "ok.safetensors"))
+    whole = (folder / "ok.safetensors").read_bytes()
+    (folder / "truncated.safetensors").write_bytes(whole[: len(whole) // 2])
+    (folder / "corrupt.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    save_file({"a.weight": np.zeros((4, 4), np.float32)}, str(folder / "nokey.safetensors"))
+    both = {"wte.weight": np.zeros((4, 4), np.float32), "embed_in.weight": np.zeros((4, 4))}
+    save_file({k: v.astype(np.float32) for k, v in both.items()}, str(folder / "two.safetensors"))
+    (folder / "weights.h5").write_bytes(b"\x89HDF\r\n")
+    ids = ["--tokens", str(folder / "ids.npy"), "--snapshots"]
+    return {
+        "missing key": ([*ids, str(folder / "nokey.safetensors")], "--key"),
+        "unknown key": ([*ids, str(folder / "ok.safetensors"), "--key", "nope"], "--key 'nope'"),
+        "ambiguous key": ([*ids, str(folder / "two.safetensors")], "several tensors"),
+        "wrong rank": ([*ids, str(folder / "rank3.npy")], "shape (2, 3, 4)"),
+        "truncated": ([*ids, str(folder / "truncated.safetensors")], "truncated.safetensors"),
+        "corrupt": ([*ids, str(folder / "corrupt.safetensors")], "not a readable safetensors"),
+        "empty tokens": (
+            ["--tokens", str(folder / "empty.npy"), "--snapshots", str(good)], "no tokens"
+        ),
+        "id outside": (
+            ["--tokens", str(folder / "outside.npy"), "--snapshots", str(good)],
+            f"id {PADDED} is outside",
+        ),
+        "missing snapshot": ([*ids, str(folder / "nothere.safetensors")], "no such file"),
+        "unknown format": ([*ids, str(folder / "weights.h5")], "unknown format '.h5'"),
+        "steps count": ([*ids, str(good), "--steps", "1", "2"], "--steps"),
+        "shapes differ": (
+            [*ids, str(good), str(folder / "nokey.safetensors"), "--key", "a.weight"],
+            "same [V, d]",
+        ),
+    }  # fmt: skip
+
+
+def test_bad_input_is_one_line_exit_2_and_nothing_written(stream, tmp_path, capsys):
+    cases = _bad_inputs(tmp_path, stream)
+    for name, (argv, needle) in cases.items():
+        out = tmp_path / f"out_{name.replace(' ', '_')}"
+        assert cli.main(["measure", *argv, "--out", str(out)]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and needle in err, (name, err)
+        assert not out.exists(), name
