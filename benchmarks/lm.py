@@ -1,7 +1,7 @@
 """Benchmark: tokens per second of the GPT training step of `ctx_staircase.lm`, against the matmul
 peak.
 
-Setup (the issue's CPU size, `lm.LMConfig` defaults): `models.GPT` d = 128, 2 layers, 4 heads
+Setup (the CPU size, `lm.LMConfig` defaults): `models.GPT` d = 128, 2 layers, 4 heads
 (head_dim 32), SwiGLU hidden h = `models.swiglu_hidden(d)` = 344, untied W_U, RoPE, float32;
 context T = 64, batch B = 32 windows of T + 1 tokens; AdamW with warmup-cosine
 (`lm.optimizer`); vocabulary V = 2001 (2000 words + ``<unk>``) of tinyshakespeare

@@ -1,6 +1,6 @@
 """Benchmark: rho_0(t) of 64 models from theory (closed form, signature-flow ODE) against training.
 
-Part 1 (the issue's setup): task `add`, N = 20 (n = 400, L = 2, V = 41), FFN d = 128 with
+Part 1 (the reference setup): task `add`, N = 20 (n = 400, L = 2, V = 41), FFN d = 128 with
 sigma = "poly:1,0.5", full-batch GD lr 0.2 for 1000 steps, snapshots every 10 steps (101 times,
 t = lr * step), float64, seed 0, 64 values of gamma in [0.6, 1.4]. Each path ends in the 64
 curves rho_0(t), the Pearson alignment of S^emb = cos(W_E[numbers]) with S^{sig,(0)} (the

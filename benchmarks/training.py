@@ -1,6 +1,6 @@
 """Benchmark: the vmapped training sweep against sequential runs, PyTorch and the matmul peak.
 
-Setup (the issue's task): `add`, N=40 (n=1600 sequences, L=2, V=81), `FFN` d=128 with ReLU,
+Setup (the reference task): `add`, N=40 (n=1600 sequences, L=2, V=81), `FFN` d=128 with ReLU,
 full-batch GD (lr 0.5), 2000 steps, float32, 64 lanes = 16 gammas in [0.5, 1.5] x 4 seeds,
 5 snapshots (steps 0, 500, ..., 2000) without recorded weights, so recording is not the cost.
 

@@ -1,4 +1,4 @@
-"""Benchmark: what "validate, then work" costs (issue 12), against the work it guards.
+"""Benchmark: what "validate, then work" costs, against the work it guards.
 
 (a) For the default request of every CLI command (``train add``, ``theory add``,
     ``signatures add``, ``lm``, ``run`` and ``run --tiny``) the memory estimate of

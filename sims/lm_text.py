@@ -1,4 +1,4 @@
-"""Language model on real text: rho_next rises to an early peak, then settles (SPEC §8 item 16).
+"""Language model on real text: rho_next rises to an early peak, then settles (paper §6.1, Fig. 7).
 
 Usage: python sims/lm_text.py [--text FILE] [--full | --tiny] (default: the shared corpus,
 `paths.shared_corpus`).

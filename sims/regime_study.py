@@ -1,4 +1,4 @@
-"""The regime study: every FFN and attention-only claim under vocabulary x optimizer (issue 10)."""
+"""The regime study: every FFN and attention-only claim under vocabulary x optimizer (theory/regimes.md)."""
 
 import sys
 from pathlib import Path
