@@ -235,6 +235,10 @@ def alignment_curves(
 ) -> AlignmentCurves:
     """rho_0(t) at every snapshot and the first-order probe at ``probe_snapshots`` of them.
 
+    ``W_E`` may come from anywhere, not only from `sweep.train_sweep`: embeddings trained
+    elsewhere on the task's token ids (`measure.measure_snapshots` reads them from checkpoint
+    files and adds the frequency components and a null).
+
     Args:
         W_E: ``[G, S, V, d]`` embedding snapshots of ``G`` lanes.
         steps: ``[S]`` snapshot steps.

@@ -1,4 +1,6 @@
-"""The regime study: every FFN and attention-only claim under vocabulary x optimizer (theory/regimes.md)."""
+"""The regime study: every FFN and attention-only claim under vocabulary x optimizer.
+
+The regimes and why the claims need them: theory/regimes.md."""
 
 import sys
 from pathlib import Path

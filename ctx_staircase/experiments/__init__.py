@@ -1,9 +1,10 @@
 """Reproduction experiments: one module per claim or paper figure, one `REGISTRY` of records.
 
-`REGISTRY` lists every experiment as an `Experiment` record: its name, title, module, the inputs it needs from outside (``"corpus"``: a UTF-8 text file;
-``"root"``: the output folder, for the regime study's units), whether it takes a training
-regime, and whether `sims/reproduce.py` runs it into ``sims/REPORT.md``. A module is imported
-only when its experiment runs (`Experiment.load`), so listing the registry is instant.
+`REGISTRY` lists every experiment as an `Experiment` record: its name, title, module, the
+inputs it needs from outside (``"corpus"``: a UTF-8 text file; ``"root"``: the output folder,
+for the regime study's units), whether it takes a training regime, and whether
+`sims/reproduce.py` runs it into ``sims/REPORT.md``. A module is imported only when its
+experiment runs (`Experiment.load`), so listing the registry is instant.
 
 Each experiment module defines ``run(full: bool, ..., tiny: bool) -> Outcome`` (``tiny``: its
 smoke run, ``--tiny``): it composes library calls,
@@ -307,9 +308,10 @@ def execute(
     """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
 
     ``tiny`` shrinks every size to a smoke run (every stage and claim at the smallest sizes
-    that exercise it, at most about 20 s), which writes its figures as PNG only; ``options`` go to the experiment's ``run`` (``text_path=`` for the ones that need
-    a ``"corpus"``). ``regime`` (a `regime.Regime` name) and ``quick`` apply to the experiments
-    of `with_regimes`; a run in a non-primary regime, or a quick one, writes
+    that exercise it, at most about 20 s), which writes its figures as PNG only; ``options`` go
+    to the experiment's ``run`` (``text_path=`` for the ones that need a ``"corpus"``).
+    ``regime`` (a `regime.Regime` name) and ``quick`` apply to the experiments of
+    `with_regimes`; a run in a non-primary regime, or a quick one, writes
     ``results/regimes/NAME__REGIME[_quick].json`` and no figures.
     """
     from ctx_staircase import plots  # here, so that `run --list` loads no Matplotlib

@@ -47,7 +47,9 @@ collapsed-then-banded) on the same training on the label-shuffled data set
 
 ``full=True``: the same sizes (the paper gives none) with seeds 0, 1, 2 (claims on the seed mean)
 and snapshots every 25 epochs. ``quick=True`` (regime study): the same training, 9 snapshots
-instead of 23 (fewer probe fits; the late window keeps 700 and 1000).
+instead of 23 (fewer probe fits; the late window keeps 700 and 1000). ``tiny=True`` (smoke run):
+``d = 32`` for 300 epochs, snapshots 0, 10, 100, 200, 300 (the late window is 200 and 300), and
+probe fits of 100 Adam steps from 2 starts.
 """
 
 from __future__ import annotations
@@ -66,32 +68,49 @@ LATE_FRACTION = 2 / 3  # [R] "late"
 CHECKPOINTS = (10, 100, 1000)  # the paper's Fig. 12 checkpoints
 ADAM_LR = 1e-3
 QUICK_SNAPSHOTS = [0, 10, 50, 100, 150, 200, 300, 700, 1000]
+TINY = dict(  # a smoke run; after compilation, the probe fits are its largest cost
+    d=32,
+    epochs=300,
+    snapshots=[0, 10, 100, 200, 300],
+    probe=dict(steps=100, restarts=2),
+)
 
 
-def _config(full: bool, regime: Regime, quick: bool) -> dict:
+def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
     dense = list(range(0, 1001, 25))
     sparse = [0, 5, 10, 15, 20, 30, 40, 50, 75, 100, 125, 150, 175, 200, 250, 300, 400, 500,
               600, 700, 800, 900, 1000]  # fmt: skip
-    if full:
+    if tiny:
+        snapshots = TINY["snapshots"]
+    elif full:
         snapshots = sorted(set(dense) | set(sparse) | {150, 175})
     else:
         snapshots = QUICK_SNAPSHOTS if quick else sparse
+    ffn = paper_ffn(ADAM_LR)
+    probe = dict(folds=5, steps=300, lr=0.01, restarts="default (4 for m=1, 8 for m=2)")
+    if tiny:
+        ffn["d"] = TINY["d"]
+        probe |= TINY["probe"]
     return dict(
         task="task4",
         n_x=20,
         n_a=10,
-        **paper_ffn(ADAM_LR),
-        seeds=[0, 1, 2] if full else [0],
-        epochs=1000,
+        **ffn,
+        seeds=[0, 1, 2] if full and not tiny else [0],
+        epochs=TINY["epochs"] if tiny else 1000,
         snapshots=snapshots,
-        probe=dict(folds=5, steps=300, lr=0.01, restarts="default (4 for m=1, 8 for m=2)"),
+        probe=probe,
         high=HIGH,
         late_fraction=LATE_FRACTION,
         null_checkpoint="the untrained initialization (epoch 0), held-out probes",
         null_trajectory="the same training on the label-shuffled data set (seed 0, one seed)",
-        reduction="quick: 9 snapshots instead of 23 (fewer probe fits; same training and claims)"
-        if quick
-        else "none in training (the paper's 1000 epochs); sizes are [GAP] (n_x=20, n_a=10)",
+        reduction=(
+            "tiny: d = 32, 300 epochs, 5 snapshots, probe fits of 100 steps from 2 starts"
+            if tiny
+            else "quick: 9 snapshots instead of 23 (fewer probe fits; same training and claims)"
+            if quick
+            else "none in training (the paper's 1000 epochs); sizes are [GAP] (n_x=20, n_a=10)"
+        ),
         **regime.describe(),
     )
 
@@ -107,9 +126,9 @@ def _train(ds, regime: Regime, config: dict, seeds):
     )
 
 
-def _curves(S_emb, phi, S0, S1_flat):
+def _curves(S_emb, phi, S0, S1_flat, probe: dict):
     """Alignment curves ``[seeds, S]`` of anchor cosine matrices ``S_emb [seeds, S, A, A]`` and
-    the probe geometries of the last snapshot of seed 0."""
+    the probe geometries of the last snapshot of seed 0; ``probe``: options of the probe fits."""
     n_seeds, n_snap, A = S_emb.shape[:3]
     iu = np.triu_indices(A, k=1)
     curves = {
@@ -124,7 +143,7 @@ def _curves(S_emb, phi, S0, S1_flat):
     for s in range(n_seeds):
         for t in range(n_snap):
             for m in (1, 2):
-                fit = metrics.probe_fit(phi[m], S_emb[s, t], seed=0)
+                fit = metrics.probe_fit(phi[m], S_emb[s, t], seed=0, **probe)
                 curves[f"S{m}_probe"][s, t] = float(fit.heldout_corr)
                 curves[f"S{m}_probe_fit"][s, t] = float(fit.fit_corr)
                 if s == 0 and t == n_snap - 1:
@@ -153,8 +172,10 @@ def _summary(curves, epochs):
     )
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    config = _config(full, regime, quick)
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    config = _config(full, regime, quick, tiny)
     ds = regime.make("task4", n_x=config["n_x"], n_a=config["n_a"])
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
     anchors = ds.groups["anchors"]
@@ -182,9 +203,10 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     W_E = np.asarray(result.trajectory.W_E)[:, :, anchors]  # [seeds, S, A, d]
     S_emb = np.asarray(metrics.cosine_matrix(W_E))  # [seeds, S, A, A]
     n_seeds = S_emb.shape[0]
-    curves, probe_geometry = _curves(S_emb, phi, S0, S1_flat)
+    probe = TINY["probe"] if tiny else {}
+    curves, probe_geometry = _curves(S_emb, phi, S0, S1_flat, probe)
     null_W_E = np.asarray(null_result.trajectory.W_E)[:, :, anchors]
-    null_curves, _ = _curves(np.asarray(metrics.cosine_matrix(null_W_E)), phi, S0, S1_flat)
+    null_curves, _ = _curves(np.asarray(metrics.cosine_matrix(null_W_E)), phi, S0, S1_flat, probe)
     accuracy = np.asarray(result.trajectory.accuracy)  # [seeds, S]
     null_accuracy = np.asarray(null_result.trajectory.accuracy)
 

@@ -32,7 +32,8 @@ Conventions ([GAP] choices, also in ``config``):
 - Null: every criterion is also scored on the untrained initialization (the epoch-0 snapshot of
   the same run, seed 0).
 
-``quick=True`` (regime study): seed 0 only.
+``quick=True`` (regime study): seed 0 only. ``tiny=True`` (smoke run): seed 0 at ``N = 10``,
+``d = 32``, 100 epochs (the three tasks still compile one training run each).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ ADAM_LR = 1e-3
 EPOCH = 100
 EPOCHS = 300
 SNAPSHOTS = (0, 25, 50, 75, 100, 150, 200, 300)
+TINY = (10, 32, EPOCH, (0, 25, 50, EPOCH))  # a smoke run's N, d, epochs, snapshots
 
 
 def _order_variable(task: str, alphas: np.ndarray, N: int) -> np.ndarray | None:
@@ -91,21 +93,23 @@ def _geometry(task: str, W, S_emb, alphas, N: int) -> tuple[dict, metrics.PCA]:
     return entry, emb_pca
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    N = 20
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    N, d, n_epochs, snapshots = TINY if tiny else (20, 128, EPOCHS, SNAPSHOTS)
     shared = tasks.make("mul", N=N).vocab_size  # V_min(mul): the wide regimes use 2x this
     cfg = dict(
         tasks=list(TASKS),
         N=N,
         model="ffn",
-        d=128,
+        d=d,
         activation="relu",
         gamma=1.0,
-        seeds=[0] if quick else [0, 1, 2, 3, 4] if full else [0, 1, 2],
+        seeds=[0] if quick or tiny else [0, 1, 2, 3, 4] if full else [0, 1, 2],
         adam_lr=ADAM_LR,
         epoch=EPOCH,
-        epochs=EPOCHS,
-        snapshots=list(SNAPSHOTS),
+        epochs=n_epochs,
+        snapshots=list(snapshots),
         dtype="float32",
         rho_thresholds=RHO_MIN,
         order_threshold=ORDER_MIN,
@@ -115,7 +119,13 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
             else f"one shared V = {regime.vocab_size(shared)} = 2 V_min(mul)"
         ),
         null="the untrained initialization (epoch 0 of seed 0), same criteria",
-        reduction="quick: seed 0 only" if quick else "none",
+        reduction=(
+            f"tiny: seed 0, N = {N}, d = {d}, {n_epochs} epochs"
+            if tiny
+            else "quick: seed 0 only"
+            if quick
+            else "none"
+        ),
         **regime.describe(),
     )
     numbers: dict = {}
@@ -128,7 +138,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         sig_pca = metrics.pca(phi0, k=2)
         result = train_configured(
             ds,
-            regime.train_config(ds, epochs=EPOCHS, snapshots=SNAPSHOTS, adam_lr=ADAM_LR),
+            regime.train_config(ds, epochs=n_epochs, snapshots=snapshots, adam_lr=ADAM_LR),
             cfg,
             cfg["seeds"],
         )

@@ -32,7 +32,8 @@ Conventions ([GAP] choices, also in ``config``):
   trained model can follow.
 
 ``quick=True`` (regime study): laws uniform and normal only (one seed; each law is a separate
-compiled training run); ``full=True`` adds seeds 1 and 2.
+compiled training run); ``full=True`` adds seeds 1 and 2. ``tiny=True`` (smoke run): the quick
+laws at ``d = 32``, the 200 epochs kept (compilation, one per law, dominates).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ PEARSON_MIN = 0.9  # claim §8.4 [R]
 JSD_MAX = 0.05  # claim §8.4 [R]
 ADAM_LR = 1e-3
 EPOCHS = 200
+TINY_D = 32
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -96,8 +98,10 @@ def _snapshot(traj, lane: int, index: int, p, phi0, anchor, X, L) -> dict:
     }
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    laws = QUICK_LAWS if quick else LAWS
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    laws = QUICK_LAWS if quick or tiny else LAWS
     cfg = dict(
         task="label_law",
         laws=list(laws),
@@ -106,16 +110,22 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         labels="sampled",
         label_seed=0,
         model="ffn",
-        d=128,
+        d=TINY_D if tiny else 128,
         activation="relu",
         gamma=1.0,
-        seeds=[0, 1, 2] if full else [0],
+        seeds=[0, 1, 2] if full and not tiny else [0],
         epochs=EPOCHS,
         adam_lr=ADAM_LR,
         dtype="float32",
         readout="softmax over X of W_U relu(w_a) (anchor alone through the FFN)",
         null="the untrained initialization (epoch 0), same readout and criterion",
-        reduction="quick: laws uniform and normal only" if quick else "none",
+        reduction=(
+            f"tiny: laws uniform and normal only, d = {TINY_D}"
+            if tiny
+            else "quick: laws uniform and normal only"
+            if quick
+            else "none"
+        ),
         **regime.describe(),
     )
     numbers: dict = {"laws": {}}
@@ -163,7 +173,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
 
     claims = [_claim(law, numbers["laws"][law]["runs"], regime) for law in laws]
     claims.append(_uniform_empirical_claim(numbers["laws"]["uniform"]["runs"], regime))
-    figure = laws_figure(curves, numbers, regime)
+    figure = laws_figure(curves, numbers, regime, d=cfg["d"])
     return Outcome(claims, {"panels": figure}, numbers, cfg)
 
 
@@ -242,9 +252,10 @@ def _uniform_empirical_claim(runs: list[dict], regime: Regime) -> Claim:
     )
 
 
-def laws_figure(curves: dict, numbers: dict, regime: Regime):
+def laws_figure(curves: dict, numbers: dict, regime: Regime, d: int = 128):
     """Prescribed $p_a$ against the learned readout $\\hat p_a$ (trained and at init), one panel
-    per label law; ``curves[law]`` holds ``p``, ``trained``, ``init`` [labels]."""
+    per label law of the width-``d`` model; ``curves[law]`` holds ``p``, ``trained``, ``init``
+    [labels]."""
     fig, axes = plots.figure(
         2,
         2,
@@ -253,7 +264,7 @@ def laws_figure(curves: dict, numbers: dict, regime: Regime):
         suptitle=(
             f"Task 1, epoch {EPOCHS}: $p_a$ vs "
             "$\\hat p_a=\\mathrm{softmax}(W^U\\sigma(w^E_a))$ "
-            f"(ReLU FFN d=128, $\\gamma$=1; {regime.label})"
+            f"(ReLU FFN d={d}, $\\gamma$=1; {regime.label})"
         ),
     )
     for ax in axes.ravel()[len(curves) :]:

@@ -53,7 +53,9 @@ Conventions ([GAP] choices, also in ``config``):
 ``quick=True`` (regime study): 7 probe snapshots instead of 12 and no figures; N = 40, the 1200
 epochs and the checkpoints are kept. (N = 20 would save less than half of the time, which
 compilation dominates, and it changes the verdicts: at N = 20 the mod embeddings are collapsed at
-epoch 100 and add's rho_0 declines by epoch 1200, at N = 40 neither.)
+epoch 100 and add's rho_0 declines by epoch 1200, at N = 40 neither.) ``tiny=True`` (smoke run):
+N = 8, d = 16 and a tenth of the horizon: 120 epochs, the probe at 4 snapshots, the checkpoints
+at epochs 10 and 110 (scaled as the claims scale ``EARLY``), figures drawn.
 """
 
 from __future__ import annotations
@@ -74,6 +76,15 @@ PROBE_EPOCHS = (10, 25, 50, 100, 200, 300, 400, 600, 800, 1000, 1100, 1200)
 QUICK_PROBE_EPOCHS = (25, 100, 300, 600, 1000, 1100, 1200)
 EARLY, LATE = scoring.EARLY, 1100
 ADAM_LR = 1e-3
+TINY = dict(  # a smoke run: a tenth of the horizon, the checkpoints scaled with it
+    N=8,
+    d=16,
+    epochs=120,
+    snapshots=(0, 10, 25, 50, 75, 100, 110, 120),
+    probe_epochs=(25, 50, 100, 120),
+    early=10,
+    late=110,
+)
 
 
 def signatures_of(ds) -> dict:
@@ -128,32 +139,51 @@ def measure(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
     }
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    sizes = (
+        TINY
+        if tiny
+        else dict(
+            N=40,
+            d=128,
+            epochs=EPOCHS,
+            snapshots=SNAPSHOTS,
+            probe_epochs=QUICK_PROBE_EPOCHS if quick else PROBE_EPOCHS,
+            early=EARLY,
+            late=LATE,
+        )
+    )
     cfg = dict(
         tasks=list(TASKS),
-        N=40,
+        N=sizes["N"],
         model="ffn",
-        d=128,
+        d=sizes["d"],
         activation="relu",
         gamma=1.0,
         seed=0,
-        epochs=EPOCHS,
+        epochs=sizes["epochs"],
         adam_lr=ADAM_LR,
-        snapshots=list(SNAPSHOTS),
-        probe_epochs=list(QUICK_PROBE_EPOCHS if quick else PROBE_EPOCHS),
+        snapshots=list(sizes["snapshots"]),
+        probe_epochs=list(sizes["probe_epochs"]),
         probe="metrics.probe_fit: Adam lr 0.01, 300 steps, 5 folds over pairs, 4 restarts",
         probe_seed=0,
-        early=EARLY,
-        late=LATE,
+        early=sizes["early"],
+        late=sizes["late"],
         early_phase_ends_at_accuracy=scoring.ACC_PHASE,
         collapse_threshold=scoring.COLLAPSE,
         probe_gap_closed=scoring.GAP_CLOSED,
         dtype="float32",
         null_checkpoint="the untrained initialization (epoch 0 of the same run)",
         null_trajectory="the same training on the label-shuffled data set (seed 0)",
-        reduction="quick: 7 probe snapshots instead of 12, no figures"
-        if quick
-        else "none (the paper's sizes: N = 40, 1200 epochs)",
+        reduction=(
+            "tiny: N = 8, d = 16, 120 epochs, 4 probe snapshots"
+            if tiny
+            else "quick: 7 probe snapshots instead of 12, no figures"
+            if quick
+            else "none (the paper's sizes: N = 40, 1200 epochs)"
+        ),
         **regime.describe(),
     )
     data: dict = {}
@@ -163,7 +193,9 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         for tag, dataset in (("trained", ds), ("shuffled", regime_mod.shuffled_labels(ds, 0))):
             result = train_configured(
                 dataset,
-                regime.train_config(ds, epochs=EPOCHS, snapshots=SNAPSHOTS, adam_lr=ADAM_LR),
+                regime.train_config(
+                    ds, epochs=cfg["epochs"], snapshots=cfg["snapshots"], adam_lr=ADAM_LR
+                ),
                 cfg,
                 [cfg["seed"]],
             )
@@ -175,7 +207,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     scored_claims = claims(data, cfg, regime)
     figures = (
         {}
-        if quick
+        if quick and not tiny
         else {
             "curves": _curves_figure(data, cfg, regime),
             "geometry": _geometry_figure(data, cfg, regime),
@@ -271,15 +303,16 @@ def _curves_figure(data: dict, cfg: dict, regime: Regime):
 
 
 def _geometry_figure(data: dict, cfg: dict, regime: Regime):
+    early, late = cfg["early"], cfg["late"]
     title = (
-        f"Fig. 3B: early ({EARLY}) and late ({LATE}) geometry, ReLU FFN, N={cfg['N']}; "
+        f"Fig. 3B: early ({early}) and late ({late}) geometry, ReLU FFN, N={cfg['N']}; "
         f"{regime.label}"
     )
     fig, axes = plots.figure(len(TASKS), 4, panel=(3.75, 3.6), suptitle=title)
     for row, task in enumerate(TASKS):
         d = data[(task, "trained")]
         alphas = d["alphas"]
-        for j, t in enumerate((EARLY, LATE)):
+        for j, t in enumerate((early, late)):
             g = d["geometry"][t]
             image = plots.heatmap(
                 axes[row, 2 * j], g["S"], alphas, f"{task}: $S^{{emb}}$ epoch {t}"

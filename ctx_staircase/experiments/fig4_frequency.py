@@ -22,6 +22,9 @@ Conventions ([GAP] choices, also in ``config``):
   1000), snapshots every 100 plus 10, 25, 50, 75. The GD horizon is the paper's: under GD the
   mod collapse plateau ends by epoch ~800, inside it. Seed 0 is the primary run for the heatmaps
   and the PCA figure. ``quick=True`` (regime study): 3 seeds instead of 10, no GELU diagnostic.
+  ``tiny=True`` (smoke run): 2 seeds at ``d = 16`` for 200 epochs (the seed study at epoch
+  200), the GELU diagnostic and every figure kept; N = 40 stays (the frequencies k = 0..20 and
+  k > 10 are those of p = 40).
 - The k = 0 entry for mod: ``S^{sig,(1)}_0 = S^{sig,(0)}`` is constant there, so a correlation is
   undefined; `metrics.frequency_alignment` scores it ``1 - MSE`` (as ``rho_0``, the paper's
   Fig. 3C): a collapsed embedding geometry scores ≈ 1 at k = 0, an untrained one ≈ 0. That entry
@@ -72,6 +75,7 @@ K_SEARCH_MIN = 11  # App. D: k* = argmax over k > 10
 RING_RHO_MIN, RING_MIN = 0.5, 0.8  # [R]
 OWN_MATCH_MIN = 0.8  # [R]
 ADAM_LR = 1e-3
+TINY_EPOCHS = 200
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,42 +155,53 @@ def _analyse(ds, result, config, regime: Regime) -> dict:
     }
 
 
-def _config(full: bool, regime: Regime, quick: bool) -> dict:
-    epochs = 1200 if full else 1000
-    seeds = list(range(3 if quick else 10))
+def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+    epochs = TINY_EPOCHS if tiny else 1200 if full else 1000
+    seeds = list(range(2 if tiny else 3 if quick else 10))
+    snapshots = (
+        range(0, epochs + 1, 50) if tiny else {0, 10, 25, 50, 75, *range(100, epochs + 1, 100)}
+    )
     return dict(
         tasks=["add", "mod"],
         N=40,
         p=40,
         ks=KS.tolist(),
         model="ffn",
-        d=128,
+        d=16 if tiny else 128,
         activation="relu",
         diagnostic_activation="gelu",
         gamma=1.0,
         seeds=seeds,
         adam_lr=ADAM_LR,
         epochs=epochs,
-        snapshots=sorted({0, 10, 25, 50, 75, *range(100, epochs + 1, 100)}),
+        snapshots=sorted(snapshots),
         early_epoch=EARLY,
-        seed_epoch=1000,
+        seed_epoch=TINY_EPOCHS if tiny else 1000,
         k_search="k > 10",
         k0_scale="k = 0 on mod is scored 1 - MSE (S^{sig,(1)}_0 constant); other entries Pearson",
         null="the untrained initialization (epoch-0 snapshot of the same runs)",
         gd_horizon="the paper's epochs, not lengthened (the GD mod plateau ends by ~800)",
-        reduction="quick: 3 seeds instead of 10, no GELU diagnostic" if quick else "none",
+        reduction=(
+            f"tiny: 2 seeds, d = 16, {TINY_EPOCHS} epochs (seed study at {TINY_EPOCHS})"
+            if tiny
+            else "quick: 3 seeds instead of 10, no GELU diagnostic"
+            if quick
+            else "none"
+        ),
         dtype="float32",
         **regime.describe(),
     )
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    config = _config(full, regime, quick)
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    config = _config(full, regime, quick, tiny)
     runs = [
         ("add", config["activation"], config["seeds"]),
         ("mod", config["activation"], config["seeds"]),
     ]
-    if not quick:
+    if tiny or not quick:
         runs.append(("mod", config["diagnostic_activation"], config["seeds"]))
     data = {}
     for task, activation, seeds in runs:
@@ -212,7 +227,7 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
     }
     claims = _claims(data, config, regime)
     figures = {}
-    if regime.primary and not quick:
+    if regime.primary and (tiny or not quick):
         figures = {
             "heatmaps": _heatmap_figure(data, config, regime),
             "pca": _pca_figure(data, config, regime),
@@ -262,7 +277,7 @@ def _own_match(seeds: list[dict]) -> list[tuple]:
     return testable
 
 
-def _k_star_claims(d: dict, tag: str, item: str, N: int, kind: str, regime: Regime):
+def _k_star_claims(d: dict, tag: str, item: str, N: int, epoch: int, kind: str, regime: Regime):
     seeds, init = d["seeds"], d["init"]
     n = len(seeds)
     k_stars = [s["k_star"] for s in seeds]
@@ -276,7 +291,7 @@ def _k_star_claims(d: dict, tag: str, item: str, N: int, kind: str, regime: Regi
             "k* = "
             + ", ".join(f"{s['k_star']} ({s['rho_k_star']:.2f})" for s in seeds)
             + f"; {len(distinct)} distinct",
-            f"≥ 2 distinct k* = argmax_{{k>10}} rho over {n} seeds at epoch 1000 [R]",
+            f"≥ 2 distinct k* = argmax_{{k>10}} rho over {n} seeds at epoch {epoch} [R]",
             len(distinct) >= 2,
             "a random geometry has a random argmax, so seed dependence alone says nothing: the "
             "init null gives "
@@ -284,12 +299,12 @@ def _k_star_claims(d: dict, tag: str, item: str, N: int, kind: str, regime: Regi
             + (
                 ""
                 if len(distinct) >= 2
-                else f". All seeds share k* = {distinct[0]}; argmax over all k at epoch 1000: "
+                else f". All seeds share k* = {distinct[0]}; argmax over all k at epoch {epoch}: "
                 + ", ".join(
                     f"s{s['seed']} {scoring.k_text(s['argmax_all_k'], d['constant'])}"
                     for s in seeds
                 )
-                + "; accuracy at epoch 1000: "
+                + f"; accuracy at epoch {epoch}: "
                 + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
             ),
             kind="project" if diag else "paper",
@@ -328,7 +343,7 @@ def _k_star_claims(d: dict, tag: str, item: str, N: int, kind: str, regime: Regi
                 if coprime
                 else "none"
             )
-            + "; train accuracy at epoch 1000: "
+            + f"; train accuracy at epoch {epoch}: "
             + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
         )
     claims.append(
@@ -407,7 +422,7 @@ def _k_star_claims(d: dict, tag: str, item: str, N: int, kind: str, regime: Regi
 
 def _claims(data: dict, config: dict, regime: Regime) -> list[Claim]:
     relu, gelu = config["activation"], config["diagnostic_activation"]
-    N = config["N"]
+    N, late = config["N"], config["seed_epoch"]
     claims = [
         _early_claim(data[("add", relu)], "add", "", "§8.6", "paper", regime),
         _early_claim(data[("mod", relu)], "mod", "", "§8.6", "paper", regime),
@@ -417,8 +432,8 @@ def _claims(data: dict, config: dict, regime: Regime) -> list[Claim]:
     note = ""
     if rho20 < LATE_ADD_MIN:
         note = (
-            f"k = 0 still dominates at epoch 1000 (rho_0 {add[0]['rho_vs_k'][0]:.2f}, rho_1 "
-            f"{add[0]['rho_vs_k'][1]:.2f}); train accuracy at 1000 "
+            f"k = 0 still dominates at epoch {late} (rho_0 {add[0]['rho_vs_k'][0]:.2f}, rho_1 "
+            f"{add[0]['rho_vs_k'][1]:.2f}); train accuracy at {late} "
             + ", ".join(f"{s['accuracy']:.2f}" for s in add)
             + " (seeds)"
         )
@@ -426,11 +441,11 @@ def _claims(data: dict, config: dict, regime: Regime) -> list[Claim]:
         Claim(
             "§8.6",
             "add: a high rho at k = 20 = p/2 late (odd/even split)",
-            f"rho_(1),20(1000) = {rho20:.3f} (seed 0); seeds median "
+            f"rho_(1),20({late}) = {rho20:.3f} (seed 0); seeds median "
             f"{np.median([s['rho_k20'] for s in add]):.3f}, "
             f"max {max(s['rho_k20'] for s in add):.3f}"
-            f"; argmax_k at 1000: {sorted({s['argmax_all_k'] for s in add})}",
-            f"rho_(1),20 ≥ {LATE_ADD_MIN} at epoch 1000 [R 'high']",
+            f"; argmax_k at {late}: {sorted({s['argmax_all_k'] for s in add})}",
+            f"rho_(1),20 ≥ {LATE_ADD_MIN} at epoch {late} [R 'high']",
             rho20 >= LATE_ADD_MIN,
             note,
             kind="paper",
@@ -439,13 +454,13 @@ def _claims(data: dict, config: dict, regime: Regime) -> list[Claim]:
             null_passed=add_init[0]["rho_k20"] >= LATE_ADD_MIN,
         )
     )
-    claims += _k_star_claims(data[("mod", relu)], "", "§8.6", N, "paper", regime)
+    claims += _k_star_claims(data[("mod", relu)], "", "§8.6", N, late, "paper", regime)
     if ("mod", gelu) in data:
         tag = " (diagnostic: GELU)"
         claims.append(
             _early_claim(data[("mod", gelu)], "mod", tag, "§8.6 diag.", "project", regime)
         )
-        claims += _k_star_claims(data[("mod", gelu)], tag, "§8.6 diag.", N, "project", regime)
+        claims += _k_star_claims(data[("mod", gelu)], tag, "§8.6 diag.", N, late, "project", regime)
     return claims
 
 
@@ -630,8 +645,8 @@ def _seed_pca_figure(data: dict, config: dict, regime: Regime):
         panel=(2.6, 2.3),
         squeeze=False,
         suptitle=(
-            "App. D, mod: PCA of each seed's embeddings (epoch 1000) above its own $k^*$ "
-            "component;\ngrey lines: predicted ring $a \\to a + k^{*-1}$ mod N (when "
+            f"App. D, mod: PCA of each seed's embeddings (epoch {config['seed_epoch']}) above its "
+            "own $k^*$ component;\ngrey lines: predicted ring $a \\to a + k^{*-1}$ mod N (when "
             "gcd($k^*$, N) = 1); colour = token; " + regime.label
         ),
     )

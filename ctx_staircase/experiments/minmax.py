@@ -37,7 +37,8 @@ the ``rho_0`` claim on the untrained initialization (the run's epoch-0 snapshot)
 
 ``full=True`` is the same run (the default is already the paper-scale N = 20; no reduction).
 ``quick=True`` (regime study): the same training and claims, with 11 snapshots instead of 20
-(fewer readout evaluations).
+(fewer readout evaluations). ``tiny=True`` (smoke run): ``d = 32`` for 200 epochs (the early
+window only), 9 snapshots; N = 20 is kept.
 """
 
 from __future__ import annotations
@@ -59,17 +60,22 @@ ADAM_LR = 1e-3
 EXAMPLE = (7, 13)
 SNAPSHOTS = (0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 400, 500, 700, 1000)
 QUICK_SNAPSHOTS = (0, 2, 5, 10, 20, 50, 100, 200, 300, 500, 1000)
+TINY_SNAPSHOTS = (0, 1, 2, 5, 10, 20, 50, 100, EARLY_EPOCHS)
+TINY_D = 32
 SYMLOG = 1  # linear below epoch 1 on the log-time axes (epoch 0 shown)
 
 
-def _config(full: bool, regime: Regime, quick: bool) -> dict:
+def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+    ffn = paper_ffn(ADAM_LR)
+    if tiny:
+        ffn["d"] = TINY_D
     return dict(
         task="minmax",
         N=20,
-        **paper_ffn(ADAM_LR),
+        **ffn,
         seed=0,
-        epochs=1000,
-        snapshots=list(QUICK_SNAPSHOTS if quick else SNAPSHOTS),
+        epochs=EARLY_EPOCHS if tiny else 1000,
+        snapshots=list(TINY_SNAPSHOTS if tiny else QUICK_SNAPSHOTS if quick else SNAPSHOTS),
         group="all 22 input tokens (numbers 1..20 and controls 21, 22)",
         trained_threshold=TRAINED,
         rho0_early=RHO0_EARLY,
@@ -77,9 +83,13 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
         readout_threshold=READOUT,
         null_learned="the same training on the label-shuffled data set (seed 0)",
         null_geometry="the untrained initialization (epoch 0)",
-        reduction="quick: 11 snapshots instead of 20 (training and claims unchanged)"
-        if quick
-        else "none (paper-scale N=20; the training protocol itself is [R])",
+        reduction=(
+            f"tiny: d = {TINY_D}, {EARLY_EPOCHS} epochs, {len(TINY_SNAPSHOTS)} snapshots"
+            if tiny
+            else "quick: 11 snapshots instead of 20 (training and claims unchanged)"
+            if quick
+            else "none (paper-scale N=20; the training protocol itself is [R])"
+        ),
         **regime.describe(),
     )
 
@@ -122,8 +132,10 @@ def _readout(trajectory, ds, inputs):
     return readout, accuracy
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    config = _config(full, regime, quick)
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    config = _config(full, regime, quick, tiny)
     N = config["N"]
     ds = regime.make("minmax", N=N)
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
