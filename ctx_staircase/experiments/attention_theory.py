@@ -2,7 +2,8 @@
 
 Beyond the paper (reconstructions [R]: theory/attention.md A3, A5, A5b). Attention-only
 model without positions (the theory has none), d = 128, d_k = 64, on ``add`` and ``sub``
-(N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}.
+(N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}. ``tiny`` (a smoke run, `TINY`): ``add``
+only, N = 8, d = 32, gamma in {0.6, 0.7}.
 
 Regime: gradient descent by definition, as `theory_vs_training`: full-batch GD at lr 0.2 (the
 theory is gradient flow and GD at a small lr is its Euler step; at lr 1 this model diverges at
@@ -40,18 +41,22 @@ WEIGHT_ERROR = 0.05
 ESCAPE_RATIO = 0.10
 SLOPE_GAP = 0.05
 THEORY = "uniform_attention_flow"
+#: The smoke run: one task (each task compiles its own flow), two gammas for the log-slope.
+TINY = dict(tasks=["add"], N=8, gammas=[0.6, 0.7], d=32)
 
 
-def run(full: bool = False) -> Outcome:
+def run(full: bool = False, tiny: bool = False) -> Outcome:
     config = dict(tasks=list(TASKS), N=20, gammas=list(GAMMAS), d=128, lr=0.2, threshold=0.5)
+    if tiny:
+        config |= TINY | {"reduction": "tiny: add only, N=8, d=32, gammas 0.6 and 0.7"}
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
     claims, figures, numbers = [], {}, {}
-    for task in TASKS:
+    for task in config["tasks"]:
         ds = tasks.make(task, N=config["N"])
         experiment = comparison.theory_vs_training(
             ds,
             model="attention",
-            gammas=GAMMAS,
+            gammas=config["gammas"],
             d=config["d"],
             lr=config["lr"],
             threshold=config["threshold"],

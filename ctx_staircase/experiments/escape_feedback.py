@@ -16,6 +16,9 @@ model's own logits in training (C7). Tasks:
   ``x_i in {1..7}``, ``y = 8 + (x_1 + 2 x_2 + 4 x_3 mod 7)``, all 343 triples) and ``max3``
   (L = 3, ``x_i in {1..8}``, ``y = 8 + max_i x_i``, all 512 triples: a skewed label law).
 
+``tiny`` (a smoke run): ``add`` N = 8 only, d = 32, gamma in {0.8, 1.2}, the ReLU lane on the
+same ``add``, ``C_1^eff`` by 6 bisection steps on 500 times (30 on 2000 otherwise).
+
 Theories per lane: (C3), the feedback closed form, and the signature flow of full order with the
 linear softmax (Remark 1, ``prediction="linear"``), the ODE the closed form approximates.
 
@@ -40,6 +43,11 @@ from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.common import scored
 
 GAMMAS = (0.6, 0.8, 1.0, 1.2, 1.4)
+#: The fit of C_1^eff: bisection steps in log rate, and points of the escape search.
+BISECTION, RATE_GRID = 30, 2000
+#: The smoke run: one task (the ReLU comparison is on it too), two gammas, a narrow model, and a
+#: coarse C_1^eff fit (each bisection step compiles the escape statistic for its rate anew).
+TINY = dict(N=8, d=32, gammas=[0.8, 1.2], bisection=6, rate_grid=500)
 ESCAPE_RATIO = 0.05
 FLOW_GAP = 0.02
 THEORY = "closed_form_feedback"
@@ -61,7 +69,9 @@ def max3() -> TokenDataset:
     )
 
 
-def datasets() -> dict[str, TokenDataset]:
+def datasets(tiny: bool = False) -> dict[str, TokenDataset]:
+    if tiny:
+        return {"add": tasks.make("add", N=TINY["N"])}
     return {
         "add": tasks.make("add", N=20),
         "sub": tasks.make("sub", N=20),
@@ -71,13 +81,19 @@ def datasets() -> dict[str, TokenDataset]:
     }
 
 
-def run(full: bool = False) -> Outcome:
+def run(full: bool = False, tiny: bool = False) -> Outcome:
     config = dict(
         gammas=list(GAMMAS), d=128, lr=0.2, activation="poly:1,0.5", threshold=0.5, seed=0
     )
+    if tiny:
+        config |= TINY | {
+            "reduction": "tiny: add N=8 only, d=32, gammas 0.8 and 1.2, C_1^eff by 6 bisection "
+            "steps on 500 times"
+        }
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
     claims, figures, numbers = [], {}, {}
-    for name, ds in datasets().items():
+    tasks_ = datasets(tiny)
+    for name, ds in tasks_.items():
         experiment = _theory(ds, config, config["activation"])
         summary = comparison.experiment_summary(experiment)
         # Lambda(0): at gamma = 0.6 the initial logits are already about half the threshold
@@ -89,9 +105,10 @@ def run(full: bool = False) -> Outcome:
             experiment, f"{name}, FFN d={config['d']}, σ(z)=z+z²/2, GD lr {config['lr']:g}"
         )
         claims += _claims(name, summary, regime)
-    relu = _theory(datasets()["add"], config, "relu")
+    relu = _theory(tasks_["add"], config, "relu")
     numbers["relu_add"] = comparison.experiment_summary(relu)
-    numbers["relu_add"]["effective_C1"] = _effective_rates(datasets()["add"], relu)
+    fit = (TINY["bisection"], TINY["rate_grid"]) if tiny else (BISECTION, RATE_GRID)
+    numbers["relu_add"]["effective_C1"] = _effective_rates(tasks_["add"], relu, *fit)
     claims.append(_relu_claim(numbers["relu_add"], regime))
     return Outcome(claims, figures, numbers, config | {"regime": regime})
 
@@ -99,7 +116,7 @@ def run(full: bool = False) -> Outcome:
 def _theory(ds: TokenDataset, config: dict, activation: str) -> comparison.TheoryVsTraining:
     return comparison.theory_vs_training(
         ds,
-        gammas=GAMMAS,
+        gammas=config["gammas"],
         max_orders=(ds.L - 1,),
         d=config["d"],
         lr=config["lr"],
@@ -128,7 +145,8 @@ def _claims(name: str, summary: dict, regime: str) -> list[Claim]:
     def within(values, tolerance) -> bool:
         return bool(np.all(np.abs(np.asarray(values) - 1) <= tolerance))
 
-    late = np.asarray(summary["escape"]["gamma"]) >= 0.8
+    gammas = np.asarray(summary["escape"]["gamma"])
+    late = gammas >= 0.8
     start = "initial logit scale Λ(0) = " + listed(summary["initial_logit_scale"])
     note = (
         f"{start} (threshold 0.5); over γ >= 0.8: feedback {listed(feedback[late])}, "
@@ -139,7 +157,7 @@ def _claims(name: str, summary: dict, regime: str) -> list[Claim]:
             f"escape law / {name}",
             "closed form with softmax feedback predicts the escape time",
             "ratios " + listed(feedback) + f"; flow (Remark 1) {listed(linear)}",
-            f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma in [0.6, 1.4]",
+            f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma in [{gammas.min():g}, {gammas.max():g}]",
             within(feedback, ESCAPE_RATIO),
             note,
             kind="beyond",
@@ -162,17 +180,20 @@ def _claims(name: str, summary: dict, regime: str) -> list[Claim]:
     ]
 
 
-def _effective_rates(ds: TokenDataset, experiment: comparison.TheoryVsTraining) -> list[float]:
-    """Per gamma, the rate C_1 with which the feedback closed form escapes with training."""
+def _effective_rates(
+    ds: TokenDataset, experiment: comparison.TheoryVsTraining, steps: int, points: int
+) -> list[float]:
+    """Per gamma, the rate C_1 with which the feedback closed form escapes with training:
+    ``steps`` bisection steps, the escape searched on ``points`` times."""
     M = comparison.flows_drive(ds)
     Gamma = closed_form.count_second_moment(ds)
-    ts = np.linspace(0.0, float(experiment.ts[-1]), 2000)
+    ts = np.linspace(0.0, float(experiment.ts[-1]), points)
     rates = []
     for run in experiment.runs:
         measured = run.comparisons[THEORY].escape_time.simulation
         start = (run.simulation.W_E[0], run.simulation.W_U[0])
         low, high = 0.25, 2.0  # escape time falls as the rate grows: bisect in log rate
-        for _ in range(30):
+        for _ in range(steps):
             middle = np.sqrt(low * high)
             later = _feedback_escape(ds, M, Gamma, start, middle, ts, experiment.threshold)
             low, high = (middle, high) if not later <= measured else (low, middle)

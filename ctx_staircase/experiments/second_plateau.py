@@ -20,6 +20,9 @@ Setup: FFN, ReLU, d = 128, full-batch GD at lr 1 (t = epoch), float64, the wide 
 - ``modulus`` N = 40, M = 4 (``y = (x_1 + x_2) mod 4``), the numbers' geometry: a short plateau
   with four labels, chosen as the hardest case for a law that drops the deviations' feedback.
 
+``tiny`` (a smoke run, `TINY`): ``mod`` N = 20 only, d = 32, gamma = 1, seeds 0 and 1, 300
+epochs (collapse near epoch 70, second escape near 250), the sigma = z + z²/2 control on it.
+
 Claims (kind "beyond"), each scored with its null by one criterion (`common.scored`):
 
 - L1: ``|ratio − 1| ≤ 0.20`` in at least 90% of the cells; null: the constant plateau (every
@@ -51,39 +54,54 @@ SEEDS = (0, 1, 2, 3, 4)
 EPOCHS, D = 3000, 128
 L1_TOLERANCE, L2_TOLERANCE, SHARE = 0.20, 0.35, 0.90
 SMOOTH = "poly:1,0.5"
-REGIME = "full-batch GD lr 1, V = 2 V_min, FFN d = 128, float64, 3000 epochs"
+SIZES = dict(tasks=TASKS, gammas=GAMMAS, seeds=SEEDS, epochs=EPOCHS, d=D)
+#: The smoke run: the first task's geometry on a smaller ``mod``, whose plateau still outlasts
+#: t_c + 100 at d = 32; two seeds, the fewest the k claim's next-seed null needs.
+TINY = dict(
+    tasks=(("mod N=20", "mod", {"N": 20}, "numbers"),),
+    gammas=(1.0,),
+    seeds=(0, 1),
+    epochs=300,
+    d=32,
+)
 
 
-def run(full: bool = False) -> Outcome:
+def run(full: bool = False, tiny: bool = False) -> Outcome:
+    sizes = TINY if tiny else SIZES
+    tasks, seeds, epochs, d = sizes["tasks"], sizes["seeds"], sizes["epochs"], sizes["d"]
     cells = {}
-    for name, task, params, geometry in TASKS:
+    for name, task, params, geometry in tasks:
         ds = PRIMARY.make(task, **params)
         study = plateau_study.compare_second_escape(
-            ds, gammas=GAMMAS, seeds=SEEDS, d=D, epochs=EPOCHS, geometry=geometry
+            ds, gammas=sizes["gammas"], seeds=seeds, d=d, epochs=epochs, geometry=geometry
         )
         cells[name] = study.summary()
-    ds = PRIMARY.make("mod", N=40)
+    name, task, params, _ = tasks[0]
+    ds = PRIMARY.make(task, **params)
     smooth = plateau_study.compare_second_escape(
-        ds, gammas=[1.0], seeds=SEEDS[:2], d=D, activation=SMOOTH, epochs=EPOCHS
+        ds, gammas=[1.0], seeds=seeds[:2], d=d, activation=SMOOTH, epochs=epochs
     ).summary()
+    regime = f"full-batch GD lr 1, V = 2 V_min, FFN d = {d}, float64, {epochs} epochs"
     claims = [
-        _timing_claim("L1", L1_TOLERANCE, cells),
-        _timing_claim("L2", L2_TOLERANCE, cells),
-        _k_claim(cells),
-        _smooth_claim(smooth, cells[TASKS[0][0]]),
+        _timing_claim("L1", L1_TOLERANCE, cells, regime),
+        _timing_claim("L2", L2_TOLERANCE, cells, regime),
+        _k_claim(cells, len(seeds), regime),
+        _smooth_claim(smooth, cells[name], name, seeds[:2], epochs, regime),
     ]
     config = dict(
-        tasks=[dict(name=n, task=t, params=p, geometry=g) for n, t, p, g in TASKS],
-        gammas=list(GAMMAS),
-        seeds=list(SEEDS),
-        epochs=EPOCHS,
-        d=D,
+        tasks=[dict(name=n, task=t, params=p, geometry=g) for n, t, p, g in tasks],
+        gammas=list(sizes["gammas"]),
+        seeds=list(seeds),
+        epochs=epochs,
+        d=d,
         activation="relu",
         smooth_control=SMOOTH,
         **PRIMARY.describe(optimizer="gd", lr=1.0),
         level="rho_0 < 0.9 after rho_0 >= 0.99",
     )
-    return Outcome(claims, {"escape": _figure(cells)}, {**cells, "smooth": smooth}, config)
+    if tiny:
+        config["reduction"] = "tiny: mod N=20 only, d=32, gamma 1, seeds 0 and 1, 300 epochs"
+    return Outcome(claims, {"escape": _figure(cells, d)}, {**cells, "smooth": smooth}, config)
 
 
 def _rows(cells: dict, level: str) -> list[dict]:
@@ -123,7 +141,7 @@ def _by_task(rows: list[dict], tolerance: float) -> str:
     return "; ".join(parts)
 
 
-def _timing_claim(level: str, tolerance: float, cells: dict) -> Claim:
+def _timing_claim(level: str, tolerance: float, cells: dict, regime: str) -> Claim:
     rows = _rows(cells, level)
     ratios = np.array([r["ratio"] for r in rows], dtype=np.float64)
     null = _constant_plateau(rows)
@@ -136,20 +154,20 @@ def _timing_claim(level: str, tolerance: float, cells: dict) -> Claim:
         f"({_by_task(rows, tolerance)})",
         f"|(t^_1 − t_0)/(t_1 − t_0) − 1| ≤ {tolerance} in ≥ {SHARE:.0%} of the cells",
         kind="beyond",
-        regime=REGIME,
+        regime=regime,
         null=f"constant plateau (each task's mean measured length): {_within(null, tolerance):.0%}"
         " within",
         **verdict,
     )
 
 
-def _k_claim(cells: dict) -> Claim:
+def _k_claim(cells: dict, seeds: int, regime: str) -> Claim:
     rows = _rows(cells, "L1")
     predicted = np.array([r["k_predicted"] for r in rows])
     measured = np.array([r["k_measured"] for r in rows])
     # the next seed's prediction in the same (task, gamma): cells are in seed order per gamma
     other = np.concatenate(
-        [np.roll(block, -1) for block in np.split(predicted, len(rows) // len(SEEDS))]
+        [np.roll(block, -1) for block in np.split(predicted, len(rows) // seeds)]
     )
     share = float(np.mean(predicted == measured))
     verdict = scored(lambda k: float(np.mean(k == measured)) >= SHARE, predicted, other)
@@ -159,13 +177,13 @@ def _k_claim(cells: dict) -> Claim:
         f"predicted k = trained k in {share:.0%} of {len(rows)} cells",
         f"the same k in ≥ {SHARE:.0%} of the cells",
         kind="beyond",
-        regime=REGIME,
+        regime=regime,
         null=f"the next seed's predicted k: {float(np.mean(other == measured)):.0%} the same",
         **verdict,
     )
 
 
-def _escapes(summary: dict, gamma: float = 1.0, seeds=SEEDS[:2]) -> dict:
+def _escapes(summary: dict, seeds, gamma: float = 1.0) -> dict:
     """``predicted`` (L1 and L2) and ``measured`` t_1 of the cells at ``gamma`` and ``seeds``."""
     cells = [
         i
@@ -182,18 +200,19 @@ def _no_escape(escapes: dict) -> bool:
     return bool(np.all(np.isnan(np.asarray(escapes["predicted"] + escapes["measured"], float))))
 
 
-def _smooth_claim(smooth: dict, relu: dict) -> Claim:
-    mine, null = _escapes(smooth), _escapes(relu)
+def _smooth_claim(smooth: dict, relu: dict, task: str, seeds, epochs: int, regime: str) -> Claim:
+    mine, null = _escapes(smooth, seeds), _escapes(relu, seeds)
     verdict = scored(_no_escape, mine, null)
     return Claim(
         "second escape",
         "σ = z + z²/2 has no second escape (the band is ReLU's gates)",
-        f"mod N=40, γ = 1, seeds 0, 1: predicted t_1 (L1, L2) {_times(mine['predicted'])}; "
+        f"{task}, γ = 1, seeds {', '.join(map(str, seeds))}: predicted t_1 (L1, L2) "
+        f"{_times(mine['predicted'])}; "
         f"training {_times(mine['measured'])} (collapse at "
         f"{_times(smooth['t_collapse_measured'])})",
-        f"no rho_0 < 0.9 after the collapse within {EPOCHS} epochs, predicted and trained",
+        f"no rho_0 < 0.9 after the collapse within {epochs} epochs, predicted and trained",
         kind="beyond",
-        regime=REGIME,
+        regime=regime,
         null=f"ReLU, same cells: predicted {_times(null['predicted'])}; training "
         f"{_times(null['measured'])}",
         **verdict,
@@ -204,12 +223,12 @@ def _times(values) -> str:
     return ", ".join("none" if np.isnan(v) else f"{v:.0f}" for v in np.asarray(values, float))
 
 
-def _figure(cells: dict):
+def _figure(cells: dict, d: int):
     fig, axes = plots.figure(
         1,
         2,
         panel=(4.6, 4.2),
-        suptitle="The second escape: plateau flow against GD training (ReLU FFN d=128, GD lr 1)",
+        suptitle=f"The second escape: plateau flow against GD training (ReLU FFN d={d}, GD lr 1)",
     )
     for ax, level in zip(axes, ("L1", "L2"), strict=True):
         rows = _rows(cells, level)

@@ -2,7 +2,9 @@
 
 Claims §8.13–§8.14, the closed-form linear phase and the escape-time law (reconstructions [R], not
 claims of the paper), with the project's acceptance thresholds: FFN with sigma(z) = z + z^2/2 on
-`add` (N = 20), gamma in {0.6, .., 1.4}; theory/closed_form.md has the definitions.
+`add` (N = 20), gamma in {0.6, .., 1.4}; theory/closed_form.md has the definitions. ``tiny``:
+`add` N = 8, d = 32, gamma in {0.8, 1.2}, 200 GD steps (a smoke run; d = 32 puts gamma = 0.6
+past the threshold at t = 0).
 
 Regime: gradient descent by definition. The theory is gradient flow, and the check compares it
 with its Euler discretisation, full-batch GD at a small lr (0.2, so ``t = 0.2 * step``), float64,
@@ -35,7 +37,7 @@ FEEDBACK_RATIO = 0.05
 SLOPE_GAP = 0.10
 
 
-def run(full: bool = False) -> Outcome:
+def run(full: bool = False, tiny: bool = False) -> Outcome:
     training = dict(  # the keywords of comparison.theory_vs_training
         gammas=(0.6, 0.8, 1.0, 1.2, 1.4),
         max_orders=(0, 1),
@@ -45,7 +47,11 @@ def run(full: bool = False) -> Outcome:
         activation="poly:1,0.5",
         threshold=0.5,
     )
-    config = dict(task="add", N=20, **training)
+    if tiny:
+        training.update(gammas=(0.8, 1.2), steps=200, d=32)
+    config = dict(task="add", N=8 if tiny else 20, **training)
+    if tiny:
+        config["reduction"] = "tiny: add N=8, d=32, gammas 0.8 and 1.2, 200 steps"
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
     ds = tasks.make("add", N=config["N"])
     experiment = comparison.theory_vs_training(ds, **training)
@@ -136,7 +142,7 @@ def run(full: bool = False) -> Outcome:
             null_passed=origin_gap <= SLOPE_GAP,
         ),
     ]
-    title = f"add N=20, FFN d=128, σ(z)=z+z²/2, {regime}"
+    title = f"add N={config['N']}, FFN d={config['d']}, σ(z)=z+z²/2, {regime}"
     figures = {
         "overlay": plots.theory_overlay_figure(experiment, title),
         "escape": plots.escape_time_figure(experiment, title),
