@@ -191,7 +191,7 @@ def _jitted_run(graphdef, config):
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["tokens", "labels", "probabilities", "groups", "sample_groups"],
-    meta_fields=["vocab_size"],
+    meta_fields=["vocab_size", "nonempty_groups"],
 )
 @dataclasses.dataclass(frozen=True)
 class TrainData:
@@ -199,15 +199,17 @@ class TrainData:
 
     Passing the data as an argument, not closing over it, keeps it out of the compiled program
     (no constant folding of a large dataset) and lets one compiled run serve every dataset of
-    the same shapes.
+    the same shapes. Groups are masks, not id lists, so datasets whose groups differ in size
+    (two label laws, two tasks at one V) share one compiled run too.
 
     Attributes:
         tokens: int ``[n, L]``; labels: int ``[n]``.
         probabilities: ``[n]`` the sample weights normalized to sum 1
             (`TokenDataset.probabilities`).
-        groups: ``{group: int [k]}`` token ids of each token group.
-        sample_groups: ``{group: int [m]}`` sample indices of each non-empty sample group.
-        vocab_size: V (static: part of the pytree structure, not an array).
+        groups: ``{group: [V]}`` the 0/1 membership of every token group.
+        sample_groups: ``{group: [n]}`` the 0/1 membership of each non-empty sample group.
+        vocab_size: V; nonempty_groups: the token groups with a member (both static: part of
+            the pytree structure, not arrays).
     """
 
     tokens: jax.Array
@@ -216,6 +218,7 @@ class TrainData:
     groups: dict[str, jax.Array]
     sample_groups: dict[str, jax.Array]
     vocab_size: int
+    nonempty_groups: tuple[str, ...] = ()
 
     @property
     def L(self) -> int:
@@ -225,13 +228,21 @@ class TrainData:
     @classmethod
     def from_dataset(cls, ds: TokenDataset) -> TrainData:
         """The arrays of ``ds`` (empty sample groups dropped)."""
+        dtype = np.asarray(ds.probabilities).dtype
+
+        def mask(ids, size):
+            member = np.zeros(size, dtype)
+            member[np.asarray(ids, dtype=np.int64)] = 1
+            return jnp.asarray(member)
+
         return cls(
             tokens=jnp.asarray(ds.tokens),
             labels=jnp.asarray(ds.labels),
             probabilities=jnp.asarray(ds.probabilities),
-            groups={name: jnp.asarray(ids) for name, ids in ds.groups.items()},
-            sample_groups={g: jnp.asarray(i) for g, i in ds.sample_groups.items() if i.size},
+            groups={name: mask(ids, ds.vocab_size) for name, ids in ds.groups.items()},
+            sample_groups={g: mask(i, ds.n) for g, i in ds.sample_groups.items() if i.size},
             vocab_size=ds.vocab_size,
+            nonempty_groups=tuple(name for name, ids in ds.groups.items() if np.size(ids)),
         )
 
 
@@ -285,18 +296,22 @@ def make_run(
         weights = models.weights(module)
         W_E, W_U = weights["W_E"], weights["W_U"]
         norms = jnp.linalg.norm(W_E, axis=-1)  # the model's vocabulary may exceed the data's
-        group_norms = {g: jnp.mean(norms[ids]) for g, ids in data.groups.items() if ids.size}
+        def mean_over(member, values):  # the mean of ``values`` over a 0/1 membership mask
+            member = member.astype(values.dtype)
+            return jnp.sum(member * values[: member.size]) / jnp.sum(member)
+
+        group_norms = {g: mean_over(data.groups[g], norms) for g in data.nonempty_groups}
         if hasattr(module, "attention"):
             attention = module.attention(tokens).astype(probabilities.dtype)  # [n, L]
         else:
             attention = jnp.zeros(tokens.shape, probabilities.dtype)
         position = probabilities @ attention
         attention_group = {
-            g: probabilities @ jnp.sum(jnp.where(jnp.isin(tokens, ids), attention, 0), -1)
-            for g, ids in data.groups.items()
+            g: probabilities @ jnp.sum(jnp.where(member[tokens] > 0, attention, 0), -1)
+            for g, member in data.groups.items()
         }
-        sample_loss = {g: jnp.mean(nll[index]) for g, index in data.sample_groups.items()}
-        sample_accuracy = {g: jnp.mean(correct[index]) for g, index in data.sample_groups.items()}
+        sample_loss = {g: mean_over(m, nll) for g, m in data.sample_groups.items()}
+        sample_accuracy = {g: mean_over(m, correct) for g, m in data.sample_groups.items()}
         if not config.record_weights:
             W_E, W_U = W_E[:0, :0], W_U[:0, :0]
         return dict(

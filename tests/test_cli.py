@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -242,3 +243,22 @@ def test_a_tiny_record_says_its_verdicts_are_smoke_checks(capsys):
     assert "smoke checks" not in " ".join(capsys.readouterr().out.split())
     cli.print_record({**record, "tiny": True})
     assert "smoke checks" in " ".join(capsys.readouterr().out.split())  # the title wraps
+
+
+def test_a_smoke_run_compiles_without_backend_optimization_unless_the_user_says(monkeypatch):
+    """--tiny puts XLA's backend optimization level 0 before the user's own XLA_FLAGS (so a flag
+    the user sets wins: XLA reads the last), and only while JAX is not imported yet."""
+    import sys
+
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    cli._compile_for_smoke_runs()
+    flags = os.environ["XLA_FLAGS"].split()
+    assert flags == [cli.SMOKE_XLA_FLAGS, "--xla_backend_optimization_level=2"]
+    monkeypatch.delenv("XLA_FLAGS")
+    cli._compile_for_smoke_runs()
+    assert os.environ["XLA_FLAGS"] == cli.SMOKE_XLA_FLAGS
+    monkeypatch.undo()
+    before = os.environ.get("XLA_FLAGS")
+    cli._compile_for_smoke_runs()  # JAX is imported here: too late, nothing changes
+    assert os.environ.get("XLA_FLAGS") == before

@@ -204,7 +204,9 @@ def _effective_rates(
 def _feedback_escape(ds, M, Gamma, start, rate: float, ts, threshold: float) -> float:
     solution = closed_form.feedback_solution(M, Gamma, *start, rate, ds.vocab_size)
     W_E, W_U = solution(ts)
-    scale = np.asarray(closed_form.logit_scale(W_E, W_U, ds.tokens, (rate,)))
+    # sigma(z) = rate z is linear, so the scale is |rate| times that of sigma(z) = z: one
+    # compiled program serves every rate of the bisection (the coefficients are static)
+    scale = abs(rate) * np.asarray(closed_form.logit_scale(W_E, W_U, ds.tokens, (1.0,)))
     return closed_form.crossing_time(ts, scale, threshold)
 
 
