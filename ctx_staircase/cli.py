@@ -1309,6 +1309,10 @@ def _measure(args: argparse.Namespace) -> int:
             f"{measured.sources[i]} [{measured.keys[i]}]",
         )
     _stdout().print(table)
+    if measured.semantic:
+        first, last = measured.semantic["first"], measured.semantic["last"]
+        shown = ", ".join(f"{k} {first[k]:.2f} → {last[k]:.2f}" for k in last)
+        _stdout().print(f"semantic structure of the word groups (first → last snapshot): {shown}")
     _stderr().print(f"wrote {out}/ (metrics.json, curves.npz, alignment.png)")
     return 0
 

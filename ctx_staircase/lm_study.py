@@ -7,7 +7,8 @@ signature alignment, summarise and draw it (used by ``ctx-staircase lm`` and by 
   definitions: theory/lm.md);
 - `summarize` and `curve_lists`: the per-lane numbers of the rise-peak-settle shape and the
   probe, and the curves as JSON lists;
-- `structure`: the three semantic measures of `semantics` on the built-in corpus's word groups;
+- `structure`, `group_structure`: the three semantic measures of `semantics` on the built-in
+  corpus's word groups (of its vocabulary, or of any tokenizer's);
 - `curves_figure`, `semantic_figure`: the figures.
 """
 
@@ -141,13 +142,23 @@ def curves_figure(trajectory: lm.LMTrajectory, curves: lm.LMCurves, title: str):
 
 def structure(vectors: np.ndarray, vocabulary: text.Vocabulary) -> dict:
     """The three semantic measures of `semantics` on rows ``vectors[token id]``."""
-    rows = {g: vectors[text.word_group_ids(vocabulary, g)] for g in text.BUILTIN_GROUPS}
-    return dict(
-        number_order=semantics.number_order(rows["numbers"]),
-        weekday_cycle=semantics.cycle_neighbours(rows["weekdays"]),
-        month_cycle=semantics.cycle_neighbours(rows["months"]),
-        category_purity=semantics.category_purity({c: rows[c] for c in CATEGORIES}),
+    return group_structure(
+        {g: vectors[text.word_group_ids(vocabulary, g)] for g in text.BUILTIN_GROUPS}
     )
+
+
+def group_structure(rows: dict[str, np.ndarray]) -> dict:
+    """The semantic measures of `semantics` whose word groups are among ``rows`` (group name
+    of `text.BUILTIN_GROUPS` -> its words' vectors ``[n, d]``, in the group's order)."""
+    measures = {}
+    if "numbers" in rows:
+        measures["number_order"] = semantics.number_order(rows["numbers"])
+    for name, group in (("weekday_cycle", "weekdays"), ("month_cycle", "months")):
+        if group in rows:
+            measures[name] = semantics.cycle_neighbours(rows[group])
+    if all(c in rows for c in CATEGORIES):
+        measures["category_purity"] = semantics.category_purity({c: rows[c] for c in CATEGORIES})
+    return measures
 
 
 def semantic_figure(phi_next: np.ndarray, W_E: np.ndarray, vocabulary: text.Vocabulary):

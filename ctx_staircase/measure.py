@@ -31,7 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from ctx_staircase import checkpoints, geometry, internal, lm, metrics, signatures, text
+from ctx_staircase import (
+    checkpoints,
+    geometry,
+    internal,
+    lm,
+    lm_study,
+    metrics,
+    signatures,
+    text,
+)
 from ctx_staircase.checkpoints import Embedding, TokenStream
 from ctx_staircase.tasks import TokenDataset
 
@@ -55,6 +64,10 @@ class Measurement:
             ``"baseline_mse"`` (the held-out variance: the MSE of the best constant).
         sources: each snapshot's file (``"<array>"`` for an array) and ``keys`` its tensor name.
         settings: what the measurement used (context length, counts, seed, ...).
+        semantic: for a stream whose token texts are known, the semantic measures of
+            `lm_study.group_structure` on the first and the last snapshot (``{"first": ...,
+            "last": ...}``) over the word groups of `text.BUILTIN_GROUPS` that are single
+            tokens of the tokenizer; else empty.
     """
 
     reference: str
@@ -66,6 +79,7 @@ class Measurement:
     sources: tuple[str, ...]
     keys: tuple[str, ...]
     settings: dict[str, Any]
+    semantic: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     @property
     def headline(self) -> str:
@@ -84,6 +98,7 @@ class Measurement:
             "tracked": self.tracked.tolist(),
             "snapshots": list(self.sources),
             "keys": list(self.keys),
+            "semantic": self.semantic,
             "settings": self.settings,
         }
 
@@ -170,6 +185,7 @@ def _measure_stream(stream, snapshots, steps, *, key, tracked, context_length, c
     )
     permutation = np.random.default_rng(seed).permutation(tracked.size)
     null = np.asarray(metrics.alignment(S_emb[:, permutation][:, :, permutation], S_next).value)
+    semantic = _semantic_structure(stream.token_strings, snapshots, key, V)
     return Measurement(
         reference="next-token signature",
         steps=steps,
@@ -183,6 +199,7 @@ def _measure_stream(stream, snapshots, steps, *, key, tracked, context_length, c
         },
         sources=sources,
         keys=keys,
+        semantic=semantic,
         settings={
             "context_length": T,
             "tokens": int(ids.size),
@@ -210,6 +227,36 @@ def _stream_signatures(ids, V: int, tracked, T: int, probe_vocabulary: int):
         windows, V, alphas=tracked, labels=probe_tokens, context=probe_tokens
     )
     return np.asarray(metrics.signature_cosine_matrix(phi_next)), prefix, probe_tokens
+
+
+def word_group_ids(token_strings) -> dict[str, np.ndarray]:
+    """The ids of each word group of `text.BUILTIN_GROUPS` whose every word is one token: a
+    token is the word when its text, stripped and lowercased, equals it (the lowest such id,
+    so GPT-2's ``" monday"`` and ``"monday"`` both count)."""
+    first: dict[str, int] = {}
+    for i, token in enumerate(token_strings):
+        first.setdefault(token.strip().lower(), i)
+    return {
+        group: np.asarray([first[w] for w in words])
+        for group, words in text.BUILTIN_GROUPS.items()
+        if all(w in first for w in words)
+    }
+
+
+def _semantic_structure(token_strings, snapshots, key, V: int) -> dict[str, dict[str, float]]:
+    if token_strings is None:
+        return {}
+    groups = {g: ids for g, ids in word_group_ids(token_strings).items() if ids.max() < V}
+    if not groups:
+        return {}
+    ids = np.concatenate(list(groups.values()))
+    edges = np.cumsum([len(v) for v in groups.values()])[:-1]
+    result = {}
+    for name, index in (("first", 0), ("last", len(snapshots) - 1)):
+        rows = _embedding(snapshots[index], key, index).rows(ids)
+        structure = lm_study.group_structure(dict(zip(groups, np.split(rows, edges), strict=True)))
+        result[name] = {k: float(v) for k, v in structure.items()}
+    return result
 
 
 def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:

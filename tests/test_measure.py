@@ -353,3 +353,28 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(stream, tmp_path, caps
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and needle in err, (name, err)
         assert not out.exists(), name
+
+
+def test_semantic_structure_of_the_word_groups_a_tokenizer_has(tmp_path):
+    """Numbers planted on a line and weekdays on a circle score number order 1 and a 7/7
+    cycle on the last snapshot, and not on the random first one; groups the tokenizer splits
+    are left out."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(text.builtin_corpus(n_sentences=3000, seed=0))
+    stream = checkpoints.load_tokens(corpus)
+    groups = measure.word_group_ids(stream.token_strings)
+    assert {"numbers", "weekdays", "months"} <= set(groups)
+    rng = np.random.default_rng(0)
+    size = len(stream.token_strings)
+    first, last = rng.normal(size=(size, 16)), rng.normal(size=(size, 16))
+    last[groups["numbers"]] = np.outer(np.arange(len(groups["numbers"])), np.eye(16)[0]) + 0.01
+    angles = 2 * np.pi * np.arange(7) / 7
+    last[groups["weekdays"], :2] = 10 * np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    last[groups["weekdays"], 2:] = 0
+    measured = measure.measure_snapshots(stream, [first, last], probe_steps=10)
+    assert measured.semantic["last"]["number_order"] == pytest.approx(1.0)
+    assert measured.semantic["last"]["weekday_cycle"] == 7
+    assert measured.semantic["first"]["number_order"] < 0.9
+    strings = list(stream.token_strings)
+    strings[groups["weekdays"][0]] = "mon"  # "monday" is no longer one token
+    assert "weekdays" not in measure.word_group_ids(strings)
