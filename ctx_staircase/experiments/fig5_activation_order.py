@@ -30,7 +30,9 @@ paper's 1000 epochs are kept, and the GD run adds a probe of the K = 3 cells of 
 Sizes: the paper uses N = 50 (6.25M sequences at L = 4; ``full=True``). The CPU default uses
 **N = 8** (4096 sequences at L = 4; one compiled run per cell, ~2-3 s of compilation each, is
 most of the cost; cells run two at a time). ``quick=True`` (regime study): ``L in {2, 3}``,
-``K in {1, 2, 3}`` (6 cells), no lengthened-horizon probe; epochs unchanged.
+``K in {1, 2, 3}`` (6 cells), no lengthened-horizon probe; epochs unchanged. ``tiny=True`` (a
+smoke run; it wins over ``quick``): N = 4, d = 32, ``L = 2``, ``K in {1, 2}``, 200 epochs, the
+null at ``L = K = 2`` and the lengthened-horizon probe moved to that cell at 400 epochs.
 
 [R] criteria: "≈ 1" is max training accuracy >= 0.95; "near chance" is max training accuracy
 <= 2/N (chance = 1/N); "near rank-1" is a top-eigenvalue share >= 0.9 of the number tokens'
@@ -69,19 +71,24 @@ LONG_GD_EPOCHS = 6000  # the lengthened-horizon probe (GD only, not quick)
 LONG_GD_CELLS = [(2, 3), (3, 3)]
 
 
-def _config(full: bool, regime: Regime, quick: bool) -> dict:
-    Ls = [2, 3] if quick else [2, 3, 4]
+#: The ``tiny`` smoke run: one row, a failing and a learnable cell, each compiled once.
+TINY = dict(N=4, Ls=[2], Ks=[1, 2], d=32, epochs=200, long_gd_epochs=400, long_gd_cells=[(2, 2)])
+
+
+def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+    quick = quick and not tiny
+    Ls = TINY["Ls"] if tiny else [2, 3] if quick else [2, 3, 4]
     return dict(
         task="modsum",
-        N=50 if full else 8,
+        N=TINY["N"] if tiny else 50 if full else 8,
         Ls=Ls,
-        Ks=[1, 2, 3] if quick else [1, 2, 3, 4, 5, 6],
+        Ks=TINY["Ks"] if tiny else [1, 2, 3] if quick else [1, 2, 3, 4, 5, 6],
         model="ffn",
-        d=128,
+        d=TINY["d"] if tiny else 128,
         adam_lr=ADAM_LR,
         gamma=1.0,
         seed=0,
-        epochs=1000,
+        epochs=TINY["epochs"] if tiny else 1000,
         snapshot_every=25 if full else 10,
         learned_threshold=LEARNED,
         chance_factor=CHANCE_FACTOR,
@@ -90,12 +97,18 @@ def _config(full: bool, regime: Regime, quick: bool) -> dict:
         null_learnability="the same training on the label-shuffled data set (seed 0) in the "
         "null_cells (K = L)",
         null_rank1="the untrained initialization (epoch 0) of the same runs",
-        long_gd_epochs=LONG_GD_EPOCHS,
-        long_gd_cells=LONG_GD_CELLS if regime.optimizer == "gd" and not quick else [],
+        long_gd_epochs=TINY["long_gd_epochs"] if tiny else LONG_GD_EPOCHS,
+        long_gd_cells=(TINY["long_gd_cells"] if tiny else LONG_GD_CELLS)
+        if regime.optimizer == "gd" and not quick
+        else [],
         gd_horizon="the paper's 1000 epochs, not lengthened: the z^K plateau ends in a blow-up "
         "at t* ~ s0^(1-K) that GD at lr 1 cannot follow (module docstring; long_gd probe)",
-        reduction=(
-            "paper: N=50 (full=True). CPU default: N=8 (4096 sequences at L=4)"
+        reduction="paper: N=50 (full=True). "
+        + (
+            f"tiny: N={TINY['N']}, d={TINY['d']}, L=2, K in {{1,2}}, {TINY['epochs']} epochs, "
+            f"long GD probe of L=K=2 at {TINY['long_gd_epochs']}"
+            if tiny
+            else "CPU default: N=8 (4096 sequences at L=4)"
             + (
                 "; quick: L in {2,3}, K in 1..3, null only at L=K=2, no long GD probe"
                 if quick
@@ -156,8 +169,10 @@ def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
     )
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    config = _config(full, regime, quick)
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    config = _config(full, regime, quick, tiny)
     N, epochs = config["N"], config["epochs"]
     snapshots = list(range(0, epochs + 1, config["snapshot_every"]))
     chance = 1.0 / N

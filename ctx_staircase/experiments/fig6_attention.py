@@ -22,7 +22,7 @@ a wide label vocabulary ``V = 2 V_min``. d = 128, d_k = 64, seed 0; the Adam reg
   ``t* = 1 / (2 s sqrt(u0))`` (theory/attention.md eq. A5, `closed_form.attention_plateau_time`)
   with ``s`` the top singular value of ``M / L`` (`flows.drive_matrix`) and ``u0 = (eps sqrt d)^4``
   (each of the four layers starts with amplitude ``eps sqrt d``, eps = d^-gamma), i.e.
-  ``t* ∝ d^{2 gamma}``. Where ``1.5 t*`` exceeds the paper's epochs the GD horizon is lengthened
+  ``t* ∝ u0^{-1/2} = d^{2 gamma - 1}``. Where ``1.5 t*`` exceeds the paper's epochs the GD horizon is lengthened
   to it (rounded up to 100; theory/regimes.md R1); the config records ``t*`` and the horizon.
   For (a) at gamma = 0.75, t* ≈ 160 epochs, far inside the horizon.
 - ``traj.attention_group`` is the *total* attention mass on a group per sample. Task 3 has one
@@ -40,7 +40,9 @@ Null controls (theory/regimes.md): every claim here is about a geometry or an at
 at a checkpoint, so its null is the untrained initialization (the run's epoch-0 snapshot) scored
 by the same criterion.
 
-``quick`` (the regime study): one gamma lane, 1000 epochs for (a), n = 500 for (b).
+``quick`` (the regime study): one gamma lane, 1000 epochs for (a), n = 500 for (b). ``tiny`` (a
+smoke run; it wins over ``quick``): d = 32, d_k = 16, (a) one gamma lane on N = 10 for 300
+epochs (the early window), (b) on n = 200 (its horizon set as above: 300 epochs at d = 32).
 
 Findings while setting this up (primary regime, seed 0; not rerun here):
 
@@ -87,8 +89,17 @@ EARLY_WINDOW = 300  # the early phase: epochs <= 300
 PLATEAU_MARGIN = 1.5  # a GD horizon covers 1.5 t* of eq. A5
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    d, d_k = 128, 64
+#: The ``tiny`` smoke run: d = 32 (so eq. A5's plateau, and (b)'s horizon, are short), (a) one
+#: gamma lane on N = 10 for the early window only, (b) on n = 200 samples.
+TINY = dict(d=32, d_k=16, N=10, epochs=EARLY_WINDOW, n=200)
+
+
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    d, d_k = (TINY["d"], TINY["d_k"]) if tiny else (128, 64)
+    quick = quick and not tiny
+    epochs = TINY["epochs"] if tiny else 10000 if full else 1000 if quick else 3000
     config = dict(
         d=d,
         d_k=d_k,
@@ -96,19 +107,24 @@ def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Ou
         adam_lr=1e-3,
         arithmetic=dict(
             tasks=["add", "mod"],
-            N=20,
-            gammas=[0.75] if quick else [0.75, 1.0],
+            N=TINY["N"] if tiny else 20,
+            gammas=[0.75] if quick or tiny else [0.75, 1.0],
             primary_gamma=0.75,
-            epochs=10000 if full else 1000 if quick else 3000,
+            epochs=epochs,
             early_epoch=100,
             early_window=EARLY_WINDOW,
             batch="full",
             reduction=None
             if full
-            else f"{1000 if quick else 3000} epochs instead of the paper's 10000"
-            + (", one gamma lane (quick)" if quick else ""),
+            else f"{epochs} epochs instead of the paper's 10000"
+            + (", one gamma lane (quick)" if quick else "")
+            + (f", one gamma lane, N={TINY['N']}, d={d}, d_k={d_k} (tiny)" if tiny else ""),
         ),
-        task3=dict(task="anchor_parity", L=8, n=10000 if full else 500 if quick else 2000),
+        task3=dict(
+            task="anchor_parity",
+            L=8,
+            n=TINY["n"] if tiny else 10000 if full else 500 if quick else 2000,
+        ),
         **regime.describe(),
     )
     jobs = {"task3": _task3_job(config, regime), **_arithmetic_jobs(config, regime)}
@@ -268,7 +284,7 @@ def _arithmetic(config: dict, regime: Regime, jobs: dict, results: dict):
             gammas=result.gamma,
         )
         claims += _arithmetic_claims(task, main, numbers[task], cfg, per_gamma)
-    return claims, _arithmetic_figure(panels, cfg, regime), numbers
+    return claims, _arithmetic_figure(panels, cfg, regime, config), numbers
 
 
 def _arithmetic_claims(task, main, numbers, cfg, per_gamma) -> list[Claim]:
@@ -364,10 +380,10 @@ def _arithmetic_claims(task, main, numbers, cfg, per_gamma) -> list[Claim]:
     ]
 
 
-def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime):
+def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime, config: dict):
     tasks_ = list(panels)
     title = (
-        f"Attention-only (d=128, $d_k$=64), N={cfg['N']}, {regime.label}, "
+        f"Attention-only (d={config['d']}, $d_k$={config['d_k']}), N={cfg['N']}, {regime.label}, "
         f"$\\gamma$={cfg['primary_gamma']} (heatmaps, thick curves); thin with crosses: "
         "the other $\\gamma$"
     )
@@ -547,7 +563,7 @@ def _task3(config: dict, regime: Regime, ds, result):
         ),
     ]
     figure = _task3_figure(
-        cfg,
+        config,
         regime,
         epoch_axis,
         (A_anchor, A_noise, E_anchor, E_noise),
@@ -585,14 +601,15 @@ def _task3_geometry(W_E, anchors: np.ndarray, noise: np.ndarray) -> dict:
     }
 
 
-def _task3_figure(cfg, regime, epochs, curves, cosines, anchors, noise, L, late_epoch):
+def _task3_figure(config, regime, epochs, curves, cosines, anchors, noise, L, late_epoch):
+    cfg = config["task3"]
     A_anchor, A_noise, E_anchor, E_noise = curves
     fig, axes = plots.figure(
         1,
         4,
         panel=(4.5, 4.2),
         suptitle=(
-            f"Task 3 (anchor parity, L={L}, n={cfg['n']}), attention-only d=128, "
+            f"Task 3 (anchor parity, L={L}, n={cfg['n']}), attention-only d={config['d']}, "
             f"$\\gamma$={cfg['gamma']}, {regime.label}, {cfg['epochs']} epochs"
         ),
     )

@@ -11,14 +11,15 @@ headline) is full-batch GD at lr 1 (an epoch is one step and one unit of gradien
 a wide label vocabulary: one ``V = 2 V_min = 42`` for every M (``V_min = 21``, the largest token
 id + 1), so ids ``M..41`` are never labels. FFN (paper §4.1) with ReLU, d = 128, init std
 ``d^{-gamma}`` with gamma = 1.0, seed 0; the Adam regimes use lr 1e-3. Every ``M`` has the same
-shapes, but the compiled training function is cached per dataset, so the M loop compiles once
-per M (two M at a time, one per CPU core). Snapshots every 10 epochs; the learning speed is the
+shapes, so one compiled training run serves the whole M loop (two M at a time, one per CPU
+core; the first two may compile side by side). Snapshots every 10 epochs; the learning speed is the
 first snapshot with training accuracy >= 95% (the paper's threshold, Fig. 9). Runs that never
 reach it are *censored* at the epoch budget and reported as "> max epochs", never dropped.
 
 CPU default: seed 0 only and 6000 epochs at most. ``full=True``: seeds 0, 1, 2 and 10000 epochs.
 ``quick`` (the regime study): M in {3, 4, 5, 7, 19, 20} (three divisors of 20, three not) and
-2000 epochs.
+2000 epochs. ``tiny`` (a smoke run; it wins over ``quick``): M in {4, 7} (one divisor, one not:
+the permutation null has one other relabelling) and 300 epochs.
 
 Criteria: "thousands" means >= 1000 epochs (censored runs count as thousands), "hundreds" means
 < 1000 (the paper's words). [R] the jump of log(epochs) regressed on 1[M | N] must be >= log 3.
@@ -65,16 +66,19 @@ COLLAPSE_COS = 0.9  # [R] "collapsed to one direction"
 NULL_LEVEL = 0.05  # a permutation null passes when >= 5% of relabellings meet the criterion
 HEATMAP_MS = (4, 7, 19, 20)
 QUICK_MS = (3, 4, 5, 7, 19, 20)
+TINY_MS = (4, 7)  # one divisor of 20 and one not: the smallest null with a relabelling
+TINY_EPOCHS = 300
 
 
-def _config(full: bool, quick: bool, regime: Regime) -> dict:
+def _config(full: bool, quick: bool, regime: Regime, tiny: bool = False) -> dict:
+    quick = quick and not tiny
     return dict(
         task="modulus",
         N=20,
-        Ms=list(QUICK_MS) if quick else list(range(2, 21)),
+        Ms=list(TINY_MS) if tiny else list(QUICK_MS) if quick else list(range(2, 21)),
         **paper_ffn(1e-3),
         seeds=[0, 1, 2] if full else [0],
-        max_epochs=10000 if full else 2000 if quick else 6000,
+        max_epochs=TINY_EPOCHS if tiny else 10000 if full else 2000 if quick else 6000,
         snapshot_every=10,
         threshold=THRESHOLD,
         slow_epochs=SLOW_EPOCHS,
@@ -83,7 +87,9 @@ def _config(full: bool, quick: bool, regime: Regime) -> dict:
         vocabulary="shared by every M: V_min = 21 (1 + max id), the regime's V from it",
         null="M | N indicator permuted over the M values (exact enumeration)",
         reduction=(
-            "quick: M in {3, 4, 5, 7, 19, 20}, 2000 epochs, 1 seed"
+            f"tiny: M in {{4, 7}}, {TINY_EPOCHS} epochs, 1 seed"
+            if tiny
+            else "quick: M in {3, 4, 5, 7, 19, 20}, 2000 epochs, 1 seed"
             if quick
             else "paper sizes (N=20, all pairs); CPU default runs 1 seed and censors at 6000 "
             "epochs (full: 3 seeds, 10000 epochs)"
@@ -124,8 +130,10 @@ def relabellings(n: int, k: int) -> np.ndarray:
     return out
 
 
-def run(full: bool = False, regime: Regime = PRIMARY, quick: bool = False) -> Outcome:
-    config = _config(full, quick, regime)
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    config = _config(full, quick, regime, tiny)
     N, max_epochs = config["N"], config["max_epochs"]
     snapshots = range(0, max_epochs + 1, config["snapshot_every"])
     collapse_index = COLLAPSE_EPOCH // config["snapshot_every"]

@@ -21,7 +21,9 @@ Substitutions and reductions (state them with any result):
   losses stay above 4 at every gamma).
 - Data: n = 20000 rows (100 per anchor tuple) instead of 200000; AdamW lr 1e-3 (weight decay
   0.01), minibatches of 200, 3000 steps = 30 epochs instead of 1000 epochs of batch 100.
-  ``full=True`` uses n = 200000 and 30000 steps (3 passes); it needs a GPU.
+  ``full=True`` uses n = 200000 and 30000 steps (3 passes); it needs a GPU. ``tiny=True`` (a
+  smoke run) uses n = 400 (2 rows per anchor tuple), 60 steps (the same 30 epochs) and
+  11 snapshots.
 - Init: std d^{-gamma} for every matrix (the Context Staircase default), so gamma = 0.3 starts with
   large logits (initial losses ~100 nats).
 
@@ -72,12 +74,16 @@ SUBSETS = ("rsn_train", "rsn_test", "mem")
 REGIME = "one-layer transformer, AdamW lr 1e-3 (wd 0.01), batch 200, minimal V"
 
 
-def run(full: bool = False) -> Outcome:
+#: The ``tiny`` smoke run: 2 rows per anchor tuple, the default's 30 epochs in 60 steps.
+TINY = dict(n=400, steps=60, snapshots=11)
+
+
+def run(full: bool = False, tiny: bool = False) -> Outcome:
     config = dict(
         task="rb_anchor",
         L=3,
         q=2,
-        n=200000 if full else 20000,
+        n=TINY["n"] if tiny else 200000 if full else 20000,
         key_range=[21, 120],
         heldout=[[11, 13], [13, 11]],
         model="transformer",
@@ -88,14 +94,15 @@ def run(full: bool = False) -> Outcome:
         lr=1e-3,
         weight_decay=0.01,
         batch_size=200,
-        steps=30000 if full else 3000,
-        snapshots=21,
+        steps=TINY["steps"] if tiny else 30000 if full else 3000,
+        snapshots=TINY["snapshots"] if tiny else 21,
         early_fraction=0.25,
         seed=0,
         memory_labels_control="local",
         reduction=None
         if full
-        else "n=20000 (paper 200000), 30 epochs of batch 200 (paper 1000 epochs of batch 100)",
+        else f"n={TINY['n'] if tiny else 20000} (paper 200000), 30 epochs of batch 200 (paper "
+        "1000 epochs of batch 100)" + (f", {TINY['snapshots']} snapshots (tiny)" if tiny else ""),
         margin=MARGIN,
         regime=REGIME,
         null="the untrained initialization (step-0 snapshot of the same runs)",
