@@ -22,8 +22,9 @@ a wide label vocabulary ``V = 2 V_min``. d = 128, d_k = 64, seed 0; the Adam reg
   ``t* = 1 / (2 s sqrt(u0))`` (theory/attention.md eq. A5, `closed_form.attention_plateau_time`)
   with ``s`` the top singular value of ``M / L`` (`flows.drive_matrix`) and ``u0 = (eps sqrt d)^4``
   (each of the four layers starts with amplitude ``eps sqrt d``, eps = d^-gamma), i.e.
-  ``t* ∝ u0^{-1/2} = d^{2 gamma - 1}``. Where ``1.5 t*`` exceeds the paper's epochs the GD horizon is lengthened
-  to it (rounded up to 100; theory/regimes.md R1); the config records ``t*`` and the horizon.
+  ``t* ∝ u0^{-1/2} = d^{2 gamma - 1}``. Where ``1.5 t*`` exceeds the paper's epochs the GD
+  horizon is lengthened to it (rounded up to 100; theory/regimes.md R1); the config records
+  ``t*`` and the horizon.
   For (a) at gamma = 0.75, t* ≈ 160 epochs, far inside the horizon.
 - ``traj.attention_group`` is the *total* attention mass on a group per sample. Task 3 has one
   anchor and L - 1 = 7 noise tokens per sample, so the per-token masses compared here are
