@@ -296,6 +296,7 @@ def make_run(
         weights = models.weights(module)
         W_E, W_U = weights["W_E"], weights["W_U"]
         norms = jnp.linalg.norm(W_E, axis=-1)  # the model's vocabulary may exceed the data's
+
         def mean_over(member, values):  # the mean of ``values`` over a 0/1 membership mask
             member = member.astype(values.dtype)
             return jnp.sum(member * values[: member.size]) / jnp.sum(member)
