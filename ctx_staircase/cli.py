@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version, or a usage error already printed
         return int(done.code or 0)
     if getattr(args, "tiny", False):
-        _compile_for_smoke_runs()
+        compile_for_smoke_runs()
     try:
         with _cluster(args):
             return args.handler(args)
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
-def _compile_for_smoke_runs() -> None:
+def compile_for_smoke_runs() -> None:
     """Add `SMOKE_XLA_FLAGS` before the user's own ``XLA_FLAGS`` (a flag the user sets wins),
     if JAX is not yet imported in this process (it reads them once, on start)."""
     if "jax" not in sys.modules:

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "activations",
         "text",
     ),
-    ("signatures", "tasks", "models", "ode"),
+    ("signatures", "tasks", "models", "ode", "checkpoints"),
     (
         "metrics",
         "flows",
@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "second_escape",
     ),
     ("geometry", "loop", "train", "sweep", "lm"),
-    ("comparison", "budget", "plots", "lm_study", "plateau_study"),
+    ("comparison", "budget", "plots", "lm_study", "plateau_study", "measure"),
     ("experiments",),
     ("cli", "__main__"),
 )

@@ -252,13 +252,13 @@ def test_a_smoke_run_compiles_without_backend_optimization_unless_the_user_says(
 
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
-    cli._compile_for_smoke_runs()
+    cli.compile_for_smoke_runs()
     flags = os.environ["XLA_FLAGS"].split()
     assert flags == [cli.SMOKE_XLA_FLAGS, "--xla_backend_optimization_level=2"]
     monkeypatch.delenv("XLA_FLAGS")
-    cli._compile_for_smoke_runs()
+    cli.compile_for_smoke_runs()
     assert os.environ["XLA_FLAGS"] == cli.SMOKE_XLA_FLAGS
     monkeypatch.undo()
     before = os.environ.get("XLA_FLAGS")
-    cli._compile_for_smoke_runs()  # JAX is imported here: too late, nothing changes
+    cli.compile_for_smoke_runs()  # JAX is imported here: too late, nothing changes
     assert os.environ.get("XLA_FLAGS") == before
