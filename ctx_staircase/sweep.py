@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import hashlib
 import itertools
 import math
 import os
@@ -485,6 +486,14 @@ def _finite_list(values, name: str) -> list[float]:
     return values
 
 
+def _digest(ds) -> str:
+    """SHA-256 of the dataset's tokens, labels, weights and vocabulary size."""
+    digest = hashlib.sha256(str(ds.vocab_size).encode())
+    for array in (ds.tokens, ds.labels, ds.weights):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
 class LaneStore:
     """The on-disk record of a `train_sweep` (used by it; public for tests that interrupt it).
 
@@ -503,6 +512,7 @@ class LaneStore:
             "task": ds.name,
             "task_params": ds.params,
             "n": ds.n,
+            "data": _digest(ds),  # the data itself: a name and parameters may hide a change
             "config": _jsonable(config.__dict__),
             "model_kwargs": _jsonable(model_kwargs),
             "grid": np.stack(grid_columns, axis=1).tolist(),

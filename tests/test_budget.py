@@ -185,6 +185,22 @@ TRAIN_CASES = {
 }
 
 
+@pytest.mark.parametrize("model", ["ffn", "attention"])
+def test_a_float64_lane_estimates_twice_the_float32_one(model):
+    """Every floating buffer doubles in float64; only the int32 tokens and labels do not, so
+    the estimate grows by nearly 2 (an estimate that took 4 bytes whatever the dtype would
+    stay at 1, and still sit inside the XLA calibration band at about 0.54)."""
+    ds = tasks.make("add", N=20)
+    config = train.TrainConfig(steps=100)
+    single, double = (
+        budget.train_lane_bytes(model, ds, config, d=64, dtype=dtype)
+        for dtype in ("float32", "float64")
+    )
+    assert 1.9 <= double / single <= 2.0, (single, double)
+    measured = _train_xla_bytes(model, ds, config, d=64, dtype="float64")
+    assert LOW <= double / measured <= HIGH, (double, measured)
+
+
 @pytest.mark.parametrize("case", list(TRAIN_CASES))
 def test_train_estimate_matches_xla(case):
     model, task, params, settings, model_kwargs = TRAIN_CASES[case]

@@ -456,3 +456,25 @@ def test_count_second_moment_is_float64_without_x64():
     want = (ds.probabilities[:, None] * counts).T @ counts
     np.testing.assert_allclose(Gamma, want, rtol=1e-15)
     np.testing.assert_allclose(np.trace(Gamma), ds.probabilities @ np.sum(counts**2, axis=1))
+
+
+def test_feedback_leaves_the_kernel_of_a_rank_deficient_drive_frozen():
+    """M = s u v^T has rank 1; its other singular values come out of the SVD at rounding level,
+    not 0. Their modes are in the kernel: with a positive-definite Gamma the feedback must not
+    move them (only the driven mode feels kappa), so the kernel part of W_E stays its initial
+    value while the driven mode escapes."""
+    rng = np.random.default_rng(0)
+    V, d = 12, 6
+    u, v = (x / np.linalg.norm(x) for x in rng.normal(size=(2, V)))
+    M = 0.3 * np.outer(u, v)
+    A = rng.normal(size=(V, V))
+    Gamma = A @ A.T / V + np.eye(V)
+    W_E0, W_U0 = 0.1 * rng.normal(size=(2, V, d))
+    solution = closed_form.feedback_solution(M, Gamma, W_E0, W_U0, 1.0, V)
+    singular = np.asarray(solution.linear.singular)
+    assert np.all(singular[1:] < 1e-14 * singular[0])  # rounding level, here not all zero
+    W_E, _ = solution(jnp.asarray([0.0, 20.0, 40.0]))
+    kernel = np.eye(V) - np.outer(v, v)  # the right kernel of M
+    np.testing.assert_allclose(kernel @ np.asarray(W_E[-1]), kernel @ W_E0, atol=1e-10)
+    driven = np.linalg.norm(v @ np.asarray(W_E), axis=-1)
+    assert driven[-1] > 5 * driven[0]  # the driven mode did move

@@ -300,7 +300,7 @@ def test_adam_descent_is_optax_adam_step_by_step():
     assert all(np.array_equal(a, b) for a, b in zip(unchanged, v0, strict=True))
 
 
-def test_probe_defaults_are_the_spec_protocol():
+def test_probe_defaults_are_the_papers_protocol():
     import inspect
 
     from ctx_staircase import lm
@@ -495,3 +495,20 @@ def test_check_finite_names_the_first_bad_array_and_passes_finite_ones():
             metrics.check_finite(a=np.zeros(3), b=np.array([0.0, bad]), c=np.array([np.nan]))
     with pytest.raises(ValueError, match="S_emb has non-finite"):
         metrics.probe_fit(np.ones((4, 2, 3)), np.full((4, 4), np.nan))
+
+
+def test_the_held_out_probe_score_is_the_mean_over_folds_only():
+    """On a geometry unrelated to the signature (a null), a rich probe fits its training
+    pairs but not the held-out ones: the reported held-out correlation is the mean of the
+    folds' held-out correlations, never mixed with the in-sample refit's."""
+    rng = np.random.default_rng(0)
+    A = 16
+    phi = rng.random((A, 12, 10))
+    X = rng.normal(size=(A, 5))
+    S_emb = np.asarray(metrics.cosine_matrix(X))  # no relation to phi
+    result = metrics.probe_fit(phi, S_emb, folds=4, steps=300, seed=1)
+    assert np.shape(result.fold_corr) == (4,)
+    np.testing.assert_allclose(result.heldout_corr, np.mean(result.fold_corr), rtol=1e-12)
+    # in sample the probe fits the noise; held out it does not
+    assert abs(float(result.heldout_corr)) < 0.25
+    assert float(result.fit_corr) > float(result.heldout_corr) + 0.2

@@ -256,3 +256,22 @@ def test_git_state_never_fails(tmp_path, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setenv("PATH", str(tmp_path))  # git missing
     assert results.git_state() == (None, None)
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit, OSError])
+def test_an_interrupted_write_leaves_no_file_and_no_temporary(tmp_path, monkeypatch, stop):
+    """Ctrl-C (KeyboardInterrupt), an exit or a disk error during the rename: the old file is
+    untouched and no temporary is left behind (a handler of Exception alone would leak the
+    temporary on Ctrl-C)."""
+    path = tmp_path / "result.json"
+    results.write_json(path, {"old": 1})
+
+    def interrupted(source, target):
+        raise stop()
+
+    monkeypatch.setattr(results.os, "replace", interrupted)
+    with pytest.raises(stop):
+        results.write_json(path, {"new": 2})
+    monkeypatch.undo()
+    assert results.read_json(path) == {"old": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]

@@ -365,17 +365,23 @@ SMALL_GRID = dict(gammas=[0.5, 1.0], seeds=[0], lrs=[0.5])
         dict(config=dataclasses.replace(SMALL, optimizer="adam", lr=0.05)),
         dict(config=dataclasses.replace(SMALL, schedule="warmup_cosine", warmup_steps=2)),
         dict(kwargs=dict(F64, activation="poly:1,-0.5")),
+        dict(data=lambda ds: tasks.make("add", N=8, vocab_size=2 * ds.vocab_size)),
+        dict(data=lambda ds: dataclasses.replace(ds, labels=np.roll(ds.labels, 1))),
     ],
-    ids=["optimizer", "schedule", "model_kwargs"],
+    ids=["optimizer", "schedule", "model_kwargs", "wide_vocabulary", "same_name_other_labels"],
 )
 def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkeypatch, change):
     """units.UnitStore policy: an unfinished sweep of other settings in the folder is restarted
     (no saved lane of the old settings is reused, the result equals a fresh run of the new
-    ones), a finished one is refused; the same settings reuse everything."""
+    ones), a finished one is refused; the same settings reuse everything. Other data counts as
+    other settings, even under the same task name and parameters (the spec holds its digest)."""
     config, kwargs = change.get("config", SMALL), change.get("kwargs", F64)
-    fresh = sweep.train_sweep("ffn", ds, config, **SMALL_GRID, **kwargs)
+    new_ds = change.get("data", lambda ds: ds)(ds)
+    fresh = sweep.train_sweep("ffn", new_ds, config, **SMALL_GRID, **kwargs)
     old = sweep.train_sweep("ffn", ds, SMALL, **SMALL_GRID, **F64)
-    assert not np.array_equal(fresh.trajectory.W_E, old.trajectory.W_E)  # the change matters
+    assert fresh.trajectory.W_E.shape != old.trajectory.W_E.shape or not np.array_equal(
+        fresh.trajectory.W_E, old.trajectory.W_E
+    )  # the change matters
 
     restore = interrupt_after(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
@@ -384,7 +390,9 @@ def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkey
     assert len(list((tmp_path / "units").glob("lane_*.npz"))) == 1
 
     computed = counting_lanes(monkeypatch)
-    resumed = sweep.train_sweep("ffn", ds, config, out=tmp_path, chunk=1, **SMALL_GRID, **kwargs)
+    resumed = sweep.train_sweep(
+        "ffn", new_ds, config, out=tmp_path, chunk=1, **SMALL_GRID, **kwargs
+    )
     assert computed == [1, 1]  # both lanes recomputed: the saved lane was of other settings
     got, want = jax.tree.leaves(resumed.trajectory), jax.tree.leaves(fresh.trajectory)
     for a, b in zip(got, want, strict=True):
@@ -394,7 +402,7 @@ def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkey
     assert spec["model_kwargs"]["activation"] == kwargs["activation"]
 
     computed.clear()  # finished: the same settings reuse every lane
-    again = sweep.train_sweep("ffn", ds, config, out=tmp_path, **SMALL_GRID, **kwargs)
+    again = sweep.train_sweep("ffn", new_ds, config, out=tmp_path, **SMALL_GRID, **kwargs)
     assert computed == []
     np.testing.assert_array_equal(again.trajectory.W_E, fresh.trajectory.W_E)
     with pytest.raises(ValueError, match="finished run of other settings"):
