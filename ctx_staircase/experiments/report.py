@@ -8,7 +8,7 @@ Every row names its regime and its null control; a claim whose null also passes 
 
 from __future__ import annotations
 
-from ctx_staircase.experiments import KINDS, verdict
+from ctx_staircase.experiments import KINDS, get, verdict
 
 SECTIONS = {
     "paper": "Claims the paper makes",
@@ -54,7 +54,7 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
         kinds = {(r["name"], c["item"], c["claim"]): c.get("kind", "paper") for r, c in claims}
         lines += _study_section(study, kinds)
     for record in records:
-        lines += ["", f"## {record['name']}: {record['title']}", ""]
+        lines += ["", f"## {record['name']}: {_title(record)}", ""]
         size = "paper size (--full)" if record.get("full") else "CPU size"
         packages = record["environment"]["packages"]
         lines.append(
@@ -128,7 +128,7 @@ def _study_section(study: dict, kinds: dict | None = None) -> list[str]:
         "",
         "## Regime study: every FFN and attention-only claim in every regime",
         "",
-        f"{study['title']}. Quick sizes (each experiment's `quick` config says what is",
+        f"{_title(study)}. Quick sizes (each experiment's `quick` config says what is",
         "reduced), so a cell can differ from the full-size primary run above; the headline",
         "verdicts are the full-size ones. Regimes:",
         "",
@@ -173,3 +173,12 @@ def _study_section(study: dict, kinds: dict | None = None) -> list[str]:
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _title(record: dict) -> str:
+    """The experiment's title as the registry states it now (a record keeps the title of the
+    run that made it, which may be older wording)."""
+    try:
+        return get(record["name"]).title
+    except ValueError:
+        return record["title"]
