@@ -275,38 +275,19 @@ def _initialized_device():
 # --------------------------------------------------------------------------------------------
 # datasets (tasks.make), before they are built
 
-#: Samples of each built-in task from its parameters (defaults filled in); checked against
-#: `tasks.make` in tests/test_budget.py.
-_SAMPLES = {
-    "add": lambda p: p["N"] ** 2,
-    "sub": lambda p: p["N"] ** 2,
-    "mul": lambda p: p["N"] ** 2,
-    "mod": lambda p: p["N"] ** 2,
-    "modulus": lambda p: p["N"] ** 2,
-    "modsum": lambda p: p["N"] ** p["L"],
-    "minmax": lambda p: 2 * p["N"] ** 2,
-    "task4": lambda p: p["n_x"] * p["n_a"] ** 2,
-    "label_law": lambda p: (p["x_max"] + 1) ** (3 if p["labels"] == "expected" else 2),
-    "anchor_parity": lambda p: p["n"],
-    "rb_anchor": lambda p: p["n"],
-}
 #: Copies of the sample arrays alive while a task is built (enumeration, labels, weights).
 _BUILD_COPIES = 3
 
 
 def dataset_samples(task: str, params: dict) -> int | None:
-    """Samples ``n`` that `tasks.make(task, **params)` would build, without building it; None
-    for a task without a formula or parameters that are not plain integers (then `tasks.make`
-    validates them)."""
+    """Samples ``n`` that `tasks.make(task, **params)` would build, without building it (each
+    task states its own count, `tasks.sample_count`); None for an unknown task or parameters
+    that are not plain integers (then `tasks.make` validates them)."""
     from ctx_staircase import tasks
 
-    if task not in _SAMPLES or task not in tasks.names():
+    if task not in tasks.names():
         return None
-    full = {**tasks.describe(task), **params}
-    try:
-        return int(_SAMPLES[task](full))
-    except (TypeError, ValueError, KeyError, OverflowError):
-        return None
+    return tasks.sample_count(task, params)
 
 
 def dataset_bytes(task: str, params: dict) -> int:

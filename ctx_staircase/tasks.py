@@ -101,17 +101,28 @@ class _Task(NamedTuple):
     builder: Callable[..., _Parts]
     defaults: dict[str, Any]
     summary: str
+    samples: Callable[[dict[str, Any]], int]
 
 
 _REGISTRY: dict[str, _Task] = {}
 
 
-def _register(name: str, summary: str, **defaults: Any) -> Callable:
+def _register(
+    name: str, summary: str, *, samples: Callable[[dict[str, Any]], int], **defaults: Any
+) -> Callable:
+    """Register a task: its builder, one-line summary, parameter defaults and ``samples``, the
+    sample count ``n`` as a function of its full parameters (what the memory estimate reads
+    before the task is built)."""
+
     def decorate(builder: Callable[..., _Parts]) -> Callable[..., _Parts]:
-        _REGISTRY[name] = _Task(builder, defaults, summary)
+        _REGISTRY[name] = _Task(builder, defaults, summary, samples)
         return builder
 
     return decorate
+
+
+def _all_pairs(params: dict[str, Any]) -> int:
+    return params["N"] ** 2
 
 
 def _task(name: Any) -> _Task:
@@ -130,6 +141,15 @@ def describe(name: str) -> dict[str, Any]:
     Every task also takes ``vocab_size`` (default ``None``: the minimal vocabulary).
     """
     return {**_task(name).defaults, "vocab_size": None}
+
+
+def sample_count(name: str, params: dict[str, Any]) -> int | None:
+    """The samples ``n`` that ``make(name, **params)`` would build, without building them;
+    ``None`` for parameters that are not plain numbers (then `make` validates them)."""
+    try:
+        return int(_task(name).samples({**describe(name), **params}))
+    except (TypeError, ValueError, KeyError, OverflowError):
+        return None
 
 
 def summary(name: str) -> str:
@@ -269,6 +289,7 @@ def label_law_distribution(
 @_register(
     "label_law",
     "Task 1 (paper Fig. 2A): (anchor, x1, x2), x_i in {0..x_max}; y ~ p_a, a prescribed law",
+    samples=lambda p: (p["x_max"] + 1) ** (3 if p["labels"] == "expected" else 2),
     law="uniform",
     anchor=100,
     x_max=50,
@@ -339,7 +360,12 @@ def _arithmetic(pairs: np.ndarray, labels: np.ndarray) -> _Parts:
     return _Parts(pairs, labels, {"numbers": np.unique(pairs)})
 
 
-@_register("add", "Task 2 (paper App. A, Figs. 2-4): all (x1, x2) in {1..N}^2, y = x1 + x2", N=20)
+@_register(
+    "add",
+    "Task 2 (paper App. A, Figs. 2-4): all (x1, x2) in {1..N}^2, y = x1 + x2",
+    samples=_all_pairs,
+    N=20,
+)
 def _add(*, N: int) -> _Parts:
     """F_add (paper App. A; closed forms: theory/signatures.md §2): ``y = x1 + x2``, all ``N^2``
     pairs, x1 major."""
@@ -347,14 +373,24 @@ def _add(*, N: int) -> _Parts:
     return _arithmetic(pairs, pairs[:, 0] + pairs[:, 1])
 
 
-@_register("sub", "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = |x1 - x2|", N=20)
+@_register(
+    "sub",
+    "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = |x1 - x2|",
+    samples=_all_pairs,
+    N=20,
+)
 def _sub(*, N: int) -> _Parts:
     """F_sub (paper App. A): ``y = |x1 - x2|`` (0 on the diagonal), all ``N^2`` pairs."""
     pairs = _pairs(N)
     return _arithmetic(pairs, np.abs(pairs[:, 0] - pairs[:, 1]))
 
 
-@_register("mul", "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = x1 * x2", N=20)
+@_register(
+    "mul",
+    "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = x1 * x2",
+    samples=_all_pairs,
+    N=20,
+)
 def _mul(*, N: int) -> _Parts:
     """F_mul (paper App. A): ``y = x1 * x2``, all ``N^2`` pairs (the vocabulary reaches ``N^2``)."""
     pairs = _pairs(N)
@@ -364,6 +400,7 @@ def _mul(*, N: int) -> _Parts:
 @_register(
     "mod",
     "Task 2 (paper App. A, Figs. 3, 4, 8): all (x1, x2) in {1..N}^2, y = (x1 + x2 + 1) mod N",
+    samples=lambda p: p["N"] ** 2,
     N=40,
     convention="main",
 )
@@ -385,6 +422,7 @@ def _mod(*, N: int, convention: str) -> _Parts:
 @_register(
     "modsum",
     "Fig. 5 (paper §4.7, App. A.1.7): all (x_1..x_L) in {1..N}^L, y = 1 + (sum_i x_i mod N)",
+    samples=lambda p: p["N"] ** p["L"],
     N=50,
     L=4,
 )
@@ -419,6 +457,7 @@ def _modsum(*, N: int, L: int) -> _Parts:
 @_register(
     "modulus",
     "Fig. 9 (paper §7.1): all (x1, x2) in {1..N}^2, y = (x1 + x2) mod M",
+    samples=lambda p: p["N"] ** 2,
     N=20,
     M=4,
 )
@@ -440,6 +479,7 @@ def _modulus(*, N: int, M: int) -> _Parts:
 @_register(
     "anchor_parity",
     "Task 3 (paper App. A, Fig. 6I-L): one anchor among L-1 noise tokens; y = parity of the anchor",
+    samples=lambda p: p["n"],
     L=8,
     n=10000,
     anchor_low=11,
@@ -492,6 +532,7 @@ def _anchor_parity(
 @_register(
     "task4",
     "Task 4 (paper App. C): all (a1, a2, x), y = (v(a1) + v(a2) + x) mod n_x",
+    samples=lambda p: p["n_x"] * p["n_a"] ** 2,
     n_x=20,
     n_a=10,
 )
@@ -517,6 +558,7 @@ def _task4(*, n_x: int, n_a: int) -> _Parts:
 @_register(
     "minmax",
     "Min-max selection (paper §7.2, Fig. 10): (c, x1, x2); y = max if c = a else min",
+    samples=lambda p: 2 * p["N"] ** 2,
     N=20,
 )
 def _minmax(*, N: int) -> _Parts:
@@ -548,6 +590,7 @@ _RANGE_LOW = 30
     "rb_anchor",
     "[RB] (arXiv 2502.04375, Fig. 3): key z_p then q anchors among noise keys; reasoning"
     " y = z_p + sum(anchors), memory y = a fixed random label",
+    samples=lambda p: p["n"],
     L=9,
     q=2,
     n=200000,

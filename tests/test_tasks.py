@@ -622,3 +622,22 @@ def test_token_dataset_ids_must_lie_below_vocab_size():
         ValueError, match=r"^sample_groups\['test'\] must hold integer ids in \[0, n\)"
     ):
         TokenDataset(tokens=[[0, 2]], labels=[0], vocab_size=3, sample_groups={"test": [1]})
+
+
+@pytest.mark.parametrize("name", tasks.names())
+def test_each_task_states_its_own_sample_count(name):
+    """`tasks.sample_count` (what the memory estimate reads before anything is built) equals
+    the built dataset's n, at the defaults (where they build fast) and at other parameters."""
+    count = tasks.sample_count(name, {})
+    assert isinstance(count, int) and count > 0
+    if count <= 300_000:
+        assert tasks.make(name).n == count
+    special = {
+        "modsum": dict(N=5, L=3),
+        "label_law": dict(x_max=6, labels="expected"),
+        "rb_anchor": dict(n=400),
+    }
+    other = special.get(
+        name, {k: 7 for k in ("N", "n", "x_max", "n_x") if k in tasks.describe(name)}
+    )
+    assert tasks.make(name, **other).n == tasks.sample_count(name, other), other
