@@ -13,9 +13,9 @@ instead of failing minutes later with an XLA ``RESOURCE_EXHAUSTED``. The pieces:
   its metrics), `theory_bytes` (`comparison.theory_vs_training`, by stage in `theory_stages`),
   `ode_bytes` (ODE lanes) and `flagship_bytes` (``ctx-staircase run``);
 - the checks: `check` (the one-line refusal), `check_signature_shapes` (the per-tensor cap of
-  `signatures`, checked for every order before the first is counted) and `check_int` /
-  `check_steps` / `check_seed` for integers the code cannot represent (int32 step counters,
-  uint32 seeds).
+  `signatures`, checked for every order before the first is counted); the integer bounds the
+  code can represent (int32 step counters, uint32 seeds) are `internal.INT32_MAX` and
+  `internal.SEED_MAX`.
 
 The estimators are arithmetic on shapes: no JAX compilation and no backend initialization, so a
 call takes microseconds. They count the arrays that dominate (parameters, optimizer state,
@@ -40,11 +40,6 @@ import numpy as np
 DEFAULT_FRACTION = 0.8
 #: Environment variable holding a limit (same syntax as ``--max-memory``).
 ENV_VAR = "CTX_STAIRCASE_MAX_MEMORY"
-#: Step counters are int32 in `train` and `lm` (snapshot steps, ``diverged_step``, fori_loop
-#: bounds), so a step count must fit int32.
-MAX_STEPS = 2**31 - 1
-#: `sweep.train_sweep` and `lm.train_lm` cast seeds to uint32.
-MAX_SEED = 2**32 - 1
 
 _UNITS = {
     "": 1,
@@ -180,26 +175,6 @@ def check(estimate: int, *, what: str, knob: str, limit=None) -> int:
             f"{format_bytes(limit.bytes)} limit ({limit.source}); {knob}, or raise --max-memory"
         )
     return int(estimate)
-
-
-def check_int(value, name: str, *, low: int, high: int, why: str = "") -> int:
-    """``value`` as an int in ``[low, high]``, else ``ValueError`` naming ``name``, the range and
-    ``why`` (the reason for the bound, e.g. ``"step counters are int32"``). Bools refused."""
-    ok = not isinstance(value, bool) and isinstance(value, int | np.integer)
-    if not ok or not low <= value <= high:
-        reason = f" ({why})" if why else ""
-        raise ValueError(f"{name} must be an integer in [{low}, {high}]{reason}; got {value!r}")
-    return int(value)
-
-
-def check_steps(steps, name: str = "--steps") -> int:
-    """A step count in ``[1, MAX_STEPS]`` (`train` and `lm` count steps in int32)."""
-    return check_int(steps, name, low=1, high=MAX_STEPS, why="step counters are int32")
-
-
-def check_seed(seed, name: str = "--seed") -> int:
-    """A seed in ``[0, MAX_SEED]`` (sweeps cast seeds to uint32)."""
-    return check_int(seed, name, low=0, high=MAX_SEED, why="seeds are cast to uint32")
 
 
 # --------------------------------------------------------------------------------------------
@@ -767,8 +742,6 @@ def theory_stages(
 __all__ = [
     "DEFAULT_FRACTION",
     "ENV_VAR",
-    "MAX_SEED",
-    "MAX_STEPS",
     "THEORY_DEFAULT_GAMMAS",
     "THEORY_ESCAPE_CHUNK",
     "THEORY_ESCAPE_GRID",
@@ -777,10 +750,7 @@ __all__ = [
     "Limit",
     "available_bytes",
     "check",
-    "check_int",
-    "check_seed",
     "check_signature_shapes",
-    "check_steps",
     "format_bytes",
     "lanes_in_flight",
     "limit_bytes",

@@ -39,11 +39,10 @@ from rich.progress import (
 from rich.table import Table
 
 from ctx_staircase import __version__, interrupt
+from ctx_staircase.internal import INT32_MAX, SEED_MAX
 from ctx_staircase.interrupt import MESSAGE as INTERRUPTED
 
 DEFAULT_RUN_ROOT = Path("runs")
-INT32_MAX = 2**31 - 1  # step counters and snapshot steps are int32 inside the compiled scans
-SEED_MAX = 2**32 - 1  # seeds become uint32 PRNG keys
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,11 @@ from typing import Any
 
 import numpy as np
 
+#: The largest step count, snapshot step or size a compiled program holds: they are int32 there.
+INT32_MAX = int(np.iinfo(np.int32).max)
+#: The largest seed: seeds become uint32 PRNG keys.
+SEED_MAX = int(np.iinfo(np.uint32).max)
+
 
 class WrongTypeError(TypeError, ValueError):
     """A value of the wrong kind (e.g. a string where an int belongs)."""

@@ -49,7 +49,6 @@ from ctx_staircase import (
     signatures,
     sweep,
     text,
-    train,
     units,
 )
 
@@ -109,7 +108,7 @@ class LMConfig:
             "signature_windows",
             "validation_windows",
         ):
-            internal.check_int(getattr(self, name), name, 1, train.MAX_STEPS)  # int32 counters
+            internal.check_int(getattr(self, name), name, 1, internal.INT32_MAX)
         if self.d % self.n_heads or (self.d // self.n_heads) % 2:
             raise ValueError(
                 f"n_heads: d={self.d} must split into n_heads={self.n_heads} heads of an even "
@@ -387,7 +386,7 @@ def train_lm(
     gamma = np.asarray(gammas, dtype=np.float64).ravel()
     if gamma.size == 0 or not np.all(np.isfinite(gamma)):
         raise ValueError(f"gammas must be finite numbers (at least one); got {list(gammas)}")
-    internal.check_int(seed, "seed", 0, 2**32 - 1)  # a uint32 PRNG seed
+    internal.check_int(seed, "seed", 0, internal.SEED_MAX)
     T = config.context_length
     for name, stream in (("train", corpus.train), ("validation", corpus.validation)):
         if stream.size < T + 1:

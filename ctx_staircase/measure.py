@@ -139,7 +139,7 @@ def measure_snapshots(
     """
     if isinstance(snapshots, str | Path | np.ndarray) or not len(snapshots):
         raise ValueError("snapshots must be a non-empty list of [V, d] embeddings or paths")
-    internal.check_int(seed, "seed", 0, 2**32 - 1)
+    internal.check_int(seed, "seed", 0, internal.SEED_MAX)
     internal.check_int(probe_steps, "probe_steps", 0)
     steps = _steps(snapshots, steps)
     if isinstance(data, TokenDataset):

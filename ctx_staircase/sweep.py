@@ -36,12 +36,11 @@ import numpy as np
 
 from ctx_staircase import distributed, results, train, units
 from ctx_staircase.dataset import TokenDataset
-from ctx_staircase.internal import check_int
+from ctx_staircase.internal import SEED_MAX, check_int
 from ctx_staircase.progress import expect as expect_work
 from ctx_staircase.progress import tick as tick_work
 
 LANE_AXIS = "lanes"
-SEED_MAX = 2**32 - 1  # seeds become uint32 PRNG keys
 
 
 class SweepResult(NamedTuple):
@@ -71,7 +70,7 @@ def grid(gammas, seeds, lrs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     train.check_lr(lrs)
     seeds = list(seeds)
     if not seeds:
-        raise ValueError("seeds must be a non-empty list of ints in [0, 2**32 - 1]; got []")
+        raise ValueError(f"seeds must be a non-empty list of ints in [0, {SEED_MAX}]; got []")
     for s in seeds:
         check_int(s, "seeds", 0, SEED_MAX, why=f" (seeds={seeds})")
     points = list(itertools.product(gammas, seeds, lrs))

@@ -32,8 +32,6 @@ from ctx_staircase.dataset import TokenDataset
 
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
 SCHEDULES = ("constant", "warmup_cosine")
-#: Step counters (snapshot steps, ``diverged_step``, loop bounds) are int32 in the compiled scan.
-MAX_STEPS = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +69,8 @@ class TrainConfig:
         if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
         check_lr(self.lr)
-        internal.check_int(self.steps, "steps", 1, MAX_STEPS)
-        internal.check_int(self.warmup_steps, "warmup_steps", 0, MAX_STEPS)
+        internal.check_int(self.steps, "steps", 1, internal.INT32_MAX)
+        internal.check_int(self.warmup_steps, "warmup_steps", 0, internal.INT32_MAX)
         if self.batch_size is not None:
             internal.check_int(self.batch_size, "batch_size", 1)
         if self.optimizer == "sgd" and self.batch_size is None:

@@ -16,6 +16,7 @@ from ctx_staircase import (
     closed_form,
     comparison,
     geometry,
+    internal,
     lm,
     metrics,
     signatures,
@@ -117,20 +118,18 @@ def test_format_bytes(size, shown):
 
 
 def test_integer_bounds_are_the_code_s_own():
-    # steps: int32 step counters (train: snapshot steps and diverged_step are int32)
-    assert budget.MAX_STEPS == np.iinfo(np.int32).max
-    assert budget.check_steps(budget.MAX_STEPS) == budget.MAX_STEPS
-    for bad in (0, budget.MAX_STEPS + 1, 10**12, True, 1.0):
-        with pytest.raises(ValueError, match=r"--steps must be an integer in \[1, 2147483647\]"):
-            budget.check_steps(bad)
-    # seeds: train_sweep casts them to uint32
-    assert budget.MAX_SEED == np.iinfo(np.uint32).max
-    assert budget.check_seed(budget.MAX_SEED) == budget.MAX_SEED
-    with pytest.raises(ValueError, match="uint32"):
-        budget.check_seed(2**32, "--seeds")
-    with pytest.raises(ValueError, match="--seed must be"):
-        budget.check_seed(-1)
-    assert budget.check_int(np.int64(5), "k", low=0, high=9) == 5
+    """One definition of each bound (int32 step counters, uint32 seeds), used by the configs
+    and the sweeps: the largest value passes, one more is refused, naming the parameter."""
+    assert internal.INT32_MAX == np.iinfo(np.int32).max
+    assert internal.SEED_MAX == np.iinfo(np.uint32).max
+    assert train.TrainConfig(steps=internal.INT32_MAX, snapshots=(0,)).steps == internal.INT32_MAX
+    for bad in (0, internal.INT32_MAX + 1, True, 1.0):
+        with pytest.raises(ValueError, match=r"steps must be an int in \[1, 2147483647\]"):
+            train.TrainConfig(steps=bad, snapshots=(0,))
+    ds = tasks.make("add", N=3)
+    config = train.TrainConfig(steps=2, snapshots=(0, 2))
+    with pytest.raises(ValueError, match="seeds must be an int in \\[0, 4294967295\\]"):
+        sweep.train_sweep("ffn", ds, config, gammas=[1.0], seeds=[internal.SEED_MAX + 1], d=4)
 
 
 def test_lanes_in_flight_mirrors_the_sweep_layout():
