@@ -315,6 +315,17 @@ def attention_plateau_time(top_singular: float, u0: float, depth: int = 4) -> fl
     return float(u0 ** (-(depth - 2) / depth) / ((depth - 2) * top_singular))
 
 
+def attention_plateau(ds, gamma: float, d: int) -> float:
+    """Eq. A5's order-0 plateau of the attention-only model on ``ds`` under gradient flow:
+    `attention_plateau_time` at ``s = s_1(M) / L`` and ``u0 = (d^-gamma sqrt(d))^4`` (each of
+    its four layers starts at amplitude ``d^-gamma sqrt(d)``), so ``t* ∝ d^{2 gamma - 1}``."""
+    from ctx_staircase import signatures
+
+    M = drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+    top = np.linalg.svd(np.asarray(M), compute_uv=False)[0] / ds.L
+    return attention_plateau_time(top, (d**-gamma * np.sqrt(d)) ** 4)
+
+
 # --------------------------------------------------------------------------------------------
 # validation: shapes always (they are static under jit and vmap), values when concrete
 

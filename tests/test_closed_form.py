@@ -478,3 +478,18 @@ def test_feedback_leaves_the_kernel_of_a_rank_deficient_drive_frozen():
     np.testing.assert_allclose(kernel @ np.asarray(W_E[-1]), kernel @ W_E0, atol=1e-10)
     driven = np.linalg.norm(v @ np.asarray(W_E), axis=-1)
     assert driven[-1] > 5 * driven[0]  # the driven mode did move
+
+
+@pytest.mark.parametrize("gamma", [0.75, 1.0, 1.5])
+def test_the_attention_plateau_scales_as_d_to_the_2_gamma_minus_1(gamma):
+    """Eq. A5 at u0 = (d^-gamma sqrt d)^4: doubling the width multiplies t* by 2^(2 gamma - 1),
+    and t* is attention_plateau_time at the top singular value of M / L."""
+    ds = tasks.make("anchor_parity", n=400)
+    ratio = closed_form.attention_plateau(ds, gamma, 64) / closed_form.attention_plateau(
+        ds, gamma, 32
+    )
+    assert ratio == pytest.approx(2 ** (2 * gamma - 1), rel=1e-12)
+    M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
+    s = np.linalg.svd(np.asarray(M), compute_uv=False)[0] / ds.L
+    expected = 1 / (2 * s * np.sqrt((32**-gamma * np.sqrt(32)) ** 4))  # depth 4: u0^-1/2 / (2 s)
+    assert closed_form.attention_plateau(ds, gamma, 32) == pytest.approx(expected, rel=1e-12)

@@ -64,7 +64,7 @@ import numpy as np
 from flax import nnx
 
 from ctx_staircase import attention_dynamics as ad
-from ctx_staircase import closed_form, flows, models, plots, signatures, train
+from ctx_staircase import closed_form, models, plots, train
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.regime import PRIMARY, WIDE_FACTOR
@@ -135,13 +135,6 @@ def anchor_parity(n: int = 1000) -> tuple[TokenDataset, np.ndarray]:
     """Task 3 in the wide vocabulary, and its target (the anchor's position)."""
     ds = PRIMARY.make("anchor_parity", L=8, n=n)
     return ds, np.isin(ds.tokens, ds.groups["anchors"])
-
-
-def plateau_time(ds: TokenDataset, gamma: float, d: int = D) -> float:
-    """Eq. A5: ``t* = L / (2 s_1 sqrt(u_0))``, ``u_0 = (d^-gamma sqrt(d))^4``."""
-    M = flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
-    top = np.linalg.svd(M, compute_uv=False)[0] / ds.L
-    return closed_form.attention_plateau_time(top, (d**-gamma * math.sqrt(d)) ** 4)
 
 
 # --------------------------------------------------------------------------------------------
@@ -271,7 +264,7 @@ def _run(full: bool, tiny: bool) -> Outcome:
     jobs, plateaus = [], {}
     for name, (ds, target) in tasks_.items():
         tables = {p: ad.attention_tables(ds, prediction=p) for p in ("softmax", "uniform")}
-        plateaus[name] = {g: plateau_time(ds, g) for g in gammas}
+        plateaus[name] = {g: closed_form.attention_plateau(ds, g, D) for g in gammas}
         for g in gammas:
             t_max = SAVE_DT * math.ceil(HORIZON * plateaus[name][g] / SAVE_DT)
             jobs.append((name, ds, target, tables, g, t_max))

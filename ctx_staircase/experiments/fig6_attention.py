@@ -67,7 +67,6 @@ import numpy as np
 
 from ctx_staircase import (
     closed_form,
-    flows,
     geometry,
     metrics,
     plots,
@@ -138,13 +137,6 @@ def run(
     return joined_outcome(parts, config, regime.name)
 
 
-def plateau_time(ds, gamma: float, d: int) -> float:
-    """Eq. A5's order-0 plateau of the attention-only model under gradient flow, in epochs."""
-    sigs = signatures.signature_set(ds, 0)
-    top = np.linalg.svd(flows.drive_matrix(sigs, ds.vocab_size), compute_uv=False)[0] / ds.L
-    return closed_form.attention_plateau_time(top, (d**-gamma * math.sqrt(d)) ** 4)
-
-
 def _label_entropy(ds) -> float:
     """Entropy of the (weighted) label marginal: the loss once only the marginal is fitted."""
     weights = np.ones(ds.n) if ds.weights is None else np.asarray(ds.weights, dtype=float)
@@ -191,7 +183,8 @@ def _arithmetic_jobs(config: dict, regime: Regime) -> dict:
     for task in cfg["tasks"]:
         ds = regime.make(task, N=cfg["N"])
         cfg["plateau_A5"][task] = {
-            f"{g:g}": round(plateau_time(ds, g, config["d"]), 1) for g in cfg["gammas"]
+            f"{g:g}": round(closed_form.attention_plateau(ds, g, config["d"]), 1)
+            for g in cfg["gammas"]
         }
         train_config = regime.train_config(
             ds, epochs=cfg["epochs"], snapshots=snapshots, adam_lr=config["adam_lr"]
@@ -436,7 +429,7 @@ def _task3_job(config: dict, regime: Regime) -> tuple:
     cfg = config["task3"]
     cfg.update(gamma=1.0, paper_epochs=200)
     ds = regime.make(cfg["task"], L=cfg["L"], n=cfg["n"])
-    cfg["plateau_A5"] = round(plateau_time(ds, cfg["gamma"], config["d"]), 1)
+    cfg["plateau_A5"] = round(closed_form.attention_plateau(ds, cfg["gamma"], config["d"]), 1)
     epochs = cfg["paper_epochs"]
     if regime.optimizer == "gd" and PLATEAU_MARGIN * cfg["plateau_A5"] > epochs:
         epochs = 100 * math.ceil(PLATEAU_MARGIN * cfg["plateau_A5"] / 100)
