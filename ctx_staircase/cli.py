@@ -1123,8 +1123,10 @@ def print_record(record: dict) -> None:
     _stdout().print(table)
 
 
-def _lm(args: argparse.Namespace) -> int:
-    from ctx_staircase import budget, lm, text
+def lm_config(args: argparse.Namespace):
+    """The `lm.LMConfig` of an ``lm`` command line: each size flag you set, else its standard
+    size (`LM_STANDARD`), or its smoke-run size (`LM_TINY`) with ``--tiny``."""
+    from ctx_staircase import lm
 
     sizes = LM_TINY if args.tiny else LM_STANDARD
     chosen = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in sizes.items()}
@@ -1134,7 +1136,7 @@ def _lm(args: argparse.Namespace) -> int:
         if args.tiny
         else {}
     )  # fmt: skip
-    config = lm.LMConfig(
+    return lm.LMConfig(
         d=chosen["d"],
         n_layers=chosen["layers"],
         n_heads=chosen["heads"],
@@ -1145,6 +1147,12 @@ def _lm(args: argparse.Namespace) -> int:
         snapshot_every=min(chosen["snapshot_every"], chosen["steps"]),
         **tiny_extra,
     )
+
+
+def _lm(args: argparse.Namespace) -> int:
+    from ctx_staircase import budget, text
+
+    config = lm_config(args)
     out = _out(args, DEFAULT_RUN_ROOT / "lm")
     builtin = args.text is None
     source = text.builtin_corpus() if builtin else text.load_text(args.text)

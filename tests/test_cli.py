@@ -208,21 +208,16 @@ def test_strict_run_exits_1_when_a_claim_fails(monkeypatch, tmp_path, capsys, st
     assert ("--strict" in printed.err) == (code == 1)
 
 
-def test_tiny_never_overrides_an_explicit_flag(monkeypatch, tmp_path):
-    seen = {}
+def test_tiny_never_overrides_an_explicit_flag():
+    def config(*argv):
+        return cli.lm_config(cli.parser().parse_args(["lm", *argv]))
 
-    def capture(args, config, corpus, builtin, out):
-        seen["config"] = config
-        return 0
-
-    monkeypatch.setattr(cli, "_lm_and_report", capture)
-    out = str(tmp_path / "lm")
-    assert cli.main(["lm", "--tiny", "--steps", "7", "--d", "64", "--out", out]) == 0
-    config = seen["config"]
-    assert (config.steps, config.d) == (7, 64)  # explicit
-    assert (config.n_layers, config.context_length) == (cli.LM_TINY["layers"], 16)  # tiny
-    assert cli.main(["lm", "--steps", "7", "--out", out]) == 0
-    assert (seen["config"].steps, seen["config"].d) == (7, cli.LM_STANDARD["d"])
+    tiny = config("--tiny", "--steps", "7", "--d", "64")
+    assert (tiny.steps, tiny.d) == (7, 64)  # explicit
+    assert (tiny.n_layers, tiny.context_length) == (cli.LM_TINY["layers"], 16)  # tiny
+    standard = config("--steps", "7")
+    assert (standard.steps, standard.d) == (7, cli.LM_STANDARD["d"])
+    assert standard.n_layers == cli.LM_STANDARD["layers"]
 
 
 def test_the_package_reads_nothing_outside_itself_by_default():
