@@ -319,10 +319,13 @@ def heatmap(ax, S: np.ndarray, ticks: np.ndarray, title: str, *, vmin: float = -
     return image
 
 
-def pca_scatter(ax, scores: np.ndarray, labels: np.ndarray, explained, title: str) -> None:
+def pca_scatter(
+    ax, scores: np.ndarray, labels: np.ndarray, explained, title: str, *, path=slice(None)
+) -> None:
     """Tokens in the plane of the first two principal components (``scores`` [n, ≥2]),
-    coloured by token id ``labels`` [n]; ``explained`` [≥1] the variance ratios."""
-    ax.plot(scores[:, 0], scores[:, 1], color="0.8", lw=0.6, zorder=1)
+    coloured by token id ``labels`` [n]; ``explained`` [≥1] the variance ratios; a grey line
+    joins the rows of ``path`` in its order (default: every row in order; ``[]``: none)."""
+    ax.plot(scores[path, 0], scores[path, 1], color="0.8", lw=0.6, zorder=1)
     ax.scatter(scores[:, 0], scores[:, 1], c=labels, cmap="viridis", s=18, zorder=2)
     if len(labels) <= 60:
         for (x, y), t in zip(scores[:, :2], labels, strict=True):

@@ -538,15 +538,13 @@ def _pca_panel(ax, pca, alphas, title, *, path=None, degenerate=False):
         ax.set_yticks([])
         plots.axis_labels(ax, "PC1", "PC2")
         return
-    scores = np.asarray(pca.scores)
-    explained = np.asarray(pca.explained_variance_ratio)
-    if path is not None:
-        ax.plot(scores[path, 0], scores[path, 1], color="0.8", lw=0.6, zorder=1)
-    ax.scatter(scores[:, 0], scores[:, 1], c=alphas, cmap="viridis", s=16, zorder=2)
-    for (x, y), t in zip(scores[:, :2], alphas, strict=True):
-        ax.annotate(str(t), (x, y), xytext=(2, 2), textcoords="offset points")
-    plots.axis_labels(
-        ax, f"PC1 ({100 * explained[0]:.0f}% var.)", f"PC2 ({100 * explained[1]:.0f}% var.)"
+    plots.pca_scatter(
+        ax,
+        np.asarray(pca.scores),
+        np.asarray(alphas),
+        np.asarray(pca.explained_variance_ratio),
+        title,
+        path=[] if path is None else path,
     )
 
 
