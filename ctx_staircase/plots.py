@@ -521,14 +521,15 @@ def measurement_figure(measured, source: str):
     """A `measure.Measurement`: each alignment curve with its row-permuted null (dashed, the
     same colour), and the held-out probe correlation, against the snapshot step."""
     fig, axes = figure(1, 2, panel=(4.6, 3.6), suptitle=f"{measured.reference}: {source}")
-    x = np.asarray(measured.steps)
+    order = np.argsort(measured.steps, kind="stable")  # snapshots may come in any order
+    x = np.asarray(measured.steps)[order]
     for i, (name, values) in enumerate(measured.alignment.items()):
         colour = order_colour(0) if i == 0 else f"C{i % 10}"
         label = {"rho_next": r"$\rho_{next}$", "rho_0": r"$\rho_0$"}.get(name, name)
-        axes[0].plot(x, values, color=colour, marker="o", ms=3, label=label)
-        axes[0].plot(x, measured.null[name], color=colour, ls="--", lw=0.9)
+        axes[0].plot(x, np.asarray(values)[order], color=colour, marker="o", ms=3, label=label)
+        axes[0].plot(x, np.asarray(measured.null[name])[order], color=colour, ls="--", lw=0.9)
     reference(axes[0], y=0.0, label="null: rows permuted (dashed)")
-    axes[1].plot(x, measured.probe["corr"], color=order_colour(1), marker="o", ms=3)
+    axes[1].plot(x, np.asarray(measured.probe["corr"])[order], color=order_colour(1), marker="o")
     axis_labels(axes[0], "step", "alignment", "embedding vs signature")
     axis_labels(axes[1], "step", "held-out corr.", "first-order probe")
     legend(axes[0], loc="best")

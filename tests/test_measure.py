@@ -378,3 +378,22 @@ def test_semantic_structure_of_the_word_groups_a_tokenizer_has(tmp_path):
     strings = list(stream.token_strings)
     strings[groups["weekdays"][0]] = "mon"  # "monday" is no longer one token
     assert "weekdays" not in measure.word_group_ids(strings)
+
+
+def test_results_keep_the_given_order_and_the_figure_draws_by_step(stream, next_token):
+    """rho_next lists the snapshots in the order given (a glob's order is not the step order);
+    the figure's curves run in step order."""
+    import matplotlib.pyplot as plt
+
+    from ctx_staircase import plots
+
+    snapshots = list(planted(next_token).values())
+    measured = measure.measure_snapshots(
+        stream, snapshots, steps=[2000, 0, 512], count=V, probe_steps=10
+    )
+    assert measured.steps.tolist() == [2000, 0, 512]
+    assert measured.alignment["rho_next"][0] >= 0.99  # the first given: the signature rows
+    figure = plots.measurement_figure(measured, "test")
+    for line in figure.axes[0].lines[:2] + figure.axes[1].lines[:1]:
+        assert list(line.get_xdata()) == [0, 512, 2000]
+    plt.close(figure)
