@@ -42,7 +42,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
@@ -178,8 +178,12 @@ def run(
 
 
 def _claim(law: str, runs: list[dict], regime: Regime) -> Claim:
-    ok = all(_passes(law, s["ffn"]) for s in runs)
-    null_ok = all(_passes(law, s["init"]["ffn"]) for s in runs)
+    verdicts = scored(
+        lambda matches: all(_passes(law, match) for match in matches),
+        [s["ffn"] for s in runs],
+        [s["init"]["ffn"] for s in runs],
+    )
+    ok, null_ok = verdicts["passed"], verdicts["null_passed"]
     jsd = max(s["ffn"]["jsd"] for s in runs)
     init_jsd = max(s["init"]["ffn"]["jsd"] for s in runs)
     lit = runs[0]["literal"]
@@ -224,12 +228,11 @@ def _claim(law: str, runs: list[dict], regime: Regime) -> Claim:
         f"{law}: softmax(W_U σ(w_a)) ≈ p_a at epoch {EPOCHS}",
         measured,
         criterion,
-        ok,
-        "; ".join(notes),
+        note="; ".join(notes),
         kind="paper",
         regime=regime.name,
         null=null,
-        null_passed=null_ok,
+        **verdicts,
     )
 
 
@@ -242,13 +245,12 @@ def _uniform_empirical_claim(runs: list[dict], regime: Regime) -> Claim:
         f"uniform: softmax(W_U σ(w_a)) follows the sampled labels' φ^(y;0)_a at epoch {EPOCHS}",
         f"Pearson(φ^(y;0)_a, p̂_a) = {r:.3f} (φ^(y;0)_a: 2601 labels drawn from the uniform p_a)",
         f"Pearson ≥ {PEARSON_MIN} [R: §8.4's Pearson half, against the empirical signature]",
-        r >= PEARSON_MIN,
-        "the §8.4 uniform claim is vacuous (uniform at init); this one is not: the trained "
+        note="the §8.4 uniform claim is vacuous (uniform at init); this one is not: the trained "
         "readout tracks the sampling fluctuations of the labels the anchor was trained on",
         kind="project",
         regime=regime.name,
         null=f"init: Pearson {r0:.3f}",
-        null_passed=r0 >= PEARSON_MIN,
+        **scored(lambda pearson: pearson >= PEARSON_MIN, r, r0),
     )
 
 
