@@ -49,7 +49,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, train_configured
+from ctx_staircase.experiments.common import paper_ffn, scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TRAINED = 0.99  # [R]
@@ -181,7 +181,6 @@ def run(
     emb_pairs = S_emb[i_peak][iu]
     control_corr = float(metrics.pearson(emb_pairs[control_pair], S0_all[iu][control_pair]))
     number_pairs = emb_pairs[~control_pair]
-    rho0_passed = bool(rho0_values[i_peak] >= RHO0_EARLY)
     rho0_note = (
         f"at epoch {steps[i_peak]}: over the {int(control_pair.sum())} pairs with a control "
         f"token Pearson {control_corr:.3f}; the {int((~control_pair).sum())} number-number "
@@ -209,11 +208,10 @@ def run(
             f"{100 * data_accuracy:.1f}% of {ds.n} inputs; argmax unique on all: {unique}; "
             f"smallest margin {min_margin:.4f}",
             "100% (exact signatures)",
-            data_accuracy == 1.0,
             kind="paper",
             regime="data only (no training)",
             null=f"shuffled labels: {100 * null_data_accuracy:.1f}%",
-            null_passed=null_data_accuracy == 1.0,
+            **scored(lambda share: share == 1.0, data_accuracy, null_data_accuracy),
         ),
         Claim(
             "§7.2 [R]",
@@ -221,15 +219,14 @@ def run(
             f"train accuracy {accuracy[-1]:.3f} at epoch {steps[-1]}"
             + (f"; first >= {TRAINED} at epoch {steps[reached[0]]}" if reached.size else ""),
             f"[R] train accuracy >= {TRAINED} by epoch {config['epochs']}",
-            bool(accuracy[-1] >= TRAINED),
-            ""
+            note=""
             if accuracy[-1] >= TRAINED
             else "accuracy curve: "
             + ", ".join(f"{a:.2f}@{e}" for a, e in zip(accuracy, steps, strict=True)),
             kind="project",
             regime=regime.name,
             null=f"shuffled labels: accuracy {null_accuracy[-1]:.3f}",
-            null_passed=bool(null_accuracy[-1] >= TRAINED),
+            **scored(lambda final: bool(final >= TRAINED), accuracy[-1], null_accuracy[-1]),
         ),
         Claim(
             "§7.2 [R]",
@@ -238,12 +235,11 @@ def run(
             f"{steps[i_peak]} (Spearman there {float(np.asarray(rho0_spearman.value)[i_peak]):.3f}"
             f"); rho_0 at epoch {steps[-1]} {rho0_values[-1]:.3f}",
             f"[R] peak over epochs <= {EARLY_EPOCHS} >= {RHO0_EARLY} (§8.3's add/sub threshold)",
-            rho0_passed,
-            rho0_note,
+            note=rho0_note,
             kind="beyond",
             regime=regime.name,
             null=f"init: rho_0 {rho0_values[0]:.3f}",
-            null_passed=bool(rho0_values[0] >= RHO0_EARLY),
+            **scored(lambda rho0: bool(rho0 >= RHO0_EARLY), rho0_values[i_peak], rho0_values[0]),
         ),
         Claim(
             "§7.2 [R]",
@@ -254,12 +250,15 @@ def run(
             f"{readout_jsd[i_read]:.3f} there; best JSD {readout_jsd.min():.3f} at epoch "
             f"{steps[int(np.argmin(readout_jsd))]}",
             f"[R] peak superposition accuracy >= {READOUT}",
-            bool(readout_accuracy[i_read] >= READOUT),
-            "" if readout_accuracy[i_read] >= READOUT else readout_note,
+            note="" if readout_accuracy[i_read] >= READOUT else readout_note,
             kind="project",
             regime=regime.name,
             null=f"shuffled labels: peak {null_readout_accuracy.max():.3f}",
-            null_passed=bool(null_readout_accuracy.max() >= READOUT),
+            **scored(
+                lambda peak: bool(peak >= READOUT),
+                readout_accuracy[i_read],
+                null_readout_accuracy.max(),
+            ),
         ),
     ]
     numbers = dict(
