@@ -66,7 +66,7 @@ import numpy as np
 
 from ctx_staircase import metrics, models, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import joined_outcome
+from ctx_staircase.experiments.common import joined_outcome, scored
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 #: [R] thresholds: the paper says "about 100%", "stays low" and "structured" qualitatively.
@@ -272,11 +272,14 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
             f"FFN final train accuracy {ffn['final_accuracy']:.4f} (95% at epoch "
             f"{_reach_text(ffn['epochs_to_95'])}), loss {ffn['final_loss']:.4f}",
             f"≥ {FFN_ACCURACY} [about 100%]",
-            ffn["final_accuracy"] >= FFN_ACCURACY,
-            ffn_note,
+            note=ffn_note,
             kind="paper",
             null=f"shuffled labels: final accuracy {null['final_accuracy']:.4f}",
-            null_passed=null["final_accuracy"] >= FFN_ACCURACY,
+            **scored(
+                lambda accuracy: accuracy >= FFN_ACCURACY,
+                ffn["final_accuracy"],
+                null["final_accuracy"],
+            ),
         ),
         Claim(
             "§8.10",
@@ -286,13 +289,15 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
             f"{attention['rho1_kstar_final']:.3f} at k={attention['k_star_final']}, held-out "
             f"first-order probe {attention['probe_heldout_corr']:.3f}",
             f"accuracy ≤ {ATTENTION_LOW} and best ρ_(1),k ≥ {STRUCTURED} [R]",
-            attention_low and structured,
-            attention_note,
+            note=attention_note,
             kind="paper",
             null=f"init: accuracy {attention['accuracy_init']:.4f}, best ρ_(1),k "
             f"{attention['rho1_kstar_init']:.3f}",
-            null_passed=attention["accuracy_init"] <= ATTENTION_LOW
-            and attention["rho1_kstar_init"] >= STRUCTURED,
+            **scored(
+                lambda measured: measured[0] <= ATTENTION_LOW and measured[1] >= STRUCTURED,
+                (attention["final_accuracy"], attention["rho1_kstar_final"]),
+                (attention["accuracy_init"], attention["rho1_kstar_init"]),
+            ),
         ),
     ]
     figure = _structure_figure(numbers, numbers_ids, runs, config, regime)
