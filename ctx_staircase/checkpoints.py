@@ -310,10 +310,10 @@ def _folder(path: Path):
                 return _reader(shard)[1](name)
 
             return path / index, list(weight_map), read
-    npz = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.npz"))
-    if len(npz) == 1:
-        names, read = _reader(npz[0])
-        return npz[0], names, read
+    files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.npz"))
+    if len(files) == 1:
+        names, read = _reader(files[0])
+        return files[0], names, read
     raise ValueError(
         f"{where}: a model folder needs model.safetensors, model.safetensors.index.json, "
         "pytorch_model.bin or its index (or exactly one .safetensors/.npz file)"

@@ -1276,13 +1276,11 @@ def _measure(args: argparse.Namespace) -> int:
         raise ValueError("--tokenizer applies with --tokens, not with --task")
     out = _out(args, DEFAULT_RUN_ROOT / "measure")
     start = time.perf_counter()
-    if args.task is not None:
-        data, source = _make_task(args), f"task {args.task}"
+    if args.task is not None:  # a task measures its own token group: no stream settings
+        data, source, options = _make_task(args), f"task {args.task}", {}
     else:
         data, source = checkpoints.load_tokens(args.tokens, args.tokenizer), str(args.tokens)
-    options = {} if args.task is not None else dict(
-        context_length=args.context, count=args.tracked, min_count=args.min_count
-    )  # fmt: skip
+        options = dict(context_length=args.context, count=args.tracked, min_count=args.min_count)
     with _bar(f"measuring {len(args.snapshots)} snapshots"):
         measured = measure.measure_snapshots(
             data, args.snapshots, steps=args.steps, key=args.key, seed=args.seed, **options

@@ -88,7 +88,10 @@ class Measurement:
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-ready lists (``metrics.json``)."""
-        listed = lambda d: {k: np.asarray(v).tolist() for k, v in d.items()}  # noqa: E731
+
+        def listed(curves: dict) -> dict:
+            return {k: np.asarray(v).tolist() for k, v in curves.items()}
+
         return {
             "reference": self.reference,
             "steps": self.steps.tolist(),
@@ -162,8 +165,20 @@ def measure_snapshots(
     )
 
 
-def _measure_stream(stream, snapshots, steps, *, key, tracked, context_length, count, min_count,
-                    probe_vocabulary, probe_steps, seed) -> Measurement:  # fmt: skip
+def _measure_stream(
+    stream,
+    snapshots,
+    steps,
+    *,
+    key,
+    tracked,
+    context_length,
+    count,
+    min_count,
+    probe_vocabulary,
+    probe_steps,
+    seed,
+) -> Measurement:
     ids = stream.ids
     if ids.size < 2:
         raise ValueError(f"tokens: a stream needs >= 2 tokens to have a transition; got {ids.size}")
@@ -300,6 +315,7 @@ def _tracked_rows(snapshots, key, tracked, largest_id) -> tuple[np.ndarray, tupl
     """``rows [S, A, d]`` of ``tracked`` in every snapshot, read one at a time, with the
     sources, keys and the row count V; ``ValueError`` for shapes that differ or ids past V."""
     rows, sources, keys, shape = [], [], [], None
+    largest = max(largest_id, int(np.max(tracked)))
     for i, snapshot in enumerate(snapshots):
         embedding = _embedding(snapshot, key, i)
         if shape is not None and embedding.W_E.shape != shape:
@@ -308,10 +324,9 @@ def _tracked_rows(snapshots, key, tracked, largest_id) -> tuple[np.ndarray, tupl
                 f"{sources[0]} has {shape}; every snapshot must be the same [V, d]"
             )
         shape = embedding.W_E.shape
-        if max(largest_id, int(np.max(tracked))) >= shape[0]:
-            worst = max(largest_id, int(np.max(tracked)))
+        if largest >= shape[0]:
             raise ValueError(
-                f"tokens: id {worst} is outside the embedding of {str(embedding.source)!r}, "
+                f"tokens: id {largest} is outside the embedding of {str(embedding.source)!r}, "
                 f"which has {shape[0]} rows (ids 0..{shape[0] - 1}); the tokens and the "
                 "checkpoint must come from the same tokenizer"
             )

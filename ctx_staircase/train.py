@@ -216,7 +216,7 @@ class TrainData:
     groups: dict[str, jax.Array]
     sample_groups: dict[str, jax.Array]
     vocab_size: int
-    nonempty_groups: tuple[str, ...] = ()
+    nonempty_groups: tuple[str, ...]
 
     @property
     def L(self) -> int:
