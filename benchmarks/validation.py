@@ -49,6 +49,7 @@ def default_requests() -> dict[str, tuple[Callable[[], int], str]]:
     """``{command: (validate, description)}``; ``validate()`` estimates, checks, returns bytes."""
     from ctx_staircase import budget, lm, tasks, text, train
     from ctx_staircase.experiments import staircase
+    from ctx_staircase.internal import INT32_MAX, SEED_MAX, check_int
 
     add = tasks.make("add")
     config = train.TrainConfig()
@@ -57,8 +58,8 @@ def default_requests() -> dict[str, tuple[Callable[[], int], str]]:
     limit = None  # read per call, as a command does: --max-memory, the environment, meminfo
 
     def train_add() -> int:
-        budget.check_steps(config.steps)
-        budget.check_seed(0, "--seeds")
+        check_int(config.steps, "--steps", 1, INT32_MAX)
+        check_int(0, "--seeds", 0, SEED_MAX)
         estimate = budget.train_bytes("ffn", add, config, lanes=1, d=128)
         return budget.check(estimate, what="train add", knob="lower --d", limit=limit)
 
@@ -71,8 +72,8 @@ def default_requests() -> dict[str, tuple[Callable[[], int], str]]:
         return budget.check(estimate, what="signatures add", knob="lower --order", limit=limit)
 
     def lm_default() -> int:
-        budget.check_steps(lm_config.steps)
-        budget.check_seed(0)
+        check_int(lm_config.steps, "--steps", 1, INT32_MAX)
+        check_int(0, "--seed", 0, SEED_MAX)
         estimate = budget.lm_bytes(lm_config, corpus.vocab_size, 2, tokens=corpus.train.size)
         return budget.check(estimate, what="lm", knob="lower --d", limit=limit)
 

@@ -778,7 +778,10 @@ def _train(args: argparse.Namespace) -> int:
         limit=_limit(args),
     )
     with jax.enable_x64(args.float64):
-        train.init_state(args.model, ds, gamma=1.0, seed=0, **model_kwargs)  # checks the kwargs
+        # checks the kwargs by tracing the model's construction, without compiling it
+        jax.eval_shape(
+            lambda: train.init_state(args.model, ds, gamma=1.0, seed=0, **dict(model_kwargs))[1]
+        )
         return _train_and_report(args, ds, config, model_kwargs, out)
 
 

@@ -24,3 +24,23 @@ def shakespeare_path() -> Path:
     if not path.is_file():
         pytest.skip(f"real-text corpus not found at {path} (../shared/data is absent here)")
     return path
+
+
+_COMPILED: list[str] = []
+
+
+def _on_duration(name: str, seconds: float, **_) -> None:
+    if name == "/jax/core/compile/backend_compile_duration":
+        _COMPILED.append(name)
+
+
+# JAX listeners cannot be removed: one per process, feeding the `compilations` fixture.
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+@pytest.fixture
+def compilations() -> list[str]:
+    """The XLA programs compiled from the moment the fixture is made (cleared again by
+    ``compilations.clear()``): "refused before any work" and "cheap" without a clock."""
+    _COMPILED.clear()
+    return _COMPILED

@@ -22,7 +22,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -369,7 +368,7 @@ def _snapshot(root: Path) -> dict[str, tuple]:
 
 @pytest.fixture(scope="module", autouse=True)
 def _imported():
-    """Import what the commands import lazily, so that no case pays for it in its 10 s."""
+    """Import what the commands import lazily."""
     from ctx_staircase import comparison, experiments, lm, sweep, text  # noqa: F401
 
     cli.parser()
@@ -398,22 +397,25 @@ def _check_one_line(err: str, needle: str) -> None:
 
 
 @pytest.mark.parametrize("argv,needle,env", CLI_CASES)
-def test_cli_bad_input(argv, needle, env, workspace, pinned_memory, capsys, monkeypatch):
+def test_cli_bad_input(
+    argv, needle, env, workspace, pinned_memory, capsys, monkeypatch, compilations
+):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     argv = _fill(argv, workspace.paths)
     if argv and argv[0] != "list" and "--out" not in argv:
         argv = [*argv, "--out", str(workspace.out)]
     before = _snapshot(workspace.root)
-    start = time.perf_counter()
+    compilations.clear()
     code = cli.main(argv)
-    seconds = time.perf_counter() - start
     err = capsys.readouterr().err
     assert code == 2, f"exit code {code}; stderr: {err[-3000:]!r}"
     _check_one_line(err, needle)
     assert not workspace.out.exists(), f"--out was created: {sorted(workspace.out.rglob('*'))}"
     assert _snapshot(workspace.root) == before, "files were created or modified"
-    assert seconds < 10, f"took {seconds:.1f} s"
+    # refused before any work: no XLA program was compiled (how long that takes is measured in
+    # benchmarks/validation.py, never asserted)
+    assert not compilations, f"{len(compilations)} XLA programs compiled before the refusal"
 
 
 # --------------------------------------------------------------------------------------------

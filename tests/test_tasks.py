@@ -5,7 +5,6 @@ rejected input."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -188,11 +187,8 @@ def test_modsum_small_complete_lexicographic(N, L):
     assert ds.labels.min() >= 1 and ds.labels.max() <= N
 
 
-def test_modsum_defaults_full_size_fast():
-    start = time.perf_counter()
+def test_modsum_defaults_full_size():
     ds = tasks.make("modsum")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 3.0, f"modsum N=50, L=4 took {elapsed:.2f} s"
     assert ds.tokens.shape == (50**4, 4) and ds.tokens.dtype == np.int32
     assert ds.vocab_size == 51
     rng = np.random.default_rng(0)
