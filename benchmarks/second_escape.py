@@ -6,12 +6,14 @@ lr 1 (t = epoch), float64, seed 0, gamma in {1.0, 1.2}. Per lane:
 - training: the compiled GD run (`train.make_run`) from the init to the measured t_1, and from
   the state at t_0 = t_c + 100 to t_1 (what L1 replaces);
 - L2: `second_escape.predict_second_escape` from the initial weights, the escape time only
-  (``band_modes=None``);
-- L1: the same from the training state at t_0.
+  (``band_modes=None``): the plateau flow (eq. S5, RK4 step 1) onto the plateau, the split-unit
+  flow (eq. S6, RK4 step 10) off it;
+- L1: the split-unit flow from the training state at t_0.
 
 Each path is timed twice: the first call includes compilation, the second (steady) reuses the
-compiled programs. Also timed: one call of the plateau field (eq. S5, O(n d)) against one GD
-step of training (its [n, V] logits). Ratios are training / prediction. No speed is asserted.
+compiled programs. Also timed: one call of the split-unit field (eq. S6, O(n V s)) and of the
+plateau field (eq. S5) against one exact loss gradient (a GD step's [n, V] logits over all d
+units). Ratios are training / prediction. No speed is asserted.
 
 Usage: python benchmarks/second_escape.py [--json PATH]
 """
@@ -40,6 +42,15 @@ def timed(fn, repeats: int = 2) -> tuple[list[float], object]:
         value = jax.block_until_ready(fn())
         seconds.append(time.perf_counter() - start)
     return seconds, value
+
+
+def per_call_seconds(fn, args, calls: int = 100) -> float:
+    """Mean wall seconds of one compiled call of ``fn(*args)`` (after a compiling call)."""
+    jax.block_until_ready(fn(*args))
+    start = time.perf_counter()
+    for _ in range(calls):
+        jax.block_until_ready(fn(*args))
+    return (time.perf_counter() - start) / calls
 
 
 def gd(graphdef, state, data, steps: int):
@@ -104,20 +115,24 @@ def main() -> None:
             }
         )
 
-    field = jax.jit(lambda y: second_escape.plateau_field(0.0, y, problem))
     y = {"W_E": jnp.asarray(lane.W_E[i0]), "W_U": jnp.asarray(lane.W_U[i0])}
-    jax.block_until_ready(field(y))
-    start = time.perf_counter()
-    for _ in range(50):
-        jax.block_until_ready(field(y))
-    field_s = (time.perf_counter() - start) / 50
-    grad = jax.jit(lambda E, U: jax.grad(second_escape.loss, argnums=(0, 1))(E, U, problem))
-    jax.block_until_ready(grad(y["W_E"], y["W_U"]))
-    start = time.perf_counter()
-    for _ in range(50):
-        jax.block_until_ready(grad(y["W_E"], y["W_U"]))
-    grad_s = (time.perf_counter() - start) / 50
-
+    layout = second_escape.split_layout(lane.W_E[i0], problem)
+    arrays = second_escape.split_arrays(layout, problem, ds.vocab_size)
+    state = jax.tree.map(
+        jnp.asarray, second_escape.split_state(lane.W_E[i0], lane.W_U[i0], layout, problem)
+    )
+    calls = {
+        "split field": (
+            jax.jit(lambda s: second_escape.split_field(0.0, s, arrays, problem.activation)),
+            (state,),
+        ),
+        "plateau field": (jax.jit(lambda y: second_escape.plateau_field(0.0, y, problem)), (y,)),
+        "exact gradient": (
+            jax.jit(lambda E, U: jax.grad(second_escape.loss, argnums=(0, 1))(E, U, problem)),
+            (y["W_E"], y["W_U"]),
+        ),
+    }
+    per_call = {name: per_call_seconds(fn, args) for name, (fn, args) in calls.items()}
     print("setup: mod N=40, V=82, ReLU FFN d=128, GD lr 1, float64, seed 0")
     header = (
         "γ",
@@ -143,15 +158,15 @@ def main() -> None:
             f"{r['ratio_L1_steady_vs_t0_to_t1']:.1f} | {r['ratio_L1_steady_vs_train_to_t1']:.1f}"
         )
     print(
-        f"one plateau-field call {field_s * 1e3:.2f} ms; one exact loss gradient "
-        f"{grad_s * 1e3:.2f} ms (ratio {grad_s / field_s:.1f})"
+        f"one call, ms (split units s = {layout.split.size} of {D} at t0 of the last lane): "
+        + ", ".join(f"{name} {seconds * 1e3:.2f}" for name, seconds in per_call.items())
     )
     environment = results.environment()
     print(f"versions: {environment.get('packages', environment)}")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(
-                {"rows": rows, "field_s": field_s, "grad_s": grad_s, "environment": environment},
+                {"rows": rows, "per_call_s": per_call, "environment": environment},
                 handle,
                 indent=1,
                 default=str,

@@ -28,8 +28,17 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Activation", "apply", "derivative", "effective_coefficients", "get", "names"]
+__all__ = [
+    "Activation",
+    "affine_on",
+    "apply",
+    "derivative",
+    "effective_coefficients",
+    "get",
+    "names",
+]
 
 #: Highest polynomial degree K accepted (Fig. 5 uses K <= 6; the signature expansion and the
 #: traced Horner loop grow with K, and ``"z^1000000000"`` would build a 10^9-entry tuple).
@@ -198,3 +207,19 @@ def effective_coefficients(activation: Activation) -> tuple[float, ...]:
         c = 1.0 / math.sqrt(2.0 * math.pi)
         return (0.5, c, 0.0, -c / 6.0)
     return (0.5,)
+
+
+def affine_on(activation: Activation, low, high) -> np.ndarray:
+    """Whether σ is affine on each interval ``[low, high]`` (arrays of one shape; bool, that shape).
+
+    ReLU is affine on an interval that does not cross 0 (its gate is the same on all of it:
+    ``low > 0`` or ``high <= 0``, the gate being ``1[z > 0]``); the identity everywhere; every other
+    activation only on a point.
+    """
+    activation = get(activation)
+    low, high = np.asarray(low), np.asarray(high)
+    if activation.name == "relu":
+        return (low > 0) | (high <= 0)
+    if activation.coefficients is not None and not any(activation.coefficients[1:]):
+        return np.ones(np.broadcast(low, high).shape, bool)
+    return low == high

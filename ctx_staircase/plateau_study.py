@@ -2,9 +2,11 @@
 
 `compare_second_escape` trains the FFN by full-batch GD at lr 1 (``t`` = epoch, float64) on a
 grid of ``gamma`` and seeds, reads each lane's collapse ``t_c`` and second escape ``t_1``, and
-predicts ``t_1`` by the plateau flow at two levels: **L1** from the training state at
-``t_0 = t_c + START_AFTER``, **L2** from the initial weights. ``ctx-staircase theory TASK
---second-escape`` writes its `summary` into metrics.json under ``second_escape``.
+predicts ``t_1`` (`second_escape.predict_second_escape`: the plateau flow onto the plateau, the
+split-unit flow off it) at two levels: **L1** from the training state at ``t_0 = t_c +
+START_AFTER``, **L2** from the initial weights; and, as the ablation ``L1-S5``, L1 by the plateau
+flow alone, which drops the deviations' feedback. ``ctx-staircase theory TASK --second-escape``
+writes its `summary` into metrics.json under ``second_escape``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from ctx_staircase.dataset import TokenDataset
 
 #: Snapshot spacing of the training runs (epochs).
 SNAPSHOT_EVERY = 10
+#: The level of the ablation: L1's start with the plateau flow alone (eq. S5), which drops the
+#: deviations' feedback on the prediction (theory/second_escape.md §6).
+PLATEAU_LEVEL = "L1-S5"
 
 
 class SecondEscapeComparison(NamedTuple):
@@ -33,6 +38,7 @@ class SecondEscapeComparison(NamedTuple):
     measured: list[se.SecondEscape]
     level1: list[se.SecondEscape]
     level2: list[se.SecondEscape]
+    level1_plateau: list[se.SecondEscape]  # empty unless asked for
     seconds: dict[str, float]
 
     def summary(self) -> dict:
@@ -42,7 +48,8 @@ class SecondEscapeComparison(NamedTuple):
             return [float(getattr(p, key)) for p in paths]
 
         rows = []
-        for level, paths in (("L1", self.level1), ("L2", self.level2)):
+        levels = (("L1", self.level1), ("L2", self.level2), (PLATEAU_LEVEL, self.level1_plateau))
+        for level, paths in levels[: 3 if self.level1_plateau else 2]:
             for lane, (path, truth) in enumerate(zip(paths, self.measured, strict=True)):
                 length = truth.t1 - path.t0
                 rows.append(
@@ -58,6 +65,7 @@ class SecondEscapeComparison(NamedTuple):
                         "k_measured": truth.k,
                         "rate_predicted": path.rate,
                         "rate_measured": truth.rate,
+                        "split_units": path.split,
                     }
                 )
         return {
@@ -80,15 +88,17 @@ def compare_second_escape(
     activation: str = "relu",
     epochs: int = 3000,
     geometry: str = "numbers",
+    ablation: bool = False,
 ) -> SecondEscapeComparison:
-    """Train every (gamma, seed) lane and predict its second escape at levels L1 and L2, with
-    the geometry read on ``ds.groups[geometry]`` (`second_escape.plateau_problem`)."""
+    """Train every (gamma, seed) lane and predict its second escape at levels L1 and L2 (and,
+    with ``ablation``, L1 by the plateau flow alone), with the geometry read on
+    ``ds.groups[geometry]`` (`second_escape.plateau_problem`)."""
     problem = se.plateau_problem(ds, activation, geometry)
     config = train.TrainConfig(
         optimizer="gd", lr=1.0, steps=epochs, snapshots=tuple(range(0, epochs + 1, SNAPSHOT_EVERY))
     )
-    seconds = dict(training=0.0, L1=0.0, L2=0.0)
-    lanes = dict(gamma=[], seed=[], measured=[], level1=[], level2=[])
+    seconds = {"training": 0.0, "L1": 0.0, "L2": 0.0}
+    lanes = dict(gamma=[], seed=[], measured=[], level1=[], level2=[], level1_plateau=[])
     with jax.enable_x64(True):
         for gamma in gammas:  # one gamma at a time: the snapshots of a whole grid are large
             start = time.perf_counter()
@@ -106,27 +116,36 @@ def compare_second_escape(
             for lane in range(len(result.gamma)):
                 lanes["gamma"].append(float(result.gamma[lane]))
                 lanes["seed"].append(int(result.seed[lane]))
-                for key, value in _lane(result, lane, problem, epochs, seconds).items():
+                for key, value in _lane(result, lane, problem, epochs, seconds, ablation).items():
                     lanes[key].append(value)
     return SecondEscapeComparison(**lanes, seconds=seconds)
 
 
-def _lane(result, lane: int, problem, epochs: int, seconds: dict) -> dict:
-    """The measured escape of one trained lane and its L1 and L2 predictions (timed)."""
+def _lane(result, lane: int, problem, epochs: int, seconds: dict, ablation: bool) -> dict:
+    """The measured escape of one trained lane, its L1 and L2 predictions and, with
+    ``ablation``, L1 by the plateau flow alone (each timed)."""
     steps = np.asarray(result.trajectory.steps[lane], np.float64)
     W_E, W_U = np.asarray(result.trajectory.W_E[lane]), np.asarray(result.trajectory.W_U[lane])
     truth = se.measured_second_escape(steps, W_E, problem, W_U)
-    progress.expect(2 * epochs)  # the two predictions, in epochs of the plateau flow
-    start = time.perf_counter()
+    predictions = {}
     if np.isfinite(truth.t_collapse):
         i = int(np.argmin(np.abs(steps - (truth.t_collapse + se.START_AFTER))))
-        level1 = se.predict_second_escape(W_E[i], W_U[i], problem, t0=steps[i], horizon=epochs)
-    else:  # no plateau to start from
-        level1 = truth._replace(t1=np.nan, k=-1, rate=np.nan)
-    seconds["L1"] += time.perf_counter() - start
-    progress.tick(epochs)
-    start = time.perf_counter()
-    level2 = se.predict_second_escape(W_E[0], W_U[0], problem, horizon=epochs)
-    seconds["L2"] += time.perf_counter() - start
-    progress.tick(epochs)
-    return dict(measured=truth, level1=level1, level2=level2)
+        starts = {"L1": (i, "split"), "L2": (0, "split")}
+        if ablation:
+            starts[PLATEAU_LEVEL] = (i, "plateau")
+    else:  # no plateau to start L1 from
+        starts = {"L2": (0, "split")}
+        missing = truth._replace(t1=np.nan, k=-1, rate=np.nan)
+        predictions["L1"] = missing
+        if ablation:
+            predictions[PLATEAU_LEVEL] = missing
+    progress.expect(len(starts) * epochs)  # the predictions, in epochs of flow
+    for level, (i, law) in starts.items():
+        start = time.perf_counter()
+        predictions[level] = se.predict_second_escape(
+            W_E[i], W_U[i], problem, t0=steps[i], horizon=epochs, law=law
+        )
+        seconds[level] = seconds.get(level, 0.0) + time.perf_counter() - start
+        progress.tick(epochs)
+    lane = dict(measured=truth, level1=predictions["L1"], level2=predictions["L2"])
+    return lane | ({"level1_plateau": predictions[PLATEAU_LEVEL]} if ablation else {})

@@ -21,8 +21,12 @@ softmax cross-entropy ``L = sum_n p_n CE(f(X_n), y_n)`` (eq. S1). Rows are vecto
   with the plateau's residual, and it drifts as the gates realign, so a band frozen at one time
   cannot be extrapolated.
 - **The escape.** The plateau flow (eq. S5, `plateau_field`): gradient flow with the softmax
-  held at the prediction of ``P(theta)``, the gates following the weights. The predicted ``t_1``
-  is when ``rho_0`` of its ``W_E`` falls below `LEVEL` after the collapse (eq. S4,
+  held at the prediction of ``P(theta)``, the gates following the weights; it carries the
+  initial weights onto the plateau. The split-unit flow (eq. S6, `split_field`) carries a state
+  off it: the units whose gates split the samples (`split_layout`) move with the exact gradient,
+  which keeps the deviations' feedback on the prediction; the others stay on the plateau
+  manifold, at ``O(n V s)`` per call for ``s`` split units. The predicted ``t_1`` is when
+  ``rho_0`` of the path's ``W_E`` falls below `LEVEL` after the collapse (eq. S4,
   `predict_second_escape`), from a training state on the plateau (L1) or from the initial
   weights (L2).
 """
@@ -41,10 +45,13 @@ from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_int, check_real
 
 __all__ = [
+    "LAWS",
     "LEVEL",
     "Band",
     "PlateauProblem",
     "SecondEscape",
+    "SplitArrays",
+    "SplitLayout",
     "band",
     "crossings",
     "fourier_label",
@@ -56,6 +63,12 @@ __all__ = [
     "predict_second_escape",
     "reduced_flow",
     "rho0",
+    "split_arrays",
+    "split_field",
+    "split_layout",
+    "split_loss",
+    "split_state",
+    "split_weights",
     "symmetric_part",
 ]
 
@@ -335,6 +348,134 @@ def reduced_flow(W_E, W_U, problem: PlateauProblem, ts):
 
 
 # ------------------------------------------------------------------------------------------------
+# the split-unit flow (eq. S6): the units whose gates split the samples move, the rest stay on the
+# plateau
+
+
+class SplitLayout(NamedTuple):
+    """Which hidden units move in the split-unit flow, and the tied row groups of the others.
+
+    Attributes:
+        split: ``[s]`` the units on whose pre-activations over the data ``sigma`` is not affine
+            (ReLU: the gates split the samples); they move with the exact gradient.
+        held: ``[d - s]`` the other units, held on the plateau manifold: every row of a group of
+            ``groups`` equal, every label row of ``W_U`` equal, every other row equal.
+        groups: the ``W_E`` row groups of the held units, ``G`` arrays of ids: the tied groups
+            of the problem, and each input id in none of them on its own.
+        counts: ``[n, G]`` how many tokens of each group a sample holds.
+    """
+
+    split: np.ndarray
+    held: np.ndarray
+    groups: tuple[np.ndarray, ...]
+    counts: np.ndarray
+
+
+def split_layout(W_E, problem: PlateauProblem) -> SplitLayout:
+    """The `SplitLayout` of ``W_E [V, d]``: unit ``j`` is split where ``sigma`` is not affine on
+    the range of its pre-activations ``h_nj`` over the samples (`activations.affine_on`)."""
+    h = np.asarray(_hidden(jnp.asarray(W_E, jnp.float64), problem))
+    affine = activations.affine_on(activations.get(problem.activation), h.min(0), h.max(0))
+    tied = [np.asarray(ids) for ids in problem.tied]
+    inputs = np.unique(problem.tokens)
+    alone = np.setdiff1d(inputs, np.concatenate(tied) if tied else np.zeros(0, int))
+    groups = tuple(tied + [np.array([i]) for i in alone])
+    counts = np.stack([np.isin(problem.tokens, ids).sum(1) for ids in groups], axis=1)
+    return SplitLayout(np.flatnonzero(~affine), np.flatnonzero(affine), groups, counts)
+
+
+def split_state(W_E, W_U, layout: SplitLayout, problem: PlateauProblem) -> dict:
+    """The split-unit flow's state at ``(W_E, W_U)``: ``A, B [V, s]`` (the split columns of
+    ``W_E, W_U``), and for the held columns ``u [G, d - s]`` (each group's mean row), ``w_lab``
+    and ``w_out [d - s]`` (the mean label and other row of ``W_U``): the projection onto the
+    plateau manifold of the held units."""
+    W_E, W_U = np.asarray(W_E, np.float64), np.asarray(W_U, np.float64)
+    held = layout.held
+    others = problem.other_ids if problem.other_ids.size else problem.label_ids  # unused then
+    return {
+        "A": W_E[:, layout.split],
+        "B": W_U[:, layout.split],
+        "u": np.stack([W_E[ids][:, held].mean(0) for ids in layout.groups]),
+        "w_lab": W_U[problem.label_ids][:, held].mean(0),
+        "w_out": W_U[others][:, held].mean(0),
+    }
+
+
+def split_weights(state, layout: SplitLayout, problem: PlateauProblem, W_E):
+    """``W_E [..., V, d]`` of split-unit states (leaves with the same leading axes): the split
+    columns from ``A``, the held columns of each group's rows from ``u``; rows in no group keep
+    those of ``W_E [V, d]`` (no sample reads them)."""
+    A, u = np.asarray(state["A"]), np.asarray(state["u"])
+    out = np.broadcast_to(np.asarray(W_E, np.float64), (*A.shape[:-2], *np.shape(W_E))).copy()
+    out[..., layout.split] = A
+    for g, ids in enumerate(layout.groups):
+        out[..., ids[:, None], layout.held] = u[..., g, None, :]
+    return out
+
+
+class SplitArrays(NamedTuple):
+    """The data of the split-unit field (`split_arrays`), passed into a compiled program as an
+    argument, never closed over."""
+
+    tokens: jax.Array  # [n, L]
+    labels: jax.Array  # [n]
+    weights: jax.Array  # [n]
+    counts: jax.Array  # [n, G]
+    sizes: jax.Array  # [G] rows per group
+    is_label: jax.Array  # [V] 1 on the label ids, 0 on the others
+    label_count: jax.Array  # [] K
+    other_count: jax.Array  # [] V - K (1 where there are none: then w_out never enters)
+
+
+def split_arrays(layout: SplitLayout, problem: PlateauProblem, V: int) -> SplitArrays:
+    """The `SplitArrays` of a layout on a problem over ``V`` ids."""
+    is_label = np.zeros(V)
+    is_label[problem.label_ids] = 1.0
+    return SplitArrays(
+        jnp.asarray(problem.tokens),
+        jnp.asarray(problem.labels),
+        jnp.asarray(problem.weights, jnp.float64),
+        jnp.asarray(layout.counts, jnp.float64),
+        jnp.asarray([ids.size for ids in layout.groups], jnp.float64),
+        jnp.asarray(is_label),
+        jnp.asarray(float(problem.label_ids.size)),
+        jnp.asarray(float(max(problem.other_ids.size, 1))),
+    )
+
+
+def split_loss(state, arrays: SplitArrays, activation) -> jax.Array:
+    """The loss (eq. S1) of a split-unit state: ``z_n = B sigma(A^T c_n) + W_U^held
+    sigma(u^T C_n)``, where ``C_n [G]`` counts the sample's tokens per group, so the held units'
+    hidden state is shared by every sample of one group composition and their logits take two
+    values (label ids, other ids): ``O(n V s)``, not the ``O(n V d)`` of the whole model."""
+    sigma = activations.get(activation)
+    hidden = activations.apply(sigma, state["A"][arrays.tokens].sum(axis=1))  # [n, s]
+    held = activations.apply(sigma, arrays.counts @ state["u"])  # [n, d - s]
+    z_label, z_other = held @ state["w_lab"], held @ state["w_out"]  # [n]
+    logits = hidden @ state["B"].T + (
+        arrays.is_label * z_label[:, None] + (1 - arrays.is_label) * z_other[:, None]
+    )
+    picked = jnp.take_along_axis(logits, arrays.labels[:, None], axis=1)[:, 0]
+    return jnp.sum(arrays.weights * (jax.nn.logsumexp(logits, axis=1) - picked))
+
+
+def split_field(t, state, arrays: SplitArrays, activation) -> dict:
+    """The split-unit flow (eq. S6): the gradient flow with the held units projected onto the
+    plateau manifold. ``A, B`` move with the exact gradient (the whole model's softmax, so the
+    deviations' feedback on the prediction is kept); a tied row moves with the mean gradient of
+    its rows: ``du_g/dt = -(1/|g|) dL/du_g``, ``dw_lab/dt = -(1/K) dL/dw_lab``, ``dw_out/dt =
+    -(1/(V - K)) dL/dw_out``."""
+    grads = jax.grad(split_loss)(state, arrays, activation)
+    return {
+        "A": -grads["A"],
+        "B": -grads["B"],
+        "u": -grads["u"] / arrays.sizes[:, None],
+        "w_lab": -grads["w_lab"] / arrays.label_count,
+        "w_out": -grads["w_out"] / arrays.other_count,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
 # the second escape (eq. S4)
 
 
@@ -349,8 +490,9 @@ class SecondEscape(NamedTuple):
         ts, rho0: ``[T]`` the path's times and rho_0.
         k: the Fourier frequency carrying most of the number rows' deviation at ``t1`` (or at
             the end of the horizon), -1 if the path never collapsed.
-        rate: the band's top growth rate (`band`) at ``t0`` for a prediction from a trained
-            state, at ``t_collapse + START_AFTER`` on the predicted path for one from the init.
+        rate: the band's top growth rate (`band`) where the split-unit flow took over (at
+            ``t0`` for a prediction from a trained state; NaN for the plateau law from the init).
+        split: the number of units the split-unit flow moved (-1: it did not run).
     """
 
     level: float
@@ -361,6 +503,7 @@ class SecondEscape(NamedTuple):
     rho0: np.ndarray
     k: int
     rate: float
+    split: int = -1
 
 
 def crossings(ts, rho, level: float = LEVEL) -> tuple[float, float]:
@@ -379,10 +522,18 @@ def crossings(ts, rho, level: float = LEVEL) -> tuple[float, float]:
     return float(ts[c]), float(ts[i - 1] + frac * (ts[i] - ts[i - 1]))
 
 
-#: The plateau flow's RK4 step, its save spacing and the saves per compiled call. The field
-#: jumps where a gate flips, so RK4 converges at first order: on Task 4 the plateau length moves
-#: by 6% from step 5 to step 1 and by 0.2% from step 1 to 0.5 (theory/second_escape.md §5).
-STEP, SAVE_EVERY, CHUNK = 1.0, 20.0, 10
+#: The RK4 steps: the plateau flow's (eq. S5) field jumps where a gate flips, so RK4 converges at
+#: first order and needs step 1 (theory/second_escape.md §5); the split-unit flow (eq. S6) is within
+#: 2% of its step-0.5 limit at step 10 and unstable from step 25 (§6). Saves every SAVE_EVERY,
+#: CHUNK saves per compiled call.
+PLATEAU_STEP, SPLIT_STEP, SAVE_EVERY, CHUNK = 1.0, 10.0, 10.0, 10
+#: The laws `predict_second_escape` knows: the split-unit flow (eq. S6, the package's law) and the
+#: plateau flow alone (eq. S5, which drops the deviations' feedback on the prediction).
+LAWS = ("split", "plateau")
+
+
+def _times(t_start):
+    return t_start + SAVE_EVERY * jnp.arange(CHUNK + 1, dtype=t_start.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("activation",))
@@ -390,8 +541,39 @@ def _plateau_chunk(y, t_start, arrays: PlateauProblem, *, activation: str):
     """The plateau flow over ``CHUNK`` saves from ``t_start``: states ``[CHUNK + 1, V, d]``;
     one compiled program per shape and activation, reused along the path and across lanes."""
     problem = arrays._replace(activation=activation)
-    ts = t_start + SAVE_EVERY * jnp.arange(CHUNK + 1, dtype=t_start.dtype)
-    return ode.rk4(plateau_field, y, ts, problem, max_step=STEP).ys
+    return ode.rk4(plateau_field, y, _times(t_start), problem, max_step=PLATEAU_STEP).ys
+
+
+@functools.partial(jax.jit, static_argnames=("activation",))
+def _split_chunk(y, t_start, arrays: SplitArrays, *, activation: str):
+    """The split-unit flow over ``CHUNK`` saves from ``t_start`` (leaves ``[CHUNK + 1, ...]``);
+    one compiled program per number of split units and activation."""
+
+    def field(t, state, arrays):
+        return split_field(t, state, arrays, activation)
+
+    return ode.rk4(field, y, _times(t_start), arrays, max_step=SPLIT_STEP).ys
+
+
+class _Path(NamedTuple):
+    """A predicted path so far: the save times, rho_0 there, and the last chunk's states (leaves
+    ``[C, ...]``, the first the previous chunk's end) with their ``W_E [C, V, d]``."""
+
+    ts: list
+    rho: list
+    states: object
+    W_E: np.ndarray
+
+
+def _follow(path: _Path, y, advance, horizon: float, done, ids) -> _Path:
+    """Run ``advance(y, t) -> (states, W_E)`` chunk by chunk from the path's end state ``y``
+    until ``done(path)`` or the horizon."""
+    while path.ts[-1] < horizon and not done(path):
+        states, W_E = advance(y, jnp.float64(path.ts[-1]))
+        ts = path.ts + [path.ts[-1] + SAVE_EVERY * (i + 1) for i in range(CHUNK)]
+        path = _Path(ts, path.rho + list(rho0(W_E[1:], ids)), states, W_E)
+        y = jax.tree.map(lambda leaf: leaf[-1], states)
+    return path
 
 
 def predict_second_escape(
@@ -402,40 +584,88 @@ def predict_second_escape(
     t0: float = 0.0,
     horizon: float,
     band_modes: int | None = 4,
+    law: str = "split",
 ) -> SecondEscape:
-    """Predict the second escape by the plateau flow (eq. S5) from ``(W_E, W_U)`` at ``t0``.
+    """Predict the second escape from ``(W_E, W_U)`` at ``t0`` (eq. S4).
 
-    Level L1 starts from a training state on the plateau (``t0 = t_c + START_AFTER``); level L2
-    from the initial weights (``t0 = 0``), and then the same flow also predicts the collapse.
-    The flow runs ``CHUNK`` saves at a time and stops at the escape (or at ``horizon``).
-    ``band_modes=None`` skips the band (`SecondEscape.rate` NaN): the escape time alone.
+    The plateau flow (eq. S5) carries the path onto the plateau and the split-unit flow (eq. S6)
+    off it, from ``t_s = t_c + START_AFTER`` with the units split there. Level L1 starts from a
+    training state on the plateau (``t0 = t_s``: the split-unit flow from the start); level L2
+    from the initial weights (``t0 = 0``: the plateau flow also predicts the collapse).
+    ``law="plateau"`` keeps the plateau flow to the end, the law that drops the deviations'
+    feedback on the prediction. The flows run ``CHUNK`` saves at a time and stop at the escape
+    (or at ``horizon``). ``band_modes=None`` skips the band (`SecondEscape.rate` NaN).
     """
     check_real(horizon, "horizon", low=float(t0), low_open=True)
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {LAWS}; got {law!r}")
+    ids = problem.geometry_ids
     y = {"W_E": jnp.asarray(W_E, jnp.float64), "W_U": jnp.asarray(W_U, jnp.float64)}
+    start = jax.tree.map(lambda leaf: leaf[None], y)
+    path = _Path([float(t0)], [float(rho0(W_E, ids))], start, np.asarray(start["W_E"]))
     arrays = problem._replace(activation=None)
-    ts, rho = [float(t0)], [float(rho0(W_E, problem.geometry_ids))]
-    banded = y if t0 > 0 else None  # the state the band is read at
-    t_c = t1 = np.nan
-    while ts[-1] < horizon and np.isnan(t1):
-        path = _plateau_chunk(y, jnp.float64(ts[-1]), arrays, activation=problem.activation)
-        E_path = np.asarray(path["W_E"])
-        ts += [ts[-1] + SAVE_EVERY * (i + 1) for i in range(CHUNK)]
-        rho += list(rho0(E_path[1:], problem.geometry_ids))
-        t_c, t1 = crossings(ts, rho)
-        if banded is None and np.isfinite(t_c) and ts[-1] >= t_c + START_AFTER:
-            i = int(np.argmin(np.abs(np.asarray(ts[-CHUNK - 1 :]) - (t_c + START_AFTER))))
-            banded = jax.tree.map(lambda leaf, i=i: leaf[i], path)
-        y = jax.tree.map(lambda leaf: leaf[-1], path)
-    ts, rho = np.asarray(ts), np.asarray(rho)
+
+    def plateau(y, t):
+        states = _plateau_chunk(y, t, arrays, activation=problem.activation)
+        return states, np.asarray(states["W_E"])
+
+    def switch_time(path) -> float:  # where the split-unit flow takes over (NaN: not known)
+        t_c = crossings(path.ts, path.rho)[0]
+        if law == "plateau":
+            return np.nan
+        return float(t0) if t0 > 0 else t_c + START_AFTER
+
+    def done(path):  # escaped before the switch, or reached it
+        t1, t_switch = crossings(path.ts, path.rho)[1], switch_time(path)
+        return t1 < t_switch or path.ts[-1] >= t_switch or (law == "plateau" and t1 > 0)
+
+    path = _follow(path, y, plateau, horizon, done, ids)
+    t_switch, split = switch_time(path), -1
+    at = y if t0 > 0 else None  # the state the band is read at
+    if path.ts[-1] >= t_switch and not crossings(path.ts, path.rho)[1] < t_switch:
+        back = round((path.ts[-1] - t_switch) / SAVE_EVERY)  # the saves past t_s
+        at = jax.tree.map(lambda leaf: leaf[-1 - back], path.states)
+        path = _Path(path.ts[: len(path.ts) - back], path.rho[: len(path.rho) - back], *path[2:])
+        path, split = _split_path(path, at, problem, horizon)
+    rate = np.nan
+    if band_modes is not None and at is not None:
+        rate = float(band(at["W_E"], at["W_U"], problem, modes=band_modes).rates[0])
+    return _prediction(path, problem, t0)._replace(rate=rate, split=split)
+
+
+def _split_path(path: _Path, at: dict, problem: PlateauProblem, horizon: float):
+    """Continue ``path`` by the split-unit flow (eq. S6) from the full state ``at`` (``W_E``,
+    ``W_U``) at its end, with the units split there, until the escape or the horizon; returns
+    the path and the number of split units."""
+    W_E = np.asarray(at["W_E"])
+    layout = split_layout(W_E, problem)
+    arrays = split_arrays(layout, problem, W_E.shape[0])
+    y = jax.tree.map(jnp.asarray, split_state(W_E, at["W_U"], layout, problem))
+
+    def split(y, t):
+        states = _split_chunk(y, t, arrays, activation=problem.activation)
+        return states, split_weights(jax.tree.map(np.asarray, states), layout, problem, W_E)
+
+    def escaped(path):
+        return np.isfinite(crossings(path.ts, path.rho)[1])
+
+    first = jax.tree.map(lambda leaf: leaf[None], y)
+    path = path._replace(states=first, W_E=W_E[None])
+    return _follow(path, y, split, horizon, escaped, problem.geometry_ids), layout.split.size
+
+
+def _prediction(path: _Path, problem: PlateauProblem, t0: float) -> SecondEscape:
+    """The `SecondEscape` of a predicted path: its crossings and the escaping Fourier k at
+    ``t1`` (or at the horizon)."""
+    ts, rho = np.asarray(path.ts), np.asarray(path.rho)
+    t_c, t1 = crossings(ts, rho)
     if np.isnan(t_c):
         return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, -1, np.nan)
-    at = int(np.argmin(np.abs(ts[-CHUNK - 1 :] - (t1 if np.isfinite(t1) else ts[-1]))))
-    rows = E_path[at][problem.geometry_ids]
+    chunk_ts = ts[len(ts) - len(path.W_E) :]
+    rows = path.W_E[int(np.argmin(np.abs(chunk_ts - (t1 if np.isfinite(t1) else ts[-1]))))]
+    rows = rows[problem.geometry_ids]
     k = int(fourier_label((rows - rows.mean(axis=0))[None])[0][0])
-    rate = np.nan
-    if band_modes is not None and banded is not None:
-        rate = float(band(banded["W_E"], banded["W_U"], problem, modes=band_modes).rates[0])
-    return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, k, rate)
+    return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, k, np.nan)
 
 
 def measured_second_escape(steps, W_E, problem: PlateauProblem, W_U=None) -> SecondEscape:

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ctx_staircase import activations, train
 from ctx_staircase import second_escape as se
-from ctx_staircase import train
 from ctx_staircase.experiments.regime import PRIMARY
 
 
@@ -175,3 +175,103 @@ def test_cli_second_escape_writes_the_record(tmp_path):
     assert all(np.isfinite(escape["t1_measured"]))
     assert escape["k_predicted"] == escape["k_measured"]
     assert all(abs(r - 1) <= 0.2 for r in escape["ratio"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the split-unit flow (eq. S6)
+
+
+def split_case(activation="relu", task=("mod", {"N": 5}), d=6, seed=0):
+    """A task near the plateau: every number row is ``u`` plus a deviation of 0.1, with ``u_j =
+    +1`` on units 0 and 1 (every gate open), ``-1`` on unit 2 (every gate closed) and 0 on units
+    3-5 (the deviations split the samples)."""
+    ds = PRIMARY.make(task[0], **task[1])
+    problem = se.plateau_problem(ds, activation)
+    rng = np.random.default_rng(seed)
+    u = np.array([1.0, 1.0, -1.0, 0.0, 0.0, 0.0])[:d]
+    W_E = u + 0.1 * rng.standard_normal((ds.vocab_size, d))
+    W_U = 0.5 * rng.standard_normal((ds.vocab_size, d))
+    return ds, problem, W_E, W_U
+
+
+def test_affine_on_reads_the_gate_or_the_degree():
+    relu = activations.get("relu")
+    low, high = np.array([0.1, -2.0, -1.0, 0.0]), np.array([3.0, 0.0, 1.0, 1.0])
+    np.testing.assert_array_equal(activations.affine_on(relu, low, high), [1, 1, 0, 0])
+    assert activations.affine_on("identity", low, high).all()
+    for smooth in ("poly:1,0.5", "gelu"):
+        np.testing.assert_array_equal(activations.affine_on(smooth, low, high), [0, 0, 0, 0])
+        assert activations.affine_on(smooth, 0.3, 0.3)
+
+
+def test_split_layout_sorts_the_units_by_their_gates():
+    _, problem, W_E, _ = split_case()
+    layout = se.split_layout(W_E, problem)
+    np.testing.assert_array_equal(layout.split, [3, 4, 5])
+    np.testing.assert_array_equal(layout.held, [0, 1, 2])
+    assert len(layout.groups) == 1 and layout.counts.shape == (problem.tokens.shape[0], 1)
+    np.testing.assert_array_equal(layout.counts[:, 0], 2)  # two numbers per sample
+    smooth = se.split_layout(W_E, problem._replace(activation="poly:1,0.5"))
+    assert smooth.held.size == 0  # a smooth unit is affine on no interval
+
+
+def full_weights(state, layout, problem, W_E):
+    """The whole model's ``(W_E, W_U)`` of a split-unit state, assembled independently."""
+    E = se.split_weights(state, layout, problem, W_E)
+    U = np.zeros_like(E)
+    U[:, layout.split] = state["B"]
+    U[np.ix_(problem.label_ids, layout.held)] = state["w_lab"]
+    U[np.ix_(problem.other_ids, layout.held)] = state["w_out"]
+    return E, U
+
+
+@pytest.mark.parametrize(
+    "activation,task",
+    [
+        ("relu", ("mod", {"N": 5})),
+        ("relu", ("modulus", {"N": 5, "M": 3})),  # 5 numbers, 3 labels: the means differ
+        ("poly:1,0.5", ("mod", {"N": 5})),
+    ],
+)
+def test_split_field_is_the_gradient_flow_projected_onto_the_held_plateau(activation, task):
+    """Eq. S6 against the whole model: the split columns move with its exact gradient, a tied
+    row of a held unit with the mean gradient of its rows (the orthogonal projection onto the
+    plateau manifold of the held units)."""
+    ds, problem, W_E, W_U = split_case(activation, task)
+    layout = se.split_layout(W_E, problem)
+    state = se.split_state(W_E, W_U, layout, problem)
+    field = se.split_field(0.0, state, se.split_arrays(layout, problem, ds.vocab_size), activation)
+    E, U = full_weights(state, layout, problem, W_E)
+    G_E, G_U = (np.asarray(g) for g in jax.grad(se.loss, argnums=(0, 1))(E, U, problem))
+    held = layout.held
+    expected = {
+        "A": -G_E[:, layout.split],
+        "B": -G_U[:, layout.split],
+        "u": np.stack([-G_E[ids][:, held].mean(0) for ids in layout.groups]),
+        "w_lab": -G_U[problem.label_ids][:, held].mean(0),
+        "w_out": -G_U[problem.other_ids][:, held].mean(0),
+    }
+    for key, value in expected.items():
+        np.testing.assert_allclose(field[key], value, rtol=1e-10, atol=1e-14, err_msg=key)
+    assert np.abs(field["A"]).max() > 1e-3  # the split units are driven
+
+
+def test_the_split_unit_flow_takes_over_at_t_c_plus_start_after():
+    """L2 from the initial weights: the path is the plateau flow's, save for save, up to
+    ``t_c + START_AFTER``, where the split-unit flow takes over (and then departs from it).
+    mod N = 20, d = 32 collapses near epoch 70."""
+    ds = PRIMARY.make("mod", N=20)
+    problem = se.plateau_problem(ds)
+    with jax.enable_x64(True):
+        _, state = train.init_state("ffn", ds, gamma=1.0, seed=0, d=32, dtype=jnp.float64)
+        W_E, W_U = np.asarray(state["W_E"][...]), np.asarray(state["W_U"][...])
+        split = se.predict_second_escape(W_E, W_U, problem, horizon=400, band_modes=None)
+        alone = se.predict_second_escape(
+            W_E, W_U, problem, horizon=400, band_modes=None, law="plateau"
+        )
+    assert np.isfinite(split.t_collapse) and split.split > 0 and alone.split == -1
+    t_s = split.t_collapse + se.START_AFTER
+    common = min(split.ts.size, alone.ts.size)
+    before = split.ts[:common] <= t_s
+    np.testing.assert_array_equal(split.rho0[:common][before], alone.rho0[:common][before])
+    assert not np.array_equal(split.rho0[:common][~before], alone.rho0[:common][~before])
