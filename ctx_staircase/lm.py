@@ -451,9 +451,14 @@ def _lane_spec(corpus: text.Corpus, config: LMConfig, gamma, seed: int, tracked)
         "gammas": gamma.tolist(),
         "seed": seed,
         "tracked": tracked.tolist(),
-        "corpus": hashlib.sha256(np.ascontiguousarray(corpus.train).tobytes()).hexdigest(),
+        "corpus": _sha256(corpus.train),
+        "validation": _sha256(corpus.validation),  # the validation loss is read on it
         "vocabulary": corpus.vocab_size,
     }
+
+
+def _sha256(stream) -> str:
+    return hashlib.sha256(np.ascontiguousarray(stream).tobytes()).hexdigest()
 
 
 def _check_gammas(gammas) -> np.ndarray:
