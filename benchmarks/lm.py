@@ -241,7 +241,8 @@ def _rates(timing: dict, tokens: int, lanes: int, steps: int) -> dict:
 def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict:
     """The same step loop for ``gammas`` laid out as `lm.train_lm` lays them out:
     `sweep.sweep_map` with its defaults (on CPU one lane at a time, one concurrent call per
-    core). The first call compiles (reported, not timed); then ``repeats`` timed calls."""
+    core), the training stream and the seed shared by the lanes. The first call compiles
+    (reported, not timed); then ``repeats`` timed calls."""
     V = corpus.vocab_size
     run, _, _ = lane_functions(config, V, steps)
 
@@ -250,12 +251,11 @@ def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict
 
     lanes = len(gammas)
     states = lm.initial_states(config, V, np.asarray(gammas, np.float64), SEED)
-    stream = jnp.asarray(corpus.train, dtype=jnp.int32)
-    args = (states, jnp.broadcast_to(stream, (lanes, *stream.shape)), jnp.full(lanes, SEED))
+    shared = (jnp.asarray(corpus.train, dtype=jnp.int32), jnp.asarray(SEED, jnp.uint32))
     start = time.perf_counter()
-    jax.block_until_ready(sweep.sweep_map(lane, *args))
+    jax.block_until_ready(sweep.sweep_map(lane, states, shared=shared))
     first_s = time.perf_counter() - start
-    timing = time_calls(lambda *a: sweep.sweep_map(lane, *a), args, repeats)
+    timing = time_calls(lambda s: sweep.sweep_map(lane, s, shared=shared), (states,), repeats)
     timing.pop("output")
     tokens = lanes * steps * config.batch_size * config.context_length
     platform = jax.devices()[0].platform
@@ -279,7 +279,7 @@ def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict
 # --------------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50, help="AdamW steps per timed call")
     parser.add_argument("--repeats", type=int, default=3, help="timed calls (best / median)")
@@ -288,34 +288,16 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true", help="also time a second train_lm call")
     parser.add_argument("--text", type=Path, default=SHAKESPEARE, help="training text")
     parser.add_argument("--json", help="also write the JSON record here")
-    args = parser.parse_args()
-    script_start = time.perf_counter()
+    return parser.parse_args()
 
-    corpus, corpus_note = load_corpus(args.text)
-    V = corpus.vocab_size
-    config = dataclasses.replace(
-        SHAPE, steps=args.train_lm_steps, snapshot_every=args.snapshot_every
-    )
-    print(
-        f"corpus {corpus_note}: V={V}, {corpus.train.size} training tokens; GPT d={D}, "
-        f"{N_LAYERS} layers, {N_HEADS} heads, hidden {models.swiglu_hidden(D)}, T={CONTEXT}, "
-        f"B={BATCH}; {os.cpu_count()} CPU cores, devices {jax.devices()}",
-        flush=True,
-    )
-    others = other_busy_processes()
-    load_start = os.getloadavg()
-    print(f"load average at start {load_start}", flush=True)
-    if others:
-        print(f"note: other busy processes at start: {others}", flush=True)
 
-    peak_start = matmul_peak()
-    print(f"matmul 2048^2 float32: {peak_start['flops_per_s'] / 1e9:.1f} GFLOP/s", flush=True)
-
-    # (1) + (2, XLA): the training step alone, 1 lane and 2 vmapped lanes
-    lane_rows = {}
+def step_loop_rows(config: lm.LMConfig, corpus: text.Corpus, args) -> dict:
+    """(1) + (2, XLA): the training step alone for 1 lane and 2 vmapped lanes, then 2 lanes in
+    `lm.train_lm`'s layout; printed, keyed as the JSON record's ``step_loop``."""
+    rows = {}
     for gammas in (GAMMAS[:1], GAMMAS):
         row = bench_lanes(config, corpus, gammas, args.steps, args.repeats)
-        lane_rows[f"{len(gammas)}_lane" + ("s" if len(gammas) > 1 else "")] = row
+        rows[f"{len(gammas)}_lane" + ("s" if len(gammas) > 1 else "")] = row
         print(
             f"{row['lanes']} lane(s) {row['gammas']}: trace+lower {row['trace_lower_s']:.2f} s, "
             f"compile {row['compile_s']:.2f} s; {args.steps} steps: best {row['best_s']:.2f} s, "
@@ -325,66 +307,62 @@ def main() -> None:
             f"{row['final_loss_first_windows']}",
             flush=True,
         )
-
     row = bench_sweep_layout(config, corpus, GAMMAS, args.steps, args.repeats)
-    lane_rows["2_lanes_train_lm_layout"] = row
+    rows["2_lanes_train_lm_layout"] = row
     print(
         f"2 lanes in train_lm's layout {row['layout']}: {args.steps} steps: best "
         f"{row['best_s']:.2f} s, median {row['median_s']:.2f} s (CPU {row['cpu_median_s']:.2f} s)"
         f" -> {row['tokens_per_s_best']:.0f} tokens/s",
         flush=True,
     )
+    return rows
 
-    # (4) one full train_lm call: its first call (compile included; JAX's compile records
-    # subtracted), and with --warm a second call (program cached by sweep.sweep_map)
-    train_calls = []
+
+def time_train_lm(config: lm.LMConfig, corpus: text.Corpus, args, layout_row: dict) -> dict:
+    """(4) One full `lm.train_lm` call: its first call (compile included; JAX's compile records
+    subtracted), and with ``--warm`` a second call (program cached by `sweep.sweep_map`),
+    against the pure steps of ``layout_row`` (the 2-lane step loop in train_lm's layout)."""
+    calls = []
     for _ in range(2 if args.warm else 1):
         with compile_log() as records:
             start = time.perf_counter()
             trajectory = lm.train_lm(corpus, config, gammas=GAMMAS, seed=SEED)
             jax.block_until_ready(trajectory.final_W_E)
             seconds = time.perf_counter() - start
-        train_calls.append((seconds, sum(t for _, t in records)))
+        calls.append((seconds, sum(t for _, t in records)))
         print(
-            f"lm.train_lm call: {seconds:.1f} s (JAX compile records {train_calls[-1][1]:.1f} s)",
+            f"lm.train_lm call: {seconds:.1f} s (JAX compile records {calls[-1][1]:.1f} s)",
             flush=True,
         )
-    train_first, train_compile = train_calls[0]
-    train_second = train_calls[1][0] if args.warm else None
-    train_run = train_second if args.warm else train_first - train_compile
-    pure = args.train_lm_steps * lane_rows["2_lanes_train_lm_layout"]["step_s_median"]
-    pure_best = args.train_lm_steps * lane_rows["2_lanes_train_lm_layout"]["step_s_best"]
-    recording = {
+    first, compile_s = calls[0]
+    second = calls[1][0] if args.warm else None
+    run = second if args.warm else first - compile_s
+    pure = args.train_lm_steps * layout_row["step_s_median"]
+    return {
         "steps": args.train_lm_steps,
         "snapshot_every": args.snapshot_every,
         "snapshots": list(config.snapshots),
         "lanes": len(GAMMAS),
-        "first_call_s": train_first,
-        "compile_s_jax_records": train_compile,
-        "second_call_s": train_second,
-        "run_s": train_run,
+        "first_call_s": first,
+        "compile_s_jax_records": compile_s,
+        "second_call_s": second,
+        "run_s": run,
         "run_s_from": "second call" if args.warm else "first call - JAX compile records",
         "pure_steps_s_median": pure,
-        "pure_steps_s_best": pure_best,
-        "overhead_s": train_run - pure,
-        "overhead_fraction": train_run / pure - 1.0,
-        "overhead_per_snapshot_s": (train_run - pure) / len(config.snapshots),
+        "pure_steps_s_best": args.train_lm_steps * layout_row["step_s_best"],
+        "overhead_s": run - pure,
+        "overhead_fraction": run / pure - 1.0,
+        "overhead_per_snapshot_s": (run - pure) / len(config.snapshots),
         "final_loss": trajectory.loss[:, -1].tolist(),
         "final_validation_loss": trajectory.validation_loss[:, -1].tolist(),
         "diverged_step": trajectory.diverged_step.tolist(),
     }
 
-    peak_end = matmul_peak()
-    peak = max(peak_start, peak_end, key=lambda r: r["flops_per_s"])
-    print(
-        f"matmul 2048^2 float32 again: {peak_end['flops_per_s'] / 1e9:.1f} GFLOP/s; using "
-        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
-        flush=True,
-    )
 
-    # (2) + (3): FLOPs per token and the achieved rate
-    counts = analytic_flops(config, V)
-    for row in lane_rows.values():
+def add_achieved(rows: dict, counts: dict, peak: dict) -> None:
+    """(2) + (3): each row's achieved FLOP/s (analytic and XLA FLOPs per token, best and median
+    call) and its fraction of the matmul ``peak``, as ``row["achieved"]``."""
+    for row in rows.values():
         row["achieved"] = {}
         for name, per_token in (
             ("analytic", counts["train_per_token"]),
@@ -400,13 +378,15 @@ def main() -> None:
                     "fraction_of_matmul_peak": rate / peak["flops_per_s"],
                 }
 
-    # ----------------------------------------------------------------------------------------
+
+def print_rates(rows: dict, counts: dict, peaks: dict) -> None:
+    """The FLOPs per token and the table of step-loop rows against the matmul peak."""
     print(
         f"\nFLOPs per token (training, forward x3): analytic {counts['train_per_token'] / 1e6:.3f}"
         f" M (causal half of attention: {counts['train_per_token_causal_half'] / 1e6:.3f} M); "
         + ", ".join(
             f"XLA {row['lanes']} lane(s) {row['xla_flops_per_token'] / 1e6:.3f} M"
-            for row in lane_rows.values()
+            for row in rows.values()
             if row["xla_flops_per_token"] is not None
         )
     )
@@ -416,7 +396,7 @@ def main() -> None:
         f"{'% peak XLA':>10s}"
     )
     print(header)
-    for name, row in lane_rows.items():
+    for name, row in rows.items():
         a = row["achieved"]["analytic_best"]
         x = row["achieved"].get("xla_cost_analysis_best")
         print(
@@ -431,18 +411,82 @@ def main() -> None:
             )
         )
     print(
-        f"matmul peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s (start "
-        f"{peak_start['flops_per_s'] / 1e9:.1f}, end {peak_end['flops_per_s'] / 1e9:.1f})"
+        f"matmul peak {peaks['used']['flops_per_s'] / 1e9:.1f} GFLOP/s (start "
+        f"{peaks['start']['flops_per_s'] / 1e9:.1f}, end {peaks['end']['flops_per_s'] / 1e9:.1f})"
     )
+
+
+def print_train_lm(recording: dict) -> None:
     print(
-        f"train_lm ({args.train_lm_steps} steps, 2 lanes, {len(config.snapshots)} snapshots): "
-        f"first call {train_first:.1f} s, compile {train_compile:.1f} s, run {train_run:.1f} s "
+        f"train_lm ({recording['steps']} steps, 2 lanes, {len(recording['snapshots'])} snapshots): "
+        f"first call {recording['first_call_s']:.1f} s, compile "
+        f"{recording['compile_s_jax_records']:.1f} s, run {recording['run_s']:.1f} s "
         f"({recording['run_s_from']}); pure steps "
-        f"{pure:.1f} s (median; best {pure_best:.1f} s) -> recording overhead "
+        f"{recording['pure_steps_s_median']:.1f} s (median; best "
+        f"{recording['pure_steps_s_best']:.1f} s) -> recording overhead "
         f"{100 * recording['overhead_fraction']:.1f}% "
         f"({recording['overhead_per_snapshot_s']:.2f} s per snapshot); "
         f"final loss {recording['final_loss']}"
     )
+
+
+def setup_record(corpus_note: str, corpus: text.Corpus, config: lm.LMConfig, args) -> dict:
+    """The JSON record's ``setup`` before the machine's state is added to it."""
+    return {
+        "corpus": corpus_note,
+        "vocab_size": corpus.vocab_size,
+        "train_tokens": int(corpus.train.size),
+        "d": D,
+        "n_layers": N_LAYERS,
+        "n_heads": N_HEADS,
+        "swiglu_hidden": models.swiglu_hidden(D),
+        "context_length": CONTEXT,
+        "batch_size": BATCH,
+        "gammas": list(GAMMAS),
+        "seed": SEED,
+        "config": dataclasses.asdict(config),
+        "steps_per_call": args.steps,
+        "repeats": args.repeats,
+        "devices": [str(device) for device in jax.devices()],
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    script_start = time.perf_counter()
+    corpus, corpus_note = load_corpus(args.text)
+    config = dataclasses.replace(
+        SHAPE, steps=args.train_lm_steps, snapshot_every=args.snapshot_every
+    )
+    print(
+        f"corpus {corpus_note}: V={corpus.vocab_size}, {corpus.train.size} training tokens; "
+        f"GPT d={D}, {N_LAYERS} layers, {N_HEADS} heads, hidden {models.swiglu_hidden(D)}, "
+        f"T={CONTEXT}, B={BATCH}; {os.cpu_count()} CPU cores, devices {jax.devices()}",
+        flush=True,
+    )
+    others = other_busy_processes()
+    load_start = os.getloadavg()
+    print(f"load average at start {load_start}", flush=True)
+    if others:
+        print(f"note: other busy processes at start: {others}", flush=True)
+    peak_start = matmul_peak()
+    print(f"matmul 2048^2 float32: {peak_start['flops_per_s'] / 1e9:.1f} GFLOP/s", flush=True)
+
+    lane_rows = step_loop_rows(config, corpus, args)
+    recording = time_train_lm(config, corpus, args, lane_rows["2_lanes_train_lm_layout"])
+    peak_end = matmul_peak()
+    peak = max(peak_start, peak_end, key=lambda r: r["flops_per_s"])
+    peaks = {"start": peak_start, "end": peak_end, "used": peak}
+    print(
+        f"matmul 2048^2 float32 again: {peak_end['flops_per_s'] / 1e9:.1f} GFLOP/s; using "
+        f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s",
+        flush=True,
+    )
+    counts = analytic_flops(config, corpus.vocab_size)
+    add_achieved(lane_rows, counts, peak)
+    print_rates(lane_rows, counts, peaks)
+    print_train_lm(recording)
     load_end = os.getloadavg()
     others_end = other_busy_processes()
     total_s = time.perf_counter() - script_start
@@ -451,29 +495,14 @@ def main() -> None:
 
     record = {
         "setup": {
-            "corpus": corpus_note,
-            "vocab_size": V,
-            "train_tokens": int(corpus.train.size),
-            "d": D,
-            "n_layers": N_LAYERS,
-            "n_heads": N_HEADS,
-            "swiglu_hidden": models.swiglu_hidden(D),
-            "context_length": CONTEXT,
-            "batch_size": BATCH,
-            "gammas": list(GAMMAS),
-            "seed": SEED,
-            "config": dataclasses.asdict(config),
-            "steps_per_call": args.steps,
-            "repeats": args.repeats,
-            "devices": [str(device) for device in jax.devices()],
-            "cpu_count": os.cpu_count(),
+            **setup_record(corpus_note, corpus, config, args),
             "other_busy_processes_start": others,
             "other_busy_processes_end": others_end,
             "load_average_start": load_start,
             "load_average_end": load_end,
             "script_s": total_s,
         },
-        "matmul_peak": {"start": peak_start, "end": peak_end, "used": peak},
+        "matmul_peak": peaks,
         "flops": counts,
         "step_loop": lane_rows,
         "train_lm": recording,

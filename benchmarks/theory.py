@@ -51,9 +51,12 @@ No speed is asserted. Usage: python benchmarks/theory.py [--lanes 64]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 
@@ -228,33 +231,95 @@ def lane_stats(ok, num_steps) -> dict:
 # part 1: 64 rho_0 curves three ways
 
 
+class Part1(NamedTuple):
+    """Part 1's reference setup: task `add` N = 20, the gammas, the snapshot times ``ts``
+    ``[T]`` (``t = lr * step``; ``ts_np`` in NumPy), the number rows and ``S^{sig,(0)}`` over
+    them, and ``rho0`` (`rho0_function`: ``W [..., T, A, d] -> [..., T]``)."""
+
+    ds: TokenDataset
+    gammas: np.ndarray
+    config: train.TrainConfig
+    ts_np: np.ndarray
+    ts: jax.Array
+    numbers: np.ndarray
+    S_sig0: np.ndarray
+    rho0: Callable
+
+    @classmethod
+    def make(cls, lanes: int) -> Part1:
+        ds = tasks.make("add", N=20)
+        config = train_config(STEPS)
+        ts_np = LR * np.asarray(config.snapshots, dtype=np.float64)
+        numbers, S_sig0 = sig_zero_geometry(ds)
+        gammas = np.linspace(*GAMMA_RANGE, lanes)
+        rho0 = rho0_function(S_sig0)
+        return cls(ds, gammas, config, ts_np, jnp.asarray(ts_np), numbers, S_sig0, rho0)
+
+
 def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
-    ds = tasks.make("add", N=20)
-    gammas = np.linspace(*GAMMA_RANGE, lanes)
-    gammas_j = jnp.asarray(gammas)
-    config = train_config(STEPS)
-    ts_np = LR * np.asarray(config.snapshots, dtype=np.float64)
-    ts = jnp.asarray(ts_np)
-    numbers, S_sig0 = sig_zero_geometry(ds)
-    rho0 = rho0_function(S_sig0)
+    p = Part1.make(lanes)
     print(
-        f"part 1: task add N=20 ({ds}), FFN d={D} {ACTIVATION}, gd lr={LR}, {STEPS} steps, "
-        f"{ts_np.size} snapshots, {lanes} gammas in {GAMMA_RANGE}, float64",
+        f"part 1: task add N=20 ({p.ds}), FFN d={D} {ACTIVATION}, gd lr={LR}, {STEPS} steps, "
+        f"{p.ts_np.size} snapshots, {lanes} gammas in {GAMMA_RANGE}, float64",
         flush=True,
     )
-    # rho_0 of the training snapshots: jitted once for their shape, outside the timed calls
-    rho0_jit = jax.jit(rho0)
-    warm = np.random.default_rng(0).normal(size=(lanes, ts_np.size, numbers.size, D))
-    jax.block_until_ready(rho0_jit(warm))
-    rows: list[dict] = []
+    training, trajectory, rho_train = training_path(p)
+    sigs0, sig0_s = timed(signatures.signature_set, p.ds, 0)
+    M, drive_s = timed(flows.drive_matrix, sigs0, p.ds.vocab_size)
+    drive = {"signatures_order0": sig0_s, "drive_matrix": drive_s}
+    theories = compiled_closed_forms(p, jnp.asarray(M), drive)
+    eager, scaled_init = eager_closed_forms(p, jnp.asarray(M), drive, trajectory)
+    ode, same_init = ode_paths(p, ode_variants, trajectory)
+    theories += eager + ode
+    curves = {row["path"]: curve for row, curve in theories}
+    escape, agreement = agreement_before_escape(p, trajectory, curves, rho_train)
+    peak = float(np.max(rho_train))
+    print(f"  training rho_0: max over lanes and t = {peak:.3f}", flush=True)
+    rows = [training["row"], *(row for row, _ in theories)]
+    for row in rows[1:]:
+        row["ratio_first"] = rows[0]["first_s"] / row["first_s"]
+        row["ratio_steady"] = rows[0]["steady_s"] / row["steady_s"]
+        row["ratio_steady_cpu"] = rows[0]["steady_cpu_s"] / row["steady_cpu_s"]
+    return {
+        "setup": {
+            "task": "add",
+            "N": 20,
+            "n": p.ds.n,
+            "V": p.ds.vocab_size,
+            "d": D,
+            "activation": ACTIVATION,
+            "lr": LR,
+            "steps": STEPS,
+            "snapshots": int(p.ts_np.size),
+            "lanes": lanes,
+            "gammas": [float(p.gammas[0]), float(p.gammas[-1])],
+            "ode": {"solver": "tsit5", "rtol": RTOL, "atol": ATOL, "max_order": 1, "cap": CAP},
+        },
+        "rows": rows,
+        "same_init_max_abs": same_init,
+        "scaled_unit_draw_vs_init_max_abs": scaled_init,
+        "rho0_jit_vs_alignment_max_abs": training["rho0_check"],
+        "escape_time_range": [float(np.nanmin(escape)), float(np.nanmax(escape))],
+        "lanes_escaped": int(np.isfinite(escape).sum()),
+        "training_rho0_max": peak,
+        "agreement": agreement,
+    }
 
-    # --- training: two calls of the sweep (the first compiles) ------------------------------
+
+def training_path(p: Part1) -> tuple[dict, train.Trajectory, np.ndarray]:
+    """Two measured calls of the training sweep (the first compiles), rho_0 of their snapshots
+    by the jitted Pearson (compiled beforehand, outside the timed calls), checked against
+    `metrics.alignment`. Returns ``({"row", "rho0_check"}, trajectory, rho_0 [G, T])``."""
+    rho0_jit = jax.jit(p.rho0)
+    warm = np.random.default_rng(0).normal(size=(p.gammas.size, p.ts_np.size, p.numbers.size, D))
+    jax.block_until_ready(rho0_jit(warm))
+
     def training_rho0(W_E):
-        return np.asarray(rho0_jit(W_E[:, :, numbers]))
+        return np.asarray(rho0_jit(W_E[:, :, p.numbers]))
 
     calls, compile_records = [], []
     for call in ("first", "second"):
-        result, train_s, compiled_s = timed_training(ds, config, gammas)
+        result, train_s, compiled_s = timed_training(p.ds, p.config, p.gammas)
         rho_train, rho_s = timed(training_rho0, result.trajectory.W_E)
         calls.append({"train_sweep": train_s, "rho0": rho_s})
         compile_records.append(compiled_s)
@@ -263,183 +328,204 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
             flush=True,
         )
     trajectory = result.trajectory
-    reference = metrics.alignment(metrics.cosine_matrix(trajectory.W_E[:, :, numbers]), S_sig0)
+    S_emb = metrics.cosine_matrix(trajectory.W_E[:, :, p.numbers])
+    reference = metrics.alignment(S_emb, p.S_sig0)
     rho0_check = float(np.max(np.abs(np.asarray(reference.value) - rho_train)))
     print(
         f"  rho_0 (jitted Pearson) vs metrics.alignment ({reference.method}): "
         f"max |diff| = {rho0_check:.1e}",
         flush=True,
     )
-    rows.append(
-        {
-            "path": f"training ({lanes} lanes, train_sweep)",
-            "compile_s": compile_records[0],
-            "steady_s": sum(calls[1].values()),
-            "steady_cpu_s": cpu_total(calls[1]),
-            "first_s": sum(calls[0].values()),
-            "pieces_first": calls[0],
-            "pieces_steady": calls[1],
-            "compile_records_second_call_s": compile_records[1],
-            "note": "first and steady: two measured calls; compile: jax.monitoring compile events",
-        }
-    )
+    row = {
+        "path": f"training ({p.gammas.size} lanes, train_sweep)",
+        "compile_s": compile_records[0],
+        "steady_s": sum(calls[1].values()),
+        "steady_cpu_s": cpu_total(calls[1]),
+        "first_s": sum(calls[0].values()),
+        "pieces_first": calls[0],
+        "pieces_steady": calls[1],
+        "compile_records_second_call_s": compile_records[1],
+        "note": "first and steady: two measured calls; compile: jax.monitoring compile events",
+    }
+    return {"row": row, "rho0_check": rho0_check}, trajectory, rho_train
 
-    # --- closed form ------------------------------------------------------------------------
-    initial = initial_weights_fn(ds)
-    C_1 = COEFFICIENTS[0]
 
-    def closed_form_rho0(M, gammas):
-        """linear_solution evaluated on the number rows (right_t restricted), then rho_0."""
+# --- the closed forms: rho_0 curves ``[G, T]`` of the drive matrix ``M`` and the gammas --------
 
-        def lane(gamma):
-            y0 = initial(gamma)
-            solution = closed_form.linear_solution(M, y0["W_E"], y0["W_U"], C_1)
-            W_E, _ = solution._replace(right_t=solution.right_t[:, numbers])(ts)  # [T, A, d]
-            return rho0(W_E)
 
-        return jax.vmap(lane)(gammas)
+def closed_form_rho0(p: Part1, M, gammas):
+    """linear_solution evaluated on the number rows (right_t restricted), then rho_0."""
+    initial = initial_weights_fn(p.ds)
 
-    def closed_form_gram_rho0(M, gammas):
-        """The Gram matrix of W_E(t) in the modes of the same LinearSolution, then rho_0.
+    def lane(gamma):
+        y0 = initial(gamma)
+        solution = closed_form.linear_solution(M, y0["W_E"], y0["W_U"], COEFFICIENTS[0])
+        W_E, _ = solution._replace(right_t=solution.right_t[:, p.numbers])(p.ts)  # [T, A, d]
+        return p.rho0(W_E)
 
-        ``W_E(t) = R^T (cosh a0 + sinh b0)`` with ``R = right_t[:, numbers]``, so
-        ``W_E W_E^T = R^T (c c^T * a0a0^T + c s^T * a0b0^T + s c^T * b0a0^T + s s^T * b0b0^T) R``
-        with every d-contraction done once per lane instead of once per time.
-        """
+    return jax.vmap(lane)(gammas)
 
-        def lane(gamma):
-            y0 = initial(gamma)
-            sol = closed_form.linear_solution(M, y0["W_E"], y0["W_U"], C_1)
-            R = sol.right_t[:, numbers]
-            aa, ab, bb = sol.a0 @ sol.a0.T, sol.a0 @ sol.b0.T, sol.b0 @ sol.b0.T
-            x = sol.rate * ts[:, None] * sol.singular
-            c, s = jnp.cosh(x), jnp.sinh(x)
-            modes = (
-                c[:, :, None] * c[:, None, :] * aa
-                + c[:, :, None] * s[:, None, :] * ab
-                + s[:, :, None] * c[:, None, :] * ab.T
-                + s[:, :, None] * s[:, None, :] * bb
-            )
-            gram = jnp.einsum("ka,tkl,lb->tab", R, modes, R)
-            norm = jnp.sqrt(jnp.diagonal(gram, axis1=-2, axis2=-1))
-            cosine = gram / (norm[..., :, None] * norm[..., None, :])
-            return metrics.pearson(metrics.upper_triangle(cosine), rho0_target(S_sig0))
 
-        return jax.vmap(lane)(gammas)
+def closed_form_gram_rho0(p: Part1, M, gammas):
+    """The Gram matrix of W_E(t) in the modes of the same LinearSolution, then rho_0.
 
-    def predicted(M, gammas):
-        def lane(gamma):
-            sigma = jnp.asarray(float(D)) ** (-gamma)
-            return closed_form.predicted_rho0(
-                M, ts, S_sig0, numbers, d=D, sigma_E=sigma, sigma_U=sigma, rate=C_1
-            )
+    ``W_E(t) = R^T (cosh a0 + sinh b0)`` with ``R = right_t[:, numbers]``, so
+    ``W_E W_E^T = R^T (c c^T * a0a0^T + c s^T * a0b0^T + s c^T * b0a0^T + s s^T * b0b0^T) R``
+    with every d-contraction done once per lane instead of once per time.
+    """
+    initial = initial_weights_fn(p.ds)
 
-        return jax.vmap(lane)(gammas)
+    def lane(gamma):
+        y0 = initial(gamma)
+        sol = closed_form.linear_solution(M, y0["W_E"], y0["W_U"], COEFFICIENTS[0])
+        R = sol.right_t[:, p.numbers]
+        aa, ab, bb = sol.a0 @ sol.a0.T, sol.a0 @ sol.b0.T, sol.b0 @ sol.b0.T
+        x = sol.rate * p.ts[:, None] * sol.singular
+        c, s = jnp.cosh(x), jnp.sinh(x)
+        modes = (
+            c[:, :, None] * c[:, None, :] * aa
+            + c[:, :, None] * s[:, None, :] * ab
+            + s[:, :, None] * c[:, None, :] * ab.T
+            + s[:, :, None] * s[:, None, :] * bb
+        )
+        gram = jnp.einsum("ka,tkl,lb->tab", R, modes, R)
+        norm = jnp.sqrt(jnp.diagonal(gram, axis1=-2, axis2=-1))
+        cosine = gram / (norm[..., :, None] * norm[..., None, :])
+        return metrics.pearson(metrics.upper_triangle(cosine), rho0_target(p.S_sig0))
 
-    def unit_draw():
-        """The standard-normal draw Z of seed 0 (``init_state`` at gamma = 0): a lane's initial
-        weights are ``d^-gamma Z`` (the same draw at every gamma; checked below)."""
-        _, state = train.init_state("ffn", ds, gamma=0.0, seed=SEED, **model_kwargs())
-        return np.asarray(state["W_E"][...]), np.asarray(state["W_U"][...])
+    return jax.vmap(lane)(gammas)
 
-    def numpy_closed_form_rho0(M, gammas, Z):
-        """(C3) in NumPy, nothing to compile, from the initial weights: the SVD of M, then per
-        lane ``W_E(t)[numbers] = R^T (cosh a0 + sinh b0)`` and rho_0 (Pearson of cosines)."""
-        Z_E, Z_U = Z
-        left, singular, right_t = np.linalg.svd(np.asarray(M))
-        R = right_t[:, numbers]  # [K, A]
-        x = C_1 * ts_np[:, None] * singular  # [T, K]
-        cosh, sinh = np.cosh(x), np.sinh(x)
-        a0, b0 = right_t @ Z_E, left.T @ Z_U  # [K, d], unit scale
-        target = np.asarray(rho0_target(S_sig0))
-        target = (target - target.mean()) / target.std()
-        upper = np.triu_indices(numbers.size, k=1)
-        curves = []
-        for gamma in np.asarray(gammas):  # per lane, as a sweep over arbitrary inits would be
-            scale = float(D) ** -gamma
-            W = np.einsum("ka,tk,kd->tad", R, cosh, scale * a0, optimize=True)
-            W += np.einsum("ka,tk,kd->tad", R, sinh, scale * b0, optimize=True)
-            W /= np.linalg.norm(W, axis=-1, keepdims=True)
-            cosine = (W @ W.transpose(0, 2, 1))[:, upper[0], upper[1]]  # [T, pairs]
-            cosine = (cosine - cosine.mean(-1, keepdims=True)) / cosine.std(-1, keepdims=True)
-            curves.append(cosine @ target / target.size)
-        return np.stack(curves)
 
-    def feedback_rho0(M, gammas, Z):
-        """The closed form with the softmax feedback (`closed_form.feedback_solution`), eager
-        JAX per lane (no jit: its first call compiles only the primitives), then rho_0."""
-        Gamma = closed_form.count_second_moment(ds)
-        Z_E, Z_U = (jnp.asarray(z) for z in Z)
-        curves = []
-        for gamma in np.asarray(gammas):
-            scale = float(D) ** -gamma
-            solution = closed_form.feedback_solution(
-                M, Gamma, scale * Z_E, scale * Z_U, C_1, ds.vocab_size
-            )
-            W_E, _ = solution(ts)
-            curves.append(rho0(W_E[:, numbers]))
-        return jnp.stack(curves)
+def predicted(p: Part1, M, gammas):
+    """`closed_form.predicted_rho0`, the expected rho_0, which needs no initial weights."""
 
-    sigs0, sig0_s = timed(signatures.signature_set, ds, 0)
-    M, drive_s = timed(flows.drive_matrix, sigs0, ds.vocab_size)
-    M = jnp.asarray(M)
-    theory_curves = {}
-    closed_rows = (
+    def lane(gamma):
+        sigma = jnp.asarray(float(D)) ** (-gamma)
+        return closed_form.predicted_rho0(
+            M, p.ts, p.S_sig0, p.numbers, d=D, sigma_E=sigma, sigma_U=sigma, rate=COEFFICIENTS[0]
+        )
+
+    return jax.vmap(lane)(gammas)
+
+
+def unit_draw(ds: TokenDataset) -> tuple[np.ndarray, np.ndarray]:
+    """The standard-normal draw Z of seed 0 (``init_state`` at gamma = 0): a lane's initial
+    weights are ``d^-gamma Z`` (the same draw at every gamma; checked in `eager_closed_forms`)."""
+    _, state = train.init_state("ffn", ds, gamma=0.0, seed=SEED, **model_kwargs())
+    return np.asarray(state["W_E"][...]), np.asarray(state["W_U"][...])
+
+
+def numpy_closed_form_rho0(p: Part1, M, gammas, Z):
+    """(C3) in NumPy, nothing to compile, from the initial weights: the SVD of M, then per
+    lane ``W_E(t)[numbers] = R^T (cosh a0 + sinh b0)`` and rho_0 (Pearson of cosines)."""
+    Z_E, Z_U = Z
+    left, singular, right_t = np.linalg.svd(np.asarray(M))
+    R = right_t[:, p.numbers]  # [K, A]
+    x = COEFFICIENTS[0] * p.ts_np[:, None] * singular  # [T, K]
+    cosh, sinh = np.cosh(x), np.sinh(x)
+    a0, b0 = right_t @ Z_E, left.T @ Z_U  # [K, d], unit scale
+    target = np.asarray(rho0_target(p.S_sig0))
+    target = (target - target.mean()) / target.std()
+    upper = np.triu_indices(p.numbers.size, k=1)
+    curves = []
+    for gamma in np.asarray(gammas):  # per lane, as a sweep over arbitrary inits would be
+        scale = float(D) ** -gamma
+        W = np.einsum("ka,tk,kd->tad", R, cosh, scale * a0, optimize=True)
+        W += np.einsum("ka,tk,kd->tad", R, sinh, scale * b0, optimize=True)
+        W /= np.linalg.norm(W, axis=-1, keepdims=True)
+        cosine = (W @ W.transpose(0, 2, 1))[:, upper[0], upper[1]]  # [T, pairs]
+        cosine = (cosine - cosine.mean(-1, keepdims=True)) / cosine.std(-1, keepdims=True)
+        curves.append(cosine @ target / target.size)
+    return np.stack(curves)
+
+
+def feedback_rho0(p: Part1, M, gammas, Z):
+    """The closed form with the softmax feedback (`closed_form.feedback_solution`), eager
+    JAX per lane (no jit: its first call compiles only the primitives), then rho_0."""
+    Gamma = closed_form.count_second_moment(p.ds)
+    Z_E, Z_U = (jnp.asarray(z) for z in Z)
+    curves = []
+    for gamma in np.asarray(gammas):
+        scale = float(D) ** -gamma
+        solution = closed_form.feedback_solution(
+            M, Gamma, scale * Z_E, scale * Z_U, COEFFICIENTS[0], p.ds.vocab_size
+        )
+        W_E, _ = solution(p.ts)
+        curves.append(p.rho0(W_E[:, p.numbers]))
+    return jnp.stack(curves)
+
+
+def compiled_closed_forms(p: Part1, M, drive: dict) -> list[tuple[dict, np.ndarray]]:
+    """The jitted closed-form paths, each compiled ahead of time and called (fastest of 3);
+    ``drive``: the timed pieces before them (order-0 signatures, drive matrix). Returns
+    ``(row, rho_0 curves)`` per path."""
+    paths = (
         ("closed form (linear_solution -> W_E -> rho_0, jit(vmap))", closed_form_rho0),
         ("closed form (Gram in the modes of linear_solution)", closed_form_gram_rho0),
         ("expected rho_0 (predicted_rho0, no weights)", predicted),
     )
-    for name, fn in closed_rows:
-        curve, compile_s, run_s = compiled_and_runs(jax.jit(fn), M, gammas_j, runs=3)
-        theory_curves[name] = np.asarray(curve)
-        pieces = {"signatures_order0": sig0_s, "drive_matrix": drive_s, "jit_call": run_s}
-        rows.append(
-            {
-                "path": name,
-                "compile_s": compile_s,
-                "steady_s": sum(pieces.values()),
-                "steady_cpu_s": cpu_total(pieces),
-                "first_s": compile_s + sum(pieces.values()),
-                "pieces_steady": pieces,
-            }
-        )
+    out = []
+    for name, fn in paths:
+        jitted = jax.jit(functools.partial(fn, p))
+        curve, compile_s, run_s = compiled_and_runs(jitted, M, jnp.asarray(p.gammas), runs=3)
+        pieces = {**drive, "jit_call": run_s}
+        row = {
+            "path": name,
+            "compile_s": compile_s,
+            "steady_s": sum(pieces.values()),
+            "steady_cpu_s": cpu_total(pieces),
+            "first_s": compile_s + sum(pieces.values()),
+            "pieces_steady": pieces,
+        }
         print(f"  {name}: compile {compile_s:.3f} s; {_fmt(pieces)}", flush=True)
+        out.append((row, np.asarray(curve)))
+    return out
 
-    # The initial weights are an input of every theory (training draws the same ones inside its
-    # compiled lanes); their draw is timed on its own and added to the "first" column.
-    Z, draw_s = timed(unit_draw)
-    scaled = np.asarray(float(D)) ** -gammas[:, None, None] * Z[0]
+
+def eager_closed_forms(p: Part1, M, drive: dict, trajectory) -> tuple[list, float]:
+    """The closed forms computed eagerly from the initial weights ``d^-gamma Z`` (nothing
+    compiled ahead: the first call is the cold call, the later ones steady). The initial weights
+    are an input of every theory (training draws the same ones inside its compiled lanes): their
+    draw is timed on its own and added to the "first" column. Returns the ``(row, curves)``
+    pairs and the largest gap between ``d^-gamma Z`` and the training's snapshot 0."""
+    Z, draw_s = timed(unit_draw, p.ds)
+    scaled = np.asarray(float(D)) ** -p.gammas[:, None, None] * Z[0]
     scaled_init = float(np.max(np.abs(scaled - trajectory.W_E[:, 0])))
     print(f"  d^-gamma Z vs training snapshot 0: max |diff| = {scaled_init:.1e}", flush=True)
-    eager_rows = (
+    paths = (
         (
             "closed form in NumPy, from the initial weights (nothing compiled)",
             numpy_closed_form_rho0,
         ),
         ("closed form with softmax feedback, eager JAX per lane", feedback_rho0),
     )
-    for name, fn in eager_rows:
-        # nothing is compiled ahead: the first call is the cold call, the later ones steady
-        curve, first_s = timed(fn, M, gammas, Z)
-        steady_s = min((timed(fn, M, gammas, Z)[1] for _ in range(2)), key=float)
-        theory_curves[name] = np.asarray(curve)
-        pieces = {"signatures_order0": sig0_s, "drive_matrix": drive_s, "call": steady_s}
-        rows.append(
-            {
-                "path": name,
-                "compile_s": float(first_s - steady_s + draw_s),
-                "steady_s": sum(pieces.values()),
-                "steady_cpu_s": cpu_total(pieces),
-                "first_s": sig0_s + drive_s + first_s + draw_s,
-                "pieces_steady": pieces,
-                "initial_draw_s": float(draw_s),
-                "note": "compile_s: first call minus steady call, plus the eager draw of Z",
-            }
-        )
+    out = []
+    for name, fn in paths:
+        curve, first_s = timed(fn, p, M, p.gammas, Z)
+        steady_s = min((timed(fn, p, M, p.gammas, Z)[1] for _ in range(2)), key=float)
+        pieces = {**drive, "call": steady_s}
+        row = {
+            "path": name,
+            "compile_s": float(first_s - steady_s + draw_s),
+            "steady_s": sum(pieces.values()),
+            "steady_cpu_s": cpu_total(pieces),
+            "first_s": sum(drive.values()) + first_s + draw_s,
+            "pieces_steady": pieces,
+            "initial_draw_s": float(draw_s),
+            "note": "compile_s: first call minus steady call, plus the eager draw of Z",
+        }
         print(f"  {name}: draw of Z {draw_s:.3f} s, first call {first_s:.3f} s; {_fmt(pieces)}")
+        out.append((row, np.asarray(curve)))
+    return out, scaled_init
 
-    # --- signature-flow ODE -----------------------------------------------------------------
-    y0, init_compile, init_run = compiled_and_runs(jax.jit(jax.vmap(initial)), gammas_j, runs=3)
+
+def ode_paths(p: Part1, variants: tuple[str, ...], trajectory) -> tuple[list, float]:
+    """The signature-flow ODE paths (``--ode`` variants), after the jitted initial states
+    (checked against the training's snapshot 0). Returns the ``(row, curves)`` pairs and that
+    check's largest gap."""
+    gammas = jnp.asarray(p.gammas)
+    initial = jax.jit(jax.vmap(initial_weights_fn(p.ds)))
+    y0, init_compile, init_run = compiled_and_runs(initial, gammas, runs=3)
     same_init = float(
         max(
             np.max(np.abs(np.asarray(y0["W_E"]) - trajectory.W_E[:, 0])),
@@ -447,14 +533,15 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
         )
     )
     print(f"  initial states vs training snapshot 0: max |diff| = {same_init:.1e}", flush=True)
-    occurring = dict(alphas=numbers, context=numbers, labels=np.unique(ds.labels))
-    for variant in ode_variants:
+    occurring = dict(alphas=p.numbers, context=p.numbers, labels=np.unique(p.ds.labels))
+    out = []
+    for variant in variants:
         tokens, batching = variant.split("/")
         subsets = occurring if tokens.startswith("occurring") else {}
-        sigs1, sig1_s = timed(signatures.signature_set, ds, 1, **subsets)
+        sigs1, sig1_s = timed(signatures.signature_set, p.ds, 1, **subsets)
         sparse = not tokens.endswith("-dense")  # the library's default: sparse where it pays
         flow = flows.ffn_signature_flow(sigs1, COEFFICIENTS, sparse=sparse)
-        solver = ode_solver(flow, ts, batching, rho0=rho0, rows=numbers)
+        solver = ode_solver(flow, p.ts, batching, rho0=p.rho0, rows=p.numbers)
         if batching == "sweep":
             (curve, ok, num_steps), first_s = timed(solver, y0)
             (curve, ok, num_steps), run_s = timed(solver, y0)
@@ -466,30 +553,34 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
         axes = "all V tokens" if tokens == "full" else "occurring tokens"
         axes += ", sparse φ^{y;1}" if sparse else ", dense φ^{y;1}"
         name = f"signature-flow ODE ({axes}, jit({batching}))"
-        theory_curves[name] = np.asarray(curve)
-        rows.append(
-            {
-                "path": name,
-                "compile_s": compile_s + init_compile,
-                "steady_s": sum(pieces.values()),
-                "steady_cpu_s": cpu_total(pieces),
-                "first_s": compile_s + init_compile + sum(pieces.values()),
-                "pieces_steady": pieces,
-                "solver": stats,
-            }
-        )
+        row = {
+            "path": name,
+            "compile_s": compile_s + init_compile,
+            "steady_s": sum(pieces.values()),
+            "steady_cpu_s": cpu_total(pieces),
+            "first_s": compile_s + init_compile + sum(pieces.values()),
+            "pieces_steady": pieces,
+            "solver": stats,
+        }
         print(f"  {name}: compile {compile_s:.2f} s; {_fmt(pieces)}", flush=True)
         print(f"    solver: {stats}", flush=True)
+        out.append((row, np.asarray(curve)))
+    return out, same_init
 
-    # --- sanity: the curves agree before escape ---------------------------------------------
+
+def agreement_before_escape(p: Part1, trajectory, curves: dict, rho_train) -> tuple:
+    """The sanity check: each theory's largest gap to the training rho_0 before the training
+    lane's escape (`closed_form.logit_scale` crossing `THRESHOLD`), over the first half of the
+    plateau and over all t. Returns ``(escape times [G], {path: gaps})``."""
+    ts_np = p.ts_np
     scale = closed_form.logit_scale(
-        jnp.asarray(trajectory.W_E), jnp.asarray(trajectory.W_U), ds.tokens, COEFFICIENTS
+        jnp.asarray(trajectory.W_E), jnp.asarray(trajectory.W_U), p.ds.tokens, COEFFICIENTS
     )
     escape = np.array([closed_form.crossing_time(ts_np, s, THRESHOLD) for s in np.asarray(scale)])
     end = np.where(np.isfinite(escape), escape, ts_np[-1])[:, None]
     before, early = ts_np[None, :] <= end, ts_np[None, :] <= 0.5 * end
     agreement = {}
-    for name, curve in theory_curves.items():
+    for name, curve in curves.items():
         gap = np.abs(curve - rho_train)
         agreement[name] = {
             "max_abs_before_escape": float(np.max(gap[before])),
@@ -499,43 +590,12 @@ def part1(lanes: int, ode_variants: tuple[str, ...]) -> dict:
     print(
         f"  escape (training, logit scale >= {THRESHOLD}): t in "
         f"[{np.nanmin(escape):.1f}, {np.nanmax(escape):.1f}], "
-        f"{int(np.isfinite(escape).sum())}/{lanes} lanes escape by t = {ts_np[-1]:g}",
+        f"{int(np.isfinite(escape).sum())}/{p.gammas.size} lanes escape by t = {ts_np[-1]:g}",
         flush=True,
     )
     for name, gaps in agreement.items():
         print(f"  |rho_0 {name} - training|: {_fmt(gaps, digits=4, unit='')}", flush=True)
-    peak = float(np.max(rho_train))
-    print(f"  training rho_0: max over lanes and t = {peak:.3f}", flush=True)
-
-    base = rows[0]
-    for row in rows[1:]:
-        row["ratio_first"] = base["first_s"] / row["first_s"]
-        row["ratio_steady"] = base["steady_s"] / row["steady_s"]
-        row["ratio_steady_cpu"] = base["steady_cpu_s"] / row["steady_cpu_s"]
-    return {
-        "setup": {
-            "task": "add",
-            "N": 20,
-            "n": ds.n,
-            "V": ds.vocab_size,
-            "d": D,
-            "activation": ACTIVATION,
-            "lr": LR,
-            "steps": STEPS,
-            "snapshots": int(ts_np.size),
-            "lanes": lanes,
-            "gammas": [float(gammas[0]), float(gammas[-1])],
-            "ode": {"solver": "tsit5", "rtol": RTOL, "atol": ATOL, "max_order": 1, "cap": CAP},
-        },
-        "rows": rows,
-        "same_init_max_abs": same_init,
-        "scaled_unit_draw_vs_init_max_abs": scaled_init,
-        "rho0_jit_vs_alignment_max_abs": rho0_check,
-        "escape_time_range": [float(np.nanmin(escape)), float(np.nanmax(escape))],
-        "lanes_escaped": int(np.isfinite(escape).sum()),
-        "training_rho0_max": peak,
-        "agreement": agreement,
-    }
+    return escape, agreement
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ import json
 import math
 import os
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -75,6 +76,7 @@ from _machine import (  # benchmarks/ is sys.path[0] when run as a script
 from flax import nnx
 
 from ctx_staircase import results, sweep, tasks, train
+from ctx_staircase.dataset import TokenDataset
 
 TASK, N, D, STEPS, LR = "add", 40, 128, 2000, 0.5
 GAMMAS = tuple(np.linspace(0.5, 1.5, 16).tolist())
@@ -298,7 +300,48 @@ def torch_batched(torch, data, W_E, W_U, steps: int, lr: float):
 # --------------------------------------------------------------------------------------------
 
 
-def main() -> None:
+class Bench(NamedTuple):
+    """What every part of the benchmark reads: the flags, the data set, the training setup and
+    the lanes: ``grid`` the (gamma, seed) lanes in the sweep's gamma-major order, ``subset`` the
+    lanes the sequential loops time, whose times ``scale`` extrapolates to all lanes (as
+    ``loop_note`` says)."""
+
+    args: argparse.Namespace
+    ds: TokenDataset
+    cfg: train.TrainConfig
+    grid: list[tuple[float, int]]
+    subset: np.ndarray
+    scale: float
+    loop_note: str
+
+    @classmethod
+    def make(cls, args: argparse.Namespace) -> Bench:
+        grid = [(g, s) for g in GAMMAS for s in SEEDS]
+        total = len(grid)
+        subset = np.unique(np.linspace(0, total - 1, min(args.loop_lanes, total)).round())
+        subset = subset.astype(int)
+        scale = total / subset.size
+        loop_note = (
+            f"{subset.size} of {total} lanes timed, x{scale:g} (linear extrapolation)"
+            if subset.size < total
+            else f"all {total} lanes timed"
+        )
+        ds = tasks.make(TASK, N=N)
+        return cls(args, ds, config(args.steps), grid, subset, scale, loop_note)
+
+    @property
+    def total_lanes(self) -> int:
+        return len(self.grid)
+
+    def extrapolated(self, seconds: float, **more) -> dict:
+        """A loop's record: its ``seconds`` over the subset, scaled to all lanes, and ``more``."""
+        return {"seconds_subset": seconds, "seconds_all_lanes": seconds * self.scale, **more}
+
+    def sweep(self, cfg: train.TrainConfig) -> sweep.SweepResult:
+        return run_sweep(self.ds, cfg, self.args.lanes_per_batch, self.args.concurrent_calls)
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=STEPS)
     parser.add_argument(
@@ -322,27 +365,12 @@ def main() -> None:
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--torch-compile", action="store_true", help="extra torch.compile row")
     parser.add_argument("--json", help="also write the JSON record here")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    ds = tasks.make(TASK, N=N)
-    n, L, V = ds.n, ds.L, ds.vocab_size
-    cfg = config(args.steps)
-    grid = [(g, s) for g in GAMMAS for s in SEEDS]  # the sweep's gamma-major lane order
-    total_lanes = len(grid)
-    subset = np.unique(np.linspace(0, total_lanes - 1, min(args.loop_lanes, total_lanes)).round())
-    subset = subset.astype(int)
-    scale = total_lanes / subset.size
-    loop_note = (
-        f"{subset.size} of {total_lanes} lanes timed, x{scale:g} (linear extrapolation)"
-        if subset.size < total_lanes
-        else f"all {total_lanes} lanes timed"
-    )
-    print(
-        f"task {TASK} N={N} (n={n}, L={L}, V={V}), FFN d={D} relu, gd lr={LR}, "
-        f"{args.steps} steps, {total_lanes} lanes, snapshots {list(cfg.snapshots)}, "
-        f"{os.cpu_count()} CPU cores, devices {jax.devices()}",
-        flush=True,
-    )
+
+def sweep_layout(args: argparse.Namespace, total_lanes: int) -> dict:
+    """The lane layout the sweep will use (its defaults or the flags), printed: concurrent
+    calls and lanes vmapped together."""
     platform, n_devices = jax.devices()[0].platform, len(jax.devices())
     concurrent_calls = args.concurrent_calls
     chosen = args.lanes_per_batch is not None or args.concurrent_calls is not None
@@ -371,14 +399,23 @@ def main() -> None:
             f"lanes per device, vmapped {min(lanes_per_batch, per_call)} at a time ({chosen})",
             flush=True,
         )
+    return {"lanes_per_batch": min(lanes_per_batch, per_call), "concurrent_calls": concurrent_calls}
+
+
+def machine_at_start() -> dict:
+    """Other busy processes, the load average and the CPU counters before the work, printed."""
     others = other_busy_processes()
     load_start = os.getloadavg()
-    counters_start = cpu_counters()
+    counters = cpu_counters()
     print(f"load average at start {load_start}", flush=True)
     if others:
         print(f"note: other busy processes at start: {others}", flush=True)
+    return {"others": others, "load": load_start, "counters": counters}
 
-    # (c) the machine's dense matmul rate (measured again after the JAX runs; best of both)
+
+def matmul_rates(n: int, V: int) -> tuple[dict, dict]:
+    """(c) The machine's dense matmul rate and the rate of a lane-step's matmul shapes, printed
+    (measured again after the JAX runs by `matmul_rates_again`)."""
     peak = matmul_peak()
     print(
         f"matmul 2048^2 float32: best {peak['best_s'] * 1e3:.1f} ms, "
@@ -387,72 +424,15 @@ def main() -> None:
     )
     shaped = step_matmul_rate(n, V, D)
     print(f"one lane-step's matmul shapes: {shaped['flops_per_s'] / 1e9:.1f} GFLOP/s", flush=True)
+    return peak, shaped
 
-    # (d) compile-time cross-check: a cold/warm pair of the same sweep at a few steps
-    short = config(args.short_steps)
-    start = time.perf_counter()
-    run_sweep(ds, short, args.lanes_per_batch, args.concurrent_calls)
-    short_cold = time.perf_counter() - start
-    start = time.perf_counter()
-    run_sweep(ds, short, args.lanes_per_batch, args.concurrent_calls)
-    short_warm = time.perf_counter() - start
-    print(
-        f"short sweep ({args.short_steps} steps): cold {short_cold:.2f} s, warm {short_warm:.2f} s",
-        flush=True,
-    )
 
-    # (a) the sweep: first call (compile included), optionally a second call
-    with compile_log() as compile_records:
-        start = time.perf_counter()
-        result = run_sweep(ds, cfg, args.lanes_per_batch, args.concurrent_calls)
-        sweep_first = time.perf_counter() - start
-    compile_s = sum(seconds for _, seconds in compile_records)
-    status = dict(collections.Counter(result.status))
-    final_loss = result.trajectory.loss[:, -1]
-    print(
-        f"sweep first call: {sweep_first:.1f} s (JAX compile records {compile_s:.2f} s); "
-        f"status {status}",
-        flush=True,
-    )
-    sweep_second = None
-    if args.warm:
-        start = time.perf_counter()
-        run_sweep(ds, cfg, args.lanes_per_batch, args.concurrent_calls)
-        sweep_second = time.perf_counter() - start
-        print(f"sweep second call: {sweep_second:.1f} s", flush=True)
-    sweep_run = sweep_second if sweep_second is not None else sweep_first - compile_s
-
-    # (a) the same lanes one after another, jitted single run compiled once
-    graphdef, _ = train.init_state("ffn", ds, gamma=1.0, seed=0, d=D, activation="relu")
-    lanes = lane_states(ds, [grid[i] for i in subset])  # initialization outside the timing
-    single = jax.jit(train.make_run(graphdef, cfg))
-    data = train.TrainData.from_dataset(ds)
-    lr = jnp.asarray(LR, jnp.float32)
-    with compile_log() as single_records:
-        start = time.perf_counter()
-        jax.block_until_ready(single(lanes[0][0], lr, lanes[0][1], data))
-        single_first = time.perf_counter() - start
-    single_compile = sum(seconds for _, seconds in single_records)
-    start = time.perf_counter()
-    loop_losses = []
-    for state, key in lanes:
-        trajectory = jax.block_until_ready(single(state, lr, key, data))
-        loop_losses.append(np.asarray(trajectory.loss))
-    loop_subset = time.perf_counter() - start
-    loop_all = loop_subset * scale
-    loop_check = float(np.max(np.abs(np.stack(loop_losses) - result.trajectory.loss[subset])))
-    print(
-        f"jitted single-run loop: {loop_subset:.1f} s for {subset.size} lanes -> "
-        f"{loop_all:.1f} s for {total_lanes} ({loop_note}); first call {single_first:.2f} s "
-        f"(compile records {single_compile:.2f} s); max |loss - sweep| {loop_check:.2e}",
-        flush=True,
-    )
-
-    # (c) the matmul rate again (best of both), in case the machine was busier at the start
+def matmul_rates_again(n: int, V: int, peak_start: dict, shaped_start: dict) -> dict:
+    """(c) Both rates again, in case the machine was busier at the start; the faster of the two
+    measurements is used. Returns ``{"peak": {start, end, used}, "shaped": {...}}``."""
     peak_end = matmul_peak()
-    peak_start = peak
     peak = max(peak_start, peak_end, key=lambda row: row["flops_per_s"])
-    shaped_start, shaped_end = shaped, step_matmul_rate(n, V, D)
+    shaped_end = step_matmul_rate(n, V, D)
     shaped = max(shaped_start, shaped_end, key=lambda row: row["flops_per_s"])
     print(
         f"matmul 2048^2 float32 again: {peak_end['flops_per_s'] / 1e9:.1f} GFLOP/s; using "
@@ -460,138 +440,246 @@ def main() -> None:
         f"{shaped_end['flops_per_s'] / 1e9:.1f}, using {shaped['flops_per_s'] / 1e9:.1f} GFLOP/s",
         flush=True,
     )
-
-    # (c) FLOPs: analytic and XLA's cost analysis of one vmapped step
-    counts = analytic_flops(n, L, V, D)
-    analytic_total = total_lanes * (
-        args.steps * counts["step_per_lane"] + len(cfg.snapshots) * counts["record_per_lane"]
-    )
-    all_states = [state for state, _ in lane_states(ds, grid)]
-    xla_step = xla_step_flops(ds, graphdef, all_states)
-    xla_total = None if xla_step is None else xla_step * args.steps
-    flop_rows = {
-        "analytic": {
-            "flops_total": analytic_total,
-            "flops_per_s": analytic_total / sweep_run,
-            "fraction_of_matmul_peak": analytic_total / sweep_run / peak["flops_per_s"],
-        }
+    return {
+        "peak": {"start": peak_start, "end": peak_end, "used": peak},
+        "shaped": {"start": shaped_start, "end": shaped_end, "used": shaped},
     }
-    if xla_total is not None:
-        flop_rows["xla_cost_analysis"] = {
-            "flops_total": xla_total,
-            "flops_per_s": xla_total / sweep_run,
-            "fraction_of_matmul_peak": xla_total / sweep_run / peak["flops_per_s"],
+
+
+def time_short_sweeps(bench: Bench) -> tuple[float, float]:
+    """(d) The compile-time cross-check: a cold and a warm call of the sweep at a few steps."""
+    short = config(bench.args.short_steps)
+    start = time.perf_counter()
+    bench.sweep(short)
+    cold = time.perf_counter() - start
+    start = time.perf_counter()
+    bench.sweep(short)
+    warm = time.perf_counter() - start
+    print(
+        f"short sweep ({bench.args.short_steps} steps): cold {cold:.2f} s, warm {warm:.2f} s",
+        flush=True,
+    )
+    return cold, warm
+
+
+def time_sweep(bench: Bench) -> dict:
+    """(a) The sweep's first call (compile included, JAX's compile records summed) and, with
+    ``--warm``, a second call; ``run_s`` is the steady-state time used in every ratio."""
+    with compile_log() as compile_records:
+        start = time.perf_counter()
+        result = bench.sweep(bench.cfg)
+        first = time.perf_counter() - start
+    compile_s = sum(seconds for _, seconds in compile_records)
+    status = dict(collections.Counter(result.status))
+    print(
+        f"sweep first call: {first:.1f} s (JAX compile records {compile_s:.2f} s); status {status}",
+        flush=True,
+    )
+    second = None
+    if bench.args.warm:
+        start = time.perf_counter()
+        bench.sweep(bench.cfg)
+        second = time.perf_counter() - start
+        print(f"sweep second call: {second:.1f} s", flush=True)
+    return {
+        "result": result,
+        "first_call_s": first,
+        "second_call_s": second,
+        "compile_s_jax_records": compile_s,
+        "run_s": second if second is not None else first - compile_s,
+        "status": status,
+    }
+
+
+def time_jit_loop(bench: Bench, graphdef, lanes, sweep_loss: np.ndarray) -> dict:
+    """(a) The subset's lanes one after another, ``jax.jit(train.make_run(...))`` compiled once
+    (its first call timed apart), extrapolated to all lanes; checked against the sweep's loss
+    ``[subset, S]``."""
+    single = jax.jit(train.make_run(graphdef, bench.cfg))
+    data = train.TrainData.from_dataset(bench.ds)
+    lr = jnp.asarray(LR, jnp.float32)
+    with compile_log() as single_records:
+        start = time.perf_counter()
+        jax.block_until_ready(single(lanes[0][0], lr, lanes[0][1], data))
+        first = time.perf_counter() - start
+    compile_s = sum(seconds for _, seconds in single_records)
+    start = time.perf_counter()
+    losses = []
+    for state, key in lanes:
+        trajectory = jax.block_until_ready(single(state, lr, key, data))
+        losses.append(np.asarray(trajectory.loss))
+    subset_s = time.perf_counter() - start
+    check = float(np.max(np.abs(np.stack(losses) - sweep_loss)))
+    print(
+        f"jitted single-run loop: {subset_s:.1f} s for {bench.subset.size} lanes -> "
+        f"{subset_s * bench.scale:.1f} s for {bench.total_lanes} ({bench.loop_note}); first call "
+        f"{first:.2f} s (compile records {compile_s:.2f} s); max |loss - sweep| {check:.2e}",
+        flush=True,
+    )
+    return bench.extrapolated(
+        subset_s,
+        first_call_s=first,
+        compile_s_jax_records=compile_s,
+        max_abs_loss_diff_vs_sweep=check,
+    )
+
+
+def flop_rows(bench: Bench, graphdef, all_states, sweep_run: float, peak: dict) -> dict:
+    """(c) The sweep's FLOPs, analytic and by XLA's cost analysis of one vmapped step, and its
+    achieved rate against the matmul ``peak``."""
+    ds = bench.ds
+    counts = analytic_flops(ds.n, ds.L, ds.vocab_size, D)
+    analytic_total = bench.total_lanes * (
+        bench.args.steps * counts["step_per_lane"]
+        + len(bench.cfg.snapshots) * counts["record_per_lane"]
+    )
+    xla_step = xla_step_flops(ds, graphdef, all_states)
+    totals = {"analytic": analytic_total}
+    if xla_step is not None:
+        totals["xla_cost_analysis"] = xla_step * bench.args.steps
+    rows = {
+        name: {
+            "flops_total": total,
+            "flops_per_s": total / sweep_run,
+            "fraction_of_matmul_peak": total / sweep_run / peak["flops_per_s"],
         }
+        for name, total in totals.items()
+    }
+    return {"per_lane": counts, "xla_step_all_lanes": xla_step, **rows}
 
-    # (b) PyTorch
-    torch_info: dict = {"available": False}
-    if args.no_torch:
-        torch_info["skipped"] = "--no-torch"
+
+# --------------------------------------------------------------------------------------------
+# (b) PyTorch
+
+
+def torch_part(bench: Bench, initial, every, sweep_loss: np.ndarray) -> dict:
+    """(b) The PyTorch rows, or why they were skipped: the loop over the subset's ``initial``
+    weights, all lanes' weights ``every`` batched, and with ``--torch-compile`` a compiled loop."""
+    if bench.args.no_torch:
         print("torch: skipped (--no-torch)", flush=True)
-    else:
-        try:
-            torch, data = torch_setup(ds)
-        except ImportError:
-            torch = None
-            torch_info["skipped"] = "torch is not installed (pip install torch, CPU wheel)"
-            print(f"torch: part (b) skipped: {torch_info['skipped']}", flush=True)
-        if torch is not None:
-            torch_info.update(
-                available=True, version=torch.__version__, threads=torch.get_num_threads()
-            )
-            initial = [weights_of(graphdef, state) for state, _ in lanes]
-            torch_run(torch, data, *initial[0], 5, LR, ())  # warm-up (allocator, kernels)
-            start = time.perf_counter()
-            torch_losses = [
-                torch_run(torch, data, *w, args.steps, LR, cfg.snapshots) for w in initial
-            ]
-            torch_subset = time.perf_counter() - start
-            finite = np.isfinite(np.stack(torch_losses)[:, -1])
-            torch_check = float(
-                np.nanmax(np.abs(np.stack(torch_losses) - result.trajectory.loss[subset]))
-            )
-            torch_info["loop"] = {
-                "seconds_subset": torch_subset,
-                "seconds_all_lanes": torch_subset * scale,
-                "lanes_timed": int(subset.size),
-                "max_abs_loss_diff_vs_sweep": torch_check,
-                "all_finite": bool(finite.all()),
-            }
-            print(
-                f"torch loop: {torch_subset:.1f} s for {subset.size} lanes -> "
-                f"{torch_subset * scale:.1f} s for {total_lanes}; max |loss - sweep| "
-                f"{torch_check:.2e}",
-                flush=True,
-            )
+        return {"available": False, "skipped": "--no-torch"}
+    try:
+        torch, data = torch_setup(bench.ds)
+    except ImportError:
+        skipped = "torch is not installed (pip install torch, CPU wheel)"
+        print(f"torch: part (b) skipped: {skipped}", flush=True)
+        return {"available": False, "skipped": skipped}
+    info = {
+        "available": True,
+        "version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "loop": torch_loop(bench, torch, data, initial, sweep_loss),
+        "batched": torch_batched_row(bench, torch, data, every),
+    }
+    if bench.args.torch_compile:
+        info["compiled_loop"] = torch_compiled_loop(bench, torch, data, initial)
+    return info
 
-            # extra: all 64 lanes batched, timed over fewer steps and extrapolated
-            every = [weights_of(graphdef, s) for s in all_states]
-            W_E = np.stack([w[0] for w in every])
-            W_U = np.stack([w[1] for w in every])
-            batched_steps = min(args.batched_steps, args.steps)
-            torch_batched(torch, data, W_E, W_U, 2, LR)  # warm-up
-            start = time.perf_counter()
-            torch_batched(torch, data, W_E, W_U, batched_steps, LR)
-            batched_s = time.perf_counter() - start
-            torch_info["batched"] = {
-                "steps_timed": batched_steps,
-                "seconds_timed": batched_s,
-                "seconds_full": batched_s * args.steps / batched_steps,
-            }
-            print(
-                f"torch batched ({total_lanes} lanes, {batched_steps} steps): "
-                f"{batched_s:.1f} s -> {batched_s * args.steps / batched_steps:.1f} s for "
-                f"{args.steps} steps",
-                flush=True,
-            )
 
-            if args.torch_compile:
-                compiled_step = torch.compile(torch_step)
-                start = time.perf_counter()
-                torch_run(torch, data, *initial[0], 3, LR, (), step=compiled_step)
-                compile_first = time.perf_counter() - start
-                start = time.perf_counter()
-                for w in initial:
-                    torch_run(torch, data, *w, args.steps, LR, (), step=compiled_step)
-                compiled_s = time.perf_counter() - start
-                torch_info["compiled_loop"] = {
-                    "seconds_subset": compiled_s,
-                    "seconds_all_lanes": compiled_s * scale,
-                    "first_call_s": compile_first,
-                }
-                print(
-                    f"torch.compile loop: {compiled_s:.1f} s for {subset.size} lanes -> "
-                    f"{compiled_s * scale:.1f} s; first call {compile_first:.1f} s",
-                    flush=True,
-                )
+def torch_loop(bench: Bench, torch, data, initial, sweep_loss: np.ndarray) -> dict:
+    """The subset's lanes one after another in plain PyTorch (after a short warm-up)."""
+    steps = bench.args.steps
+    torch_run(torch, data, *initial[0], 5, LR, ())  # warm-up (allocator, kernels)
+    start = time.perf_counter()
+    losses = [torch_run(torch, data, *w, steps, LR, bench.cfg.snapshots) for w in initial]
+    subset_s = time.perf_counter() - start
+    finite = np.isfinite(np.stack(losses)[:, -1])
+    check = float(np.nanmax(np.abs(np.stack(losses) - sweep_loss)))
+    print(
+        f"torch loop: {subset_s:.1f} s for {bench.subset.size} lanes -> "
+        f"{subset_s * bench.scale:.1f} s for {bench.total_lanes}; max |loss - sweep| "
+        f"{check:.2e}",
+        flush=True,
+    )
+    return bench.extrapolated(
+        subset_s,
+        lanes_timed=int(bench.subset.size),
+        max_abs_loss_diff_vs_sweep=check,
+        all_finite=bool(finite.all()),
+    )
 
-    # ----------------------------------------------------------------------------------------
-    lane_steps = total_lanes * args.steps
+
+def torch_batched_row(bench: Bench, torch, data, every) -> dict:
+    """Extra: all lanes in batched torch tensors, timed over fewer steps and extrapolated."""
+    steps = bench.args.steps
+    W_E = np.stack([w[0] for w in every])
+    W_U = np.stack([w[1] for w in every])
+    batched_steps = min(bench.args.batched_steps, steps)
+    torch_batched(torch, data, W_E, W_U, 2, LR)  # warm-up
+    start = time.perf_counter()
+    torch_batched(torch, data, W_E, W_U, batched_steps, LR)
+    batched_s = time.perf_counter() - start
+    print(
+        f"torch batched ({bench.total_lanes} lanes, {batched_steps} steps): "
+        f"{batched_s:.1f} s -> {batched_s * steps / batched_steps:.1f} s for "
+        f"{steps} steps",
+        flush=True,
+    )
+    return {
+        "steps_timed": batched_steps,
+        "seconds_timed": batched_s,
+        "seconds_full": batched_s * steps / batched_steps,
+    }
+
+
+def torch_compiled_loop(bench: Bench, torch, data, initial) -> dict:
+    """Extra: the torch loop with a ``torch.compile``d step (its first call timed apart)."""
+    compiled_step = torch.compile(torch_step)
+    start = time.perf_counter()
+    torch_run(torch, data, *initial[0], 3, LR, (), step=compiled_step)
+    compile_first = time.perf_counter() - start
+    start = time.perf_counter()
+    for w in initial:
+        torch_run(torch, data, *w, bench.args.steps, LR, (), step=compiled_step)
+    compiled_s = time.perf_counter() - start
+    print(
+        f"torch.compile loop: {compiled_s:.1f} s for {bench.subset.size} lanes -> "
+        f"{compiled_s * bench.scale:.1f} s; first call {compile_first:.1f} s",
+        flush=True,
+    )
+    return bench.extrapolated(compiled_s, first_call_s=compile_first)
+
+
+# --------------------------------------------------------------------------------------------
+# summary
+
+
+def summary_rows(bench: Bench, sweep_t: dict, short: tuple, jax_loop: dict, torch_info: dict):
+    """The table's rows ``(measurement, seconds, note)``."""
     rows = [
-        ("sweep, first call (compile incl.)", sweep_first, "measured, 64 lanes"),
-        ("sweep, compile (JAX records)", compile_s, "trace + lower + XLA compile"),
+        ("sweep, first call (compile incl.)", sweep_t["first_call_s"], "measured, 64 lanes"),
+        (
+            "sweep, compile (JAX records)",
+            sweep_t["compile_s_jax_records"],
+            "trace + lower + XLA compile",
+        ),
         (
             "sweep, compile (short cold - warm)",
-            short_cold - short_warm,
-            f"{args.short_steps}-step sweep, cross-check",
+            short[0] - short[1],
+            f"{bench.args.short_steps}-step sweep, cross-check",
         ),
         (
             "sweep, run",
-            sweep_run,
-            "second call" if sweep_second is not None else "first call - compile",
+            sweep_t["run_s"],
+            "second call" if sweep_t["second_call_s"] is not None else "first call - compile",
         ),
-        ("jitted single run: compile", single_compile, "first call, excluded from loop"),
-        ("jitted single-run loop", loop_all, loop_note),
+        (
+            "jitted single run: compile",
+            jax_loop["compile_s_jax_records"],
+            "first call, excluded from loop",
+        ),
+        ("jitted single-run loop", jax_loop["seconds_all_lanes"], bench.loop_note),
     ]
     if torch_info.get("available"):
+        loop_note = bench.loop_note
         rows.append(("torch loop (manual GD)", torch_info["loop"]["seconds_all_lanes"], loop_note))
         b = torch_info["batched"]
-        factor = args.steps / b["steps_timed"]
+        factor = bench.args.steps / b["steps_timed"]
         rows.append(
             (
                 "torch batched (extra)",
                 b["seconds_full"],
-                f"{total_lanes} lanes, {b['steps_timed']} steps timed, x{factor:g}",
+                f"{bench.total_lanes} lanes, {b['steps_timed']} steps timed, x{factor:g}",
             )
         )
         if "compiled_loop" in torch_info:
@@ -602,20 +690,18 @@ def main() -> None:
                     loop_note,
                 )
             )
+    return rows
 
-    speedup_a = loop_all / sweep_run
-    speedup_b = (
-        torch_info["loop"]["seconds_all_lanes"] / sweep_run if torch_info.get("available") else None
-    )
-    fraction = flop_rows.get("xla_cost_analysis", flop_rows["analytic"])["fraction_of_matmul_peak"]
-    compile_share = compile_s / sweep_first
 
-    # roofline: what (a) and (b) would be if the sweep ran exactly at a measured matmul rate
-    torch_all = torch_info["loop"]["seconds_all_lanes"] if torch_info.get("available") else None
-    roofline = {"flop_count": "analytic", "flops_total": analytic_total}
-    for name, rate in (("matmul_2048", peak), ("step_matmul_shapes", shaped)):
+def roofline(analytic_total: float, rates: dict, loop_all: float, sweep_run: float, torch_all):
+    """What (a) and (b) would be if the sweep ran exactly at each measured matmul rate."""
+    out = {"flop_count": "analytic", "flops_total": analytic_total}
+    for name, rate in (
+        ("matmul_2048", rates["peak"]["used"]),
+        ("step_matmul_shapes", rates["shaped"]["used"]),
+    ):
         seconds_at_rate = analytic_total / rate["flops_per_s"]
-        roofline[name] = {
+        out[name] = {
             "flops_per_s": rate["flops_per_s"],
             "sweep_seconds_at_rate": seconds_at_rate,
             "jit_loop_fraction_of_rate": analytic_total / loop_all / rate["flops_per_s"],
@@ -623,7 +709,10 @@ def main() -> None:
             "max_a": loop_all / seconds_at_rate,
             "max_b": None if torch_all is None else torch_all / seconds_at_rate,
         }
+    return out
 
+
+def print_table(rows, lane_steps: int) -> None:
     print(f"\n{'measurement':38s} {'seconds':>9s} {'ms/lane-step':>13s}  note")
     for name, seconds, note in rows:
         per = (
@@ -631,17 +720,29 @@ def main() -> None:
         )
         per_text = f"{per:13.3f}" if per is not None else f"{'':13s}"
         print(f"{name:38s} {seconds:9.2f} {per_text}  {note}")
+
+
+def print_flops(flops: dict, total_lanes: int, peak: dict) -> None:
+    xla_step = flops["xla_step_all_lanes"]
     print(
-        f"\nFLOPs per step per lane: analytic {counts['step_per_lane'] / 1e6:.2f} M"
+        f"\nFLOPs per step per lane: analytic {flops['per_lane']['step_per_lane'] / 1e6:.2f} M"
         + (f", XLA {xla_step / total_lanes / 1e6:.2f} M" if xla_step else "")
     )
-    for name, row in flop_rows.items():
+    for name in ("analytic", "xla_cost_analysis"):
+        if name not in flops:
+            continue
+        row = flops[name]
         print(
             f"  {name:18s}: {row['flops_total'] / 1e12:.2f} TFLOP, "
             f"{row['flops_per_s'] / 1e9:.1f} GFLOP/s = "
             f"{100 * row['fraction_of_matmul_peak']:.1f}% of matmul peak "
             f"{peak['flops_per_s'] / 1e9:.1f} GFLOP/s"
         )
+
+
+def print_goals(goals: dict, torch_info: dict, rooflines: dict) -> None:
+    speedup_a, speedup_b = goals["a_speedup_vs_jit_loop"], goals["b_speedup_vs_torch_loop"]
+    fraction = goals["c_fraction_of_matmul_peak"]
     print("\ngoals:")
     print(
         f"  (a) sweep vs jitted loop: {speedup_a:.2f}x (goal >= {GOALS['a']:g}x: "
@@ -658,13 +759,13 @@ def main() -> None:
         f"  (c) FLOP fraction: {100 * fraction:.1f}% (goal >= {100 * GOALS['c']:g}%: "
         f"{'met' if fraction >= GOALS['c'] else 'not met'})"
     )
-    print(f"  (d) compile share of the sweep's first call: {100 * compile_share:.2f}%")
+    print(f"  (d) compile share of the sweep's first call: {100 * goals['d_compile_share']:.2f}%")
     print(
         "roofline (analytic FLOPs; a sweep running exactly at the rate; the step-shape rate is "
         "one stream, a reference, not a bound):"
     )
     for name in ("matmul_2048", "step_matmul_shapes"):
-        row = roofline[name]
+        row = rooflines[name]
         max_b = "n/a" if row["max_b"] is None else f"{row['max_b']:.2f}x"
         print(
             f"  {name:18s} {row['flops_per_s'] / 1e9:6.1f} GFLOP/s: sweep >= "
@@ -673,84 +774,151 @@ def main() -> None:
             f"{100 * row['sweep_fraction_of_rate']:.1f}%; max (a) {row['max_a']:.2f}x "
             f"(goal {GOALS['a']:g}x), max (b) {max_b} (goal {GOALS['b']:g}x)"
         )
-    print(
-        f"  sweep status {status}; final loss {final_loss.min():.4f} .. "
-        f"{final_loss.max():.4f}; loop check max |loss diff| {loop_check:.1e}"
-    )
 
+
+def machine_at_end(start: dict) -> dict:
+    """The load, other busy processes and the cores other processes used since ``start``
+    (`machine_at_start`), printed."""
     load_end = os.getloadavg()
     others_end = other_busy_processes()
-    other_cores = other_cores_used(counters_start, cpu_counters())
+    other_cores = other_cores_used(start["counters"], cpu_counters())
     print(f"  load average at end {load_end}; other busy processes at end: {others_end}")
     if other_cores is not None:
         print(
             f"  other processes used {other_cores:.2f} of {os.cpu_count()} cores on average "
             "during the script"
         )
+    return {"others": others_end, "load": load_end, "other_cores": other_cores}
+
+
+def setup_record(bench: Bench, layout: dict, machine: tuple[dict, dict]) -> dict:
+    """The JSON record's ``setup``: the task, model, lanes, layout and the machine's state."""
+    start, end = machine
+    ds = bench.ds
+    return {
+        "task": TASK,
+        "N": N,
+        "n": ds.n,
+        "L": ds.L,
+        "V": ds.vocab_size,
+        "d": D,
+        "activation": "relu",
+        "optimizer": "gd",
+        "lr": LR,
+        "steps": bench.args.steps,
+        "gammas": [round(g, 4) for g in GAMMAS],
+        "seeds": list(SEEDS),
+        "lanes": bench.total_lanes,
+        "lanes_per_batch": layout["lanes_per_batch"],
+        "concurrent_calls": layout["concurrent_calls"],
+        "devices": [str(device) for device in jax.devices()],
+        "snapshots": list(bench.cfg.snapshots),
+        "loop_lanes": bench.subset.tolist(),
+        "cpu_count": os.cpu_count(),
+        "other_busy_processes_start": start["others"],
+        "other_busy_processes_end": end["others"],
+        "load_average_start": start["load"],
+        "load_average_end": end["load"],
+        "other_processes_cores_used_during_run": end["other_cores"],
+    }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def goals_of(sweep_t: dict, loop_all: float, flops: dict, torch_all: float | None) -> dict:
+    """The four goals' measured values: (a) and (b) speed-ups, (c) FLOP fraction (XLA's count
+    where there is one), (d) compile share of the first call."""
+    sweep_run = sweep_t["run_s"]
+    return {
+        "a_speedup_vs_jit_loop": loop_all / sweep_run,
+        "b_speedup_vs_torch_loop": None if torch_all is None else torch_all / sweep_run,
+        "c_fraction_of_matmul_peak": flops.get("xla_cost_analysis", flops["analytic"])[
+            "fraction_of_matmul_peak"
+        ],
+        "d_compile_share": sweep_t["compile_s_jax_records"] / sweep_t["first_call_s"],
+    }
+
+
+def sweep_record(sweep_t: dict, short: tuple[float, float], final_loss: np.ndarray) -> dict:
+    return {
+        "first_call_s": sweep_t["first_call_s"],
+        "second_call_s": sweep_t["second_call_s"],
+        "compile_s_jax_records": sweep_t["compile_s_jax_records"],
+        "run_s": sweep_t["run_s"],
+        "short_cold_s": short[0],
+        "short_warm_s": short[1],
+        "status": sweep_t["status"],
+        "final_loss_min": float(final_loss.min()),
+        "final_loss_max": float(final_loss.max()),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    bench = Bench.make(parse_args())
+    args, ds, cfg = bench.args, bench.ds, bench.cfg
+    print(
+        f"task {TASK} N={N} (n={ds.n}, L={ds.L}, V={ds.vocab_size}), FFN d={D} relu, gd lr={LR}, "
+        f"{args.steps} steps, {bench.total_lanes} lanes, snapshots {list(cfg.snapshots)}, "
+        f"{os.cpu_count()} CPU cores, devices {jax.devices()}",
+        flush=True,
+    )
+    layout = sweep_layout(args, bench.total_lanes)
+    machine_start = machine_at_start()
+    peak_start, shaped_start = matmul_rates(ds.n, ds.vocab_size)
+    short = time_short_sweeps(bench)
+    sweep_t = time_sweep(bench)
+    trajectory = sweep_t.pop("result").trajectory
+    sweep_loss = trajectory.loss[bench.subset]
+    graphdef, _ = train.init_state("ffn", ds, gamma=1.0, seed=0, d=D, activation="relu")
+    lanes = lane_states(ds, [bench.grid[i] for i in bench.subset])  # init outside the timing
+    jax_loop = time_jit_loop(bench, graphdef, lanes, sweep_loss)
+    rates = matmul_rates_again(ds.n, ds.vocab_size, peak_start, shaped_start)
+    all_states = [state for state, _ in lane_states(ds, bench.grid)]
+    flops = flop_rows(bench, graphdef, all_states, sweep_t["run_s"], rates["peak"]["used"])
+    torch_info = torch_part(
+        bench,
+        [weights_of(graphdef, state) for state, _ in lanes],
+        [weights_of(graphdef, state) for state in all_states],
+        sweep_loss,
+    )
+
+    loop_all = jax_loop["seconds_all_lanes"]
+    torch_all = torch_info["loop"]["seconds_all_lanes"] if torch_info.get("available") else None
+    goals = goals_of(sweep_t, loop_all, flops, torch_all)
+    analytic = flops["analytic"]["flops_total"]
+    rooflines = roofline(analytic, rates, loop_all, sweep_t["run_s"], torch_all)
+    rows = summary_rows(bench, sweep_t, short, jax_loop, torch_info)
+    print_table(rows, bench.total_lanes * args.steps)
+    print_flops(flops, bench.total_lanes, rates["peak"]["used"])
+    print_goals(goals, torch_info, rooflines)
+    final_loss = trajectory.loss[:, -1]
+    print(
+        f"  sweep status {sweep_t['status']}; final loss {final_loss.min():.4f} .. "
+        f"{final_loss.max():.4f}; loop check max |loss diff| "
+        f"{jax_loop['max_abs_loss_diff_vs_sweep']:.1e}"
+    )
+    machine_end = machine_at_end(machine_start)
 
     environment = results.environment()
     if torch_info.get("available"):
         environment["packages"]["torch"] = torch_info["version"]
     record = {
-        "setup": {
-            "task": TASK,
-            "N": N,
-            "n": n,
-            "L": L,
-            "V": V,
-            "d": D,
-            "activation": "relu",
-            "optimizer": "gd",
-            "lr": LR,
-            "steps": args.steps,
-            "gammas": [round(g, 4) for g in GAMMAS],
-            "seeds": list(SEEDS),
-            "lanes": total_lanes,
-            "lanes_per_batch": min(lanes_per_batch, per_call),
-            "concurrent_calls": concurrent_calls,
-            "devices": [str(device) for device in jax.devices()],
-            "snapshots": list(cfg.snapshots),
-            "loop_lanes": subset.tolist(),
-            "cpu_count": os.cpu_count(),
-            "other_busy_processes_start": others,
-            "other_busy_processes_end": others_end,
-            "load_average_start": load_start,
-            "load_average_end": load_end,
-            "other_processes_cores_used_during_run": other_cores,
-        },
-        "matmul_peak": {"start": peak_start, "end": peak_end, "used": peak},
-        "step_matmul_rate": {"start": shaped_start, "end": shaped_end, "used": shaped},
-        "roofline": roofline,
-        "sweep": {
-            "first_call_s": sweep_first,
-            "second_call_s": sweep_second,
-            "compile_s_jax_records": compile_s,
-            "run_s": sweep_run,
-            "short_cold_s": short_cold,
-            "short_warm_s": short_warm,
-            "status": status,
-            "final_loss_min": float(final_loss.min()),
-            "final_loss_max": float(final_loss.max()),
-        },
-        "jax_loop": {
-            "seconds_subset": loop_subset,
-            "seconds_all_lanes": loop_all,
-            "first_call_s": single_first,
-            "compile_s_jax_records": single_compile,
-            "max_abs_loss_diff_vs_sweep": loop_check,
-        },
+        "setup": setup_record(bench, layout, (machine_start, machine_end)),
+        "matmul_peak": rates["peak"],
+        "step_matmul_rate": rates["shaped"],
+        "roofline": rooflines,
+        "sweep": sweep_record(sweep_t, short, final_loss),
+        "jax_loop": jax_loop,
         "torch": torch_info,
-        "flops": {"per_lane": counts, "xla_step_all_lanes": xla_step, **flop_rows},
-        "goals": {
-            "a_speedup_vs_jit_loop": speedup_a,
-            "b_speedup_vs_torch_loop": speedup_b,
-            "c_fraction_of_matmul_peak": fraction,
-            "d_compile_share": compile_share,
-        },
+        "flops": flops,
+        "goals": goals,
         "environment": environment,
     }
-    text = json.dumps(record, indent=1, default=float)
-    print(text)
+    print(json.dumps(record, indent=1, default=float))
     if args.json:
         results.write_json(args.json, record)
 

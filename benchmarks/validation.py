@@ -158,25 +158,10 @@ def calibration() -> list[tuple[str, int, int]]:
         tracked = lm.eligible_tokens(
             corpus.train, corpus.vocabulary, count=config.tracked, min_count=5
         )
-        position = np.full(V, -1, np.int32)
-        position[tracked] = np.arange(tracked.size, dtype=np.int32)
-        lane = lm.lane_function(config, V, position.tobytes())
+        lane = lm.lane_function(config, V, lm.tracked_rows(tracked, V))
         states = jax.eval_shape(functools.partial(lm.initial_states, config, V, np.ones(1), 0))
         state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), states)
-        windows = [
-            lm.spread_windows(text.windows(stream, T), count)
-            for stream, count in (
-                (corpus.train, config.signature_windows),
-                (corpus.validation, config.validation_windows),
-            )
-        ]
-        args = (
-            state,
-            jnp.asarray(corpus.train, jnp.int32),
-            jnp.asarray(tracked, jnp.int32),
-            *(jnp.asarray(w, jnp.int32) for w in windows),
-            jnp.asarray(0, jnp.uint32),
-        )
+        args = (state, *lm.lane_data(corpus, config, tracked, 0))
         measured = budget.xla_bytes(jax.jit(lane).lower(*args).compile())
         label = f"lm d={config.d} layers={config.n_layers} T={T} B={config.batch_size} V={V}"
         rows.append((label, budget.lm_lane_bytes(config, V, tokens=corpus.train.size), measured))

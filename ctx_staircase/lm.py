@@ -45,11 +45,9 @@ from ctx_staircase import (
     loop,
     metrics,
     models,
-    progress,
     signatures,
     sweep,
     text,
-    units,
 )
 
 _WORD = re.compile(r"[^\W_]")
@@ -378,27 +376,109 @@ def train_lm(
             `sweep.sweep_map` (sharded over ``devices``; by default vmapped together on an
             accelerator, and on CPU one lane at a time in one concurrent call per core). The
             layout changes the speed, not the result (bitwise on CPU, see `sweep.sweep_map`).
-        out: a folder where each finished lane is saved (`units.UnitStore`); rerunning the same
+        out: a folder where each finished lane is saved (`sweep.LaneStore`); rerunning the same
             call into it trains only the lanes not yet saved. Without it, lanes are saved under
             the active `units.caching` folder, if any.
     """
     config = LMConfig() if config is None else config
+    gamma = _check_gammas(gammas)
+    internal.check_int(seed, "seed", 0, internal.SEED_MAX)
+    _check_streams(corpus, config.context_length)
+    if tracked is None:
+        tracked = eligible_tokens(
+            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
+        )
+    tracked = _check_tracked(tracked, corpus.vocab_size)
+    store = sweep.LaneStore.create(
+        "lm",
+        out,
+        _lane_spec(corpus, config, gamma, seed, tracked),
+        done="finished.json",
+        required=_LANE_FIELDS,
+    )
+    lanes = sweep.resumable_map(
+        lane_function(config, corpus.vocab_size, tracked_rows(tracked, corpus.vocab_size)),
+        initial_states(config, corpus.vocab_size, gamma, seed),
+        store=store,
+        shared=lane_data(corpus, config, tracked, seed),
+        steps_per_lane=config.steps,
+        devices=devices,
+        lanes_per_batch=lanes_per_batch,
+        concurrent_calls=concurrent_calls,
+    )
+    if store:
+        store.finish(lanes=gamma.size)
+    return LMTrajectory(
+        gammas=gamma,
+        steps=np.asarray(config.snapshots),
+        tracked=tracked,
+        **{k: np.stack([lane[k] for lane in lanes]) for k in _LANE_FIELDS},
+    )
+
+
+def lane_data(corpus: text.Corpus, config: LMConfig, tracked, seed: int) -> tuple:
+    """What every lane of `train_lm` reads, the ``shared`` arguments of its `lane_function`:
+    the training stream (int32 ``[N]``), the tracked ids (int32 ``[A]``), the fixed signature
+    and validation windows (int32 ``[n, T+1]``, `spread_windows`) and the batch seed (uint32)."""
+    T = config.context_length
+    return (
+        jnp.asarray(corpus.train, jnp.int32),
+        jnp.asarray(tracked, jnp.int32),
+        jnp.asarray(
+            spread_windows(text.windows(corpus.train, T), config.signature_windows), jnp.int32
+        ),
+        jnp.asarray(
+            spread_windows(text.windows(corpus.validation, T), config.validation_windows),
+            jnp.int32,
+        ),
+        jnp.asarray(seed, jnp.uint32),
+    )
+
+
+def tracked_rows(tracked, vocab_size: int) -> bytes:
+    """The row of each token among ``tracked`` (-1 for the others) as the bytes of an int32
+    ``[V]`` array: `lane_function`'s hashable ``alpha_bytes``."""
+    position = np.full(vocab_size, -1, dtype=np.int32)
+    position[np.asarray(tracked)] = np.arange(len(tracked), dtype=np.int32)
+    return position.tobytes()
+
+
+def _lane_spec(corpus: text.Corpus, config: LMConfig, gamma, seed: int, tracked) -> dict:
+    """What a `train_lm` computes, as its `sweep.LaneStore` records it."""
+    return {
+        "kind": "lm lanes",
+        "config": dataclasses.asdict(config),
+        "gammas": gamma.tolist(),
+        "seed": seed,
+        "tracked": tracked.tolist(),
+        "corpus": _sha256(corpus.train),
+        "validation": _sha256(corpus.validation),  # the validation loss is read on it
+        "vocabulary": corpus.vocab_size,
+    }
+
+
+def _sha256(stream) -> str:
+    return hashlib.sha256(np.ascontiguousarray(stream).tobytes()).hexdigest()
+
+
+def _check_gammas(gammas) -> np.ndarray:
     gamma = np.asarray(gammas, dtype=np.float64).ravel()
     if gamma.size == 0 or not np.all(np.isfinite(gamma)):
         raise ValueError(f"gammas must be finite numbers (at least one); got {list(gammas)}")
-    internal.check_int(seed, "seed", 0, internal.SEED_MAX)
-    T = config.context_length
+    return gamma
+
+
+def _check_streams(corpus: text.Corpus, T: int) -> None:
     for name, stream in (("train", corpus.train), ("validation", corpus.validation)):
         if stream.size < T + 1:
             raise ValueError(
                 f"context_length={T} needs >= {T + 1} tokens in the {name} stream; it has "
                 f"{stream.size} (use a shorter context or more text)"
             )
-    if tracked is None:
-        tracked = eligible_tokens(
-            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
-        )
-    V = corpus.vocab_size
+
+
+def _check_tracked(tracked, V: int) -> np.ndarray:
+    """``tracked`` as int64 ``[A]``: >= 2 distinct ids in ``[0, V)``."""
     tracked = np.asarray(tracked)
     if (
         tracked.ndim != 1
@@ -411,65 +491,7 @@ def train_lm(
         raise ValueError(
             f"tracked must be >= 2 distinct token ids in [0, {V}); got {tracked.tolist()[:10]}"
         )
-    tracked = tracked.astype(np.int64)
-    alpha_position = np.full(V, -1, dtype=np.int32)
-    alpha_position[tracked] = np.arange(tracked.size, dtype=np.int32)
-    lane = lane_function(config, V, alpha_position.tobytes())
-    spec = {
-        "kind": "lm lanes",
-        "config": dataclasses.asdict(config),
-        "gammas": gamma.tolist(),
-        "seed": seed,
-        "tracked": tracked.tolist(),
-        "corpus": hashlib.sha256(np.ascontiguousarray(corpus.train).tobytes()).hexdigest(),
-        "vocabulary": corpus.vocab_size,
-    }
-    store = units.UnitStore(out, spec) if out is not None else units.cached_store("lm", spec)
-    done = {}
-    for i in range(gamma.size):
-        saved = store.load(f"lane_{i:03d}", _LANE_FIELDS) if store else None
-        if saved is not None:
-            done[i] = saved
-    todo = [i for i in range(gamma.size) if i not in done]
-    if todo:
-        progress.expect(len(todo) * config.steps)
-        states = initial_states(config, V, gamma, seed)
-        G = len(todo)
-
-        def shared(x, dtype=jnp.int32):  # the same data for every lane
-            x = jnp.asarray(x, dtype=dtype)
-            return jnp.broadcast_to(x, (G, *x.shape))
-
-        recorded, final_W_E, diverged = sweep.sweep_map(
-            lane,
-            jax.tree.map(lambda x: x[np.asarray(todo)], states),
-            shared(corpus.train),
-            shared(tracked),
-            shared(spread_windows(text.windows(corpus.train, T), config.signature_windows)),
-            shared(spread_windows(text.windows(corpus.validation, T), config.validation_windows)),
-            shared(seed, jnp.uint32),
-            devices=devices,
-            lanes_per_batch=lanes_per_batch,
-            concurrent_calls=concurrent_calls,
-        )
-        recorded = jax.device_get(recorded)
-        for position, i in enumerate(todo):
-            done[i] = {
-                **{k: np.asarray(v[position]) for k, v in recorded.items()},
-                "final_W_E": np.asarray(final_W_E[position]),
-                "diverged_step": np.asarray(diverged[position]),
-            }
-            if store:
-                store.save(f"lane_{i:03d}", **done[i])
-    if store:
-        store.finish(lanes=gamma.size)
-    lanes = [done[i] for i in range(gamma.size)]
-    return LMTrajectory(
-        gammas=gamma,
-        steps=np.asarray(config.snapshots),
-        tracked=tracked,
-        **{k: np.stack([lane[k] for lane in lanes]) for k in _LANE_FIELDS},
-    )
+    return tracked.astype(np.int64)
 
 
 #: The per-lane arrays of an `LMTrajectory` (what a saved lane holds).
@@ -571,11 +593,12 @@ def step_function(graphdef: nnx.GraphDef, optimizer, config: LMConfig):
 @functools.lru_cache(maxsize=8)
 def lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
     """One gamma lane's whole run, ``lane(state, stream, tracked, signature_windows,
-    validation_windows, seed) -> (recorded, final W_E [V, d], diverged_step)``.
+    validation_windows, seed) -> record`` (the arguments after ``state``: `lane_data`).
 
     ``alpha_bytes`` is the int32 ``[V]`` row of each tracked token (-1 for the others) as bytes
-    (hashable); ``recorded`` holds the per-snapshot fields of `LMTrajectory` (``[S, ...]``). The
-    function is cached because `sweep.sweep_map` caches its compiled program per function."""
+    (hashable, `tracked_rows`); ``record`` holds the per-lane fields of `LMTrajectory`: those of
+    each snapshot (``[S, ...]``), ``final_W_E`` ``[V, d]`` and ``diverged_step``. The function is
+    cached because `sweep.sweep_map` caches its compiled program per function."""
     alpha_position = np.frombuffer(alpha_bytes, dtype=np.int32)
     n_tracked = int(np.sum(alpha_position >= 0))
     alpha_position = jnp.asarray(alpha_position)
@@ -622,7 +645,7 @@ def lane_function(config: LMConfig, vocab_size: int, alpha_bytes: bytes):
             record_initial=True,
         )
         final = models.weights(nnx.merge(graphdef, result.carry.state))["W_E"]
-        return result.recorded, final, result.carry.diverged
+        return {**result.recorded, "final_W_E": final, "diverged_step": result.carry.diverged}
 
     return lane
 

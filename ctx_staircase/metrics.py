@@ -556,23 +556,10 @@ def probe_fit(
 
     The strict-upper-triangle pairs are permuted with ``seed`` and dealt into ``folds`` folds; each
     fold is held out once while ``v`` is fitted on the others, and a last fit uses all pairs (for
-    figures). All ``(folds + 1) * restarts`` fits run vmapped in one compiled call, cached per
-    shape, so a trajectory of snapshots compiles once.
-
-    Initialization [GAP]: App. A.1.5 gives ``v_i ~ N(0, |X|^{-0.5})``, not saying variance or std.
-    The objective is invariant to rescaling each ``v_r`` (the cosines of ``h`` are scale-invariant
-    in every ``v_r``), so the scale only sets Adam's *relative* step size (its steps are ~``lr`` in
-    absolute size). We pick std ``P_r^{-1/2}`` (so ``|v_r| ~ 1``); ``init_std`` overrides it.
-    Every fit (each fold and the refit) starts from the same ``restarts`` initial ``v``, drawn
-    from ``seed``.
-
-    Restarts [R]: the objective is not concave and has poor local optima, so one start (the
-    paper's protocol, ``restarts=1``) can badly underestimate the alignment. Each fit runs
-    ``restarts`` initializations, vmapped, and keeps the one with the best *training* objective
-    (held-out pairs are never looked at). On planted problems (``phi`` ``[16, 12, 10]``, Adam
-    300 steps) one start stalled below 0.99 held-out in 3 of 20 cases (worst 0.24), 4 starts in
-    none; at order 2 (multilinear in ``v_1, v_2``) one start failed in 4 of 6 cases, 8 in none.
-    Hence the default: 4 starts for ``m = 1``, 8 for ``m >= 2``.
+    figures). All ``(folds + 1) * restarts`` fits run vmapped in one compiled call (`fit_probe`),
+    cached per shape, so a trajectory of snapshots compiles once. Every fit starts from the same
+    ``restarts`` initial ``v`` ([GAP] scale: `probe_init_std`; [R] restarts: `probe_restarts`),
+    drawn from ``seed``, and keeps the best by its *training* objective.
 
     Args:
         phi: a label signature of order ``m >= 1``, ``[A, V_nu, P_1, ..., P_m]`` (usually
@@ -582,9 +569,10 @@ def probe_fit(
         folds: number of cross-validation folds (>= 2; each must hold >= 2 pairs).
         steps, lr: Adam steps and learning rate (App. A.1.5: 300 and 0.01).
         seed: seeds the pair permutation and the initialization.
-        init_std: std of the initial ``v_r`` entries, one float for all ``r`` or one per ``r``.
-        restarts: initializations per fit, the best kept by training objective (>= 1);
-            ``None`` means 4 for ``m = 1`` and 8 for ``m >= 2``; 1 is the paper's protocol.
+        init_std: std of the initial ``v_r`` entries, one float for all ``r`` or one per ``r``
+            (default `probe_init_std`).
+        restarts: initializations per fit (>= 1; default `probe_restarts`); 1 is the paper's
+            protocol.
         heldout_tokens: a token split instead of pair folds (the LM protocol of paper §6.1): a bool
             mask ``[A]`` or indices of held-out tokens. ``v`` is fitted on the pairs of two
             training tokens and scored on the pairs of two held-out tokens only (one "fold";
@@ -598,11 +586,68 @@ def probe_fit(
         (see the module docstring); the MSE is still reported.
     """
     phi, S_emb = _as_float(phi, S_emb)
+    _check_probe(phi, S_emb, folds, steps, lr, objective)
+    order = phi.ndim - 2
+    restarts = probe_restarts(order) if restarts is None else restarts
+    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
+        raise ValueError(f"restarts must be an int >= 1; got {restarts!r}")
+    stds = _init_stds(probe_init_std(phi.shape[2:]) if init_std is None else init_std, order)
+    training, heldout = _probe_pair_masks(phi.shape[0], folds, seed, heldout_tokens)
+    v, corr, mse = fit_probe(
+        phi,
+        upper_triangle(S_emb),
+        jnp.asarray(training, dtype=phi.dtype),
+        jnp.asarray(heldout, dtype=phi.dtype),
+        jax.random.key(seed),
+        jnp.asarray(np.broadcast_to(stds, (order,)), dtype=phi.dtype),
+        jnp.asarray(lr, dtype=phi.dtype),
+        steps=int(steps),
+        restarts=int(restarts),
+        objective_name=objective,
+    )
+    v_all = tuple(v_r[-1] for v_r in v)  # the last fit: every pair
+    return ProbeResult(
+        heldout_corr=jnp.mean(corr[:-1]),
+        heldout_mse=jnp.mean(mse[:-1]),
+        fold_corr=corr[:-1],
+        fold_mse=mse[:-1],
+        v=v_all,
+        S_sig=probe_similarity(phi, v_all),
+        fit_corr=corr[-1],
+    )
+
+
+def probe_restarts(order: int) -> int:
+    """`probe_fit`'s default initializations per fit: 4 at order ``m = 1``, 8 at ``m >= 2``.
+
+    [R]: the objective is not concave and has poor local optima, so one start (the paper's
+    protocol) can badly underestimate the alignment. On planted problems (``phi``
+    ``[16, 12, 10]``, Adam 300 steps) one start stalled below 0.99 held-out in 3 of 20 cases
+    (worst 0.24), 4 starts in none; at order 2 (multilinear in ``v_1, v_2``) one start failed in
+    4 of 6 cases, 8 in none.
+    """
+    return 4 if order == 1 else 8
+
+
+def probe_init_std(context_sizes: Sequence[int]) -> list[float]:
+    """`probe_fit`'s default std of the initial ``v_r`` entries: ``P_r^{-1/2}`` for the context
+    sizes ``(P_1, ..., P_m)``, so ``|v_r| ~ 1``.
+
+    [GAP]: App. A.1.5 gives ``v_i ~ N(0, |X|^{-0.5})``, not saying variance or std. The objective
+    is invariant to rescaling each ``v_r`` (the cosines of ``h`` are scale-invariant in every
+    ``v_r``), so the scale only sets Adam's *relative* step size (its steps are ~``lr`` in
+    absolute size).
+    """
+    return [size**-0.5 for size in context_sizes]
+
+
+def _check_probe(phi, S_emb, folds, steps, lr, objective) -> None:
+    """`probe_fit`'s checks of its signature, geometry, folds and Adam settings."""
     if phi.ndim < 3:
         raise ValueError(
             f"phi must have shape [A, V_nu, P, ..., P] (order m >= 1); got {phi.shape}"
         )
-    A, order = phi.shape[0], phi.ndim - 2
+    A = phi.shape[0]
     if S_emb.shape != (A, A):
         raise ValueError(f"S_emb must have shape [{A}, {A}] to match phi; got {S_emb.shape}")
     check_finite(phi=phi, S_emb=S_emb)
@@ -620,48 +665,30 @@ def probe_fit(
         raise ValueError(f"lr must be a positive finite number; got {lr!r}")
     if objective not in PROBE_OBJECTIVES:
         raise ValueError(f"objective must be one of {PROBE_OBJECTIVES}; got {objective!r}")
-    if restarts is None:
-        restarts = 4 if order == 1 else 8
-    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
-        raise ValueError(f"restarts must be an int >= 1; got {restarts!r}")
-    if init_std is None:
-        init_std = [size**-0.5 for size in phi.shape[2:]]
+
+
+def _init_stds(init_std, order: int) -> np.ndarray:
+    """``init_std`` checked: one positive float, or ``order`` of them (one per context axis)."""
     stds = np.asarray(init_std, dtype=np.float64)
     if stds.shape not in ((), (order,)) or not np.all(np.isfinite(stds) & (stds > 0)):
         raise ValueError(
             f"init_std must be one positive float or {order} of them (one per context axis); "
             f"got {init_std!r}"
         )
+    return stds
 
+
+def _probe_pair_masks(A: int, folds: int, seed: int, heldout_tokens):
+    """`probe_fit`'s 0/1 pair masks ``[F + 1, A(A-1)/2]`` (fitted on, scored on): one row per
+    fold (`_fold_masks`) or the token split (`token_split`), then a last fit on every pair."""
+    n_pairs = A * (A - 1) // 2
     if heldout_tokens is None:
         heldout = _fold_masks(n_pairs, int(folds), int(seed))
         training = ~heldout
     else:
         training, heldout = token_split(heldout_tokens, A)
     everything = np.ones((1, n_pairs), dtype=bool)
-    dtype = phi.dtype
-    v, corr, mse = fit_probe(
-        phi,
-        upper_triangle(S_emb),
-        jnp.asarray(np.concatenate([training, everything]), dtype=dtype),
-        jnp.asarray(np.concatenate([heldout, everything]), dtype=dtype),
-        jax.random.key(seed),
-        jnp.asarray(np.broadcast_to(stds, (order,)), dtype=dtype),
-        jnp.asarray(lr, dtype=dtype),
-        steps=int(steps),
-        restarts=int(restarts),
-        objective_name=objective,
-    )
-    v_all = tuple(v_r[-1] for v_r in v)
-    return ProbeResult(
-        heldout_corr=jnp.mean(corr[:-1]),
-        heldout_mse=jnp.mean(mse[:-1]),
-        fold_corr=corr[:-1],
-        fold_mse=mse[:-1],
-        v=v_all,
-        S_sig=probe_similarity(phi, v_all),
-        fit_corr=corr[-1],
-    )
+    return np.concatenate([training, everything]), np.concatenate([heldout, everything])
 
 
 def token_split(heldout_tokens, A: int) -> tuple[np.ndarray, np.ndarray]:

@@ -406,52 +406,105 @@ def train_sweep(
     process 0 writes the lanes; a resumed sweep skips what process 0 finds saved.
     """
     gamma, seed, lr = grid(gammas, seeds, [config.lr] if lrs is None else lrs)
-    total = gamma.size
     check_int(chunk, "chunk", none_ok=True)
     check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
     check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
-    frozen_kwargs = tuple(sorted(model_kwargs.items()))
-    lane_fn = _lane_function(model, config, frozen_kwargs)
-    data = train.TrainData.from_dataset(ds)
-    store = LaneStore.create(out, model, ds, config, model_kwargs, (gamma, seed, lr))
+    dtype = model_kwargs.get("dtype", jnp.float32)
+    store = LaneStore.create(
+        "sweep",
+        out,
+        _sweep_spec(model, ds, config, model_kwargs, (gamma, seed, lr)),
+        done="metrics.json",
+        to_arrays=train.trajectory_arrays,
+        from_arrays=train.trajectory_from_arrays,
+        required=("steps", "loss", "W_E"),
+    )
+    start = time.perf_counter()
+    lanes = resumable_map(
+        _lane_function(model, config, tuple(sorted(model_kwargs.items()))),
+        jnp.asarray(gamma, dtype=dtype),
+        jnp.asarray(seed, dtype=jnp.uint32),
+        jnp.asarray(lr, dtype=dtype),
+        store=store,
+        shared=(train.TrainData.from_dataset(ds),),
+        chunk=chunk,
+        steps_per_lane=config.steps,
+        progress=progress,
+        devices=devices,
+        lanes_per_batch=lanes_per_batch,
+        concurrent_calls=concurrent_calls,
+    )
+    trajectory = jax.tree.map(lambda *xs: np.stack(xs), *lanes)
+    status = [_status(int(d)) for d in trajectory.diverged_step]
+    result = SweepResult(gamma, seed, lr, trajectory, status)
+    if store:
+        _save_sweep(store, result, seconds=time.perf_counter() - start)
+    return result
+
+
+def resumable_map(
+    fn: Callable,
+    *lanes,
+    store: LaneStore | None = None,
+    shared: tuple = (),
+    chunk: int | None = None,
+    steps_per_lane: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    devices: Sequence[jax.Device] | None = None,
+    lanes_per_batch: int | None = None,
+    concurrent_calls: int | None = None,
+) -> list:
+    """`sweep_map` ``(fn, *lanes, shared=shared)`` that resumes: the lanes ``store`` holds are
+    loaded, the others run ``chunk`` lanes per `sweep_map` call, each lane saved into ``store``
+    as soon as its call returns (used by `train_sweep` and `lm.train_lm`).
+
+    Args:
+        fn: one lane's run, ``fn(*lane, *shared) -> record`` (a pytree of arrays).
+        lanes: pytrees of arrays with a leading ``[G]`` lane axis (`sweep_map`'s lane
+            arguments); ``shared``: passed whole to every lane (one copy, not one per lane).
+        store: where lanes are saved and found (None: nothing is saved).
+        chunk: lanes per `sweep_map` call (default: all those not saved); in the vmapped layout
+            the last call is padded to ``chunk`` lanes so every call runs one compiled program.
+        steps_per_lane: the work of one lane announced to the progress bars (`progress.expect`;
+            this process's lanes only); ``progress``: callback ``(lanes_done, lanes_total)``.
+        devices, lanes_per_batch, concurrent_calls: the layout, as in `sweep_map`.
+
+    Returns:
+        The ``G`` records, NumPy, in lane order. A lane runs the same compiled program whatever
+        else runs (on CPU), so a resumed result equals an uninterrupted one bitwise.
+
+    Under several processes (`distributed`) every process calls it alike and gets every lane;
+    only process 0 writes, and every process skips what process 0 found saved (`LaneStore`).
+    """
+    total = jax.tree.leaves(lanes)[0].shape[0]
     done = store.load(total) if store else {}
     todo = [i for i in range(total) if i not in done]
     size = min(chunk or max(len(todo), 1), max(len(todo), 1))
     mine = sum(len(distributed.block(len(todo[i : i + size]))) for i in range(0, len(todo), size))
-    expect_work(mine * config.steps)  # this process's steps, for progress bars (`progress`)
-    dtype = model_kwargs.get("dtype", jnp.float32)
+    expect_work(mine * steps_per_lane)
     # lane by lane, every lane is its own call: padding a chunk would only compute lanes twice
-    platform = (devices or jax.devices())[0].platform
-    pad = not lane_by_lane(platform, lanes_per_batch)
-    start = time.perf_counter()
+    pad = not lane_by_lane((devices or jax.devices())[0].platform, lanes_per_batch)
     if progress:
         progress(len(done), total)
     for first in range(0, len(todo), size):
         index = todo[first : first + size]
         padded = np.asarray(index + [index[-1]] * (size - len(index)) * pad)
-        trajectories = sweep_map(
-            lane_fn,
-            jnp.asarray(gamma[padded], dtype=dtype),
-            jnp.asarray(seed[padded], dtype=jnp.uint32),
-            jnp.asarray(lr[padded], dtype=dtype),
+        records = sweep_map(
+            fn,
+            *jax.tree.map(lambda x, p=padded: x[p], lanes),
             devices=devices,
             lanes_per_batch=lanes_per_batch,
             concurrent_calls=concurrent_calls,
-            shared=(data,),
+            shared=shared,
         )
-        trajectories = jax.device_get(trajectories)
+        records = jax.device_get(records)
         for position, lane in enumerate(index):
-            done[lane] = jax.tree.map(lambda x, p=position: np.asarray(x[p]), trajectories)
+            done[lane] = jax.tree.map(lambda x, p=position: np.asarray(x[p]), records)
             if store:
                 store.save(lane, done[lane])
         if progress:
             progress(len(done), total)
-    trajectory = jax.tree.map(lambda *xs: np.stack(xs), *(done[i] for i in range(total)))
-    status = [_status(int(d)) for d in trajectory.diverged_step]
-    result = SweepResult(gamma, seed, lr, trajectory, status)
-    if store:
-        store.finish(result, seconds=time.perf_counter() - start)
-    return result
+    return [done[i] for i in range(total)]
 
 
 @functools.lru_cache(maxsize=32)
@@ -494,62 +547,104 @@ def _digest(ds) -> str:
 
 
 class LaneStore:
-    """The on-disk record of a `train_sweep` (used by it; public for tests that interrupt it).
+    """The on-disk record of a run of lanes that resumes (`resumable_map`; public for tests that
+    interrupt it).
 
-    One folder per sweep (a `units.UnitStore`): ``spec.json`` (what is being computed),
-    ``units/lane_*.npz`` (each lane once finished), then ``arrays.npz`` and, last,
-    ``metrics.json`` (the whole sweep; its presence marks the sweep finished)."""
+    One folder per run (a `units.UnitStore`): ``spec.json`` (what is being computed),
+    ``units/lane_*.npz`` (each lane once finished), then the run's summary, written last, whose
+    presence marks the run finished (``done``: `train_sweep`'s ``metrics.json`` after its
+    ``arrays.npz``, `lm.train_lm`'s ``finished.json``). Under several processes (`distributed`)
+    process 0 alone reads and writes, and sends what it found to the others.
 
-    def __init__(self, store: units.UnitStore, grid_columns) -> None:
+    A lane is a record (a pytree of arrays: a `train.Trajectory`, a dict) that ``to_arrays``
+    turns into named arrays and ``from_arrays`` back; ``required``: the names every saved lane
+    holds (a lane missing one is recomputed)."""
+
+    def __init__(
+        self,
+        store: units.UnitStore,
+        *,
+        to_arrays: Callable[[Any], dict] = dict,
+        from_arrays: Callable[[dict], Any] = dict,
+        required: Sequence[str] = (),
+    ) -> None:
         self.store = store
-        self.grid = grid_columns
+        self.to_arrays = to_arrays
+        self.from_arrays = from_arrays
+        self.required = tuple(required)
 
     @classmethod
-    def create(cls, out, model, ds, config, model_kwargs, grid_columns) -> LaneStore | None:
-        spec = {
-            "model": model,
-            "task": ds.name,
-            "task_params": ds.params,
-            "n": ds.n,
-            "data": _digest(ds),  # the data itself: a name and parameters may hide a change
-            "config": _jsonable(config.__dict__),
-            "model_kwargs": _jsonable(model_kwargs),
-            "grid": np.stack(grid_columns, axis=1).tolist(),
-        }
+    def create(cls, kind: str, out, spec: dict, *, done: str, **record) -> LaneStore | None:
+        """The store of ``spec`` in the folder ``out``; without one, under the active
+        `units.caching` folder (a folder per ``kind`` and spec); outside one, None (nothing
+        saved). ``record``: `LaneStore`'s ``to_arrays``, ``from_arrays``, ``required``."""
         if out is not None:
-            store = units.UnitStore(out, spec, done="metrics.json")
+            store = units.UnitStore(out, spec, done=done)
         else:
-            store = units.cached_store("sweep", spec, done="metrics.json")
-        return cls(store, grid_columns) if store is not None else None
+            store = units.cached_store(kind, spec, done=done)
+        return cls(store, **record) if store is not None else None
 
-    def load(self, total: int) -> dict[int, train.Trajectory]:
+    @property
+    def root(self) -> Path:
+        return self.store.root
+
+    @property
+    def spec(self) -> dict:
+        return self.store.spec
+
+    def load(self, total: int) -> dict[int, Any]:
+        """The saved lanes among ``0..total-1``, by lane."""
         done = {}
         for lane in range(total):
-            arrays = self.store.load(f"lane_{lane:05d}", ("steps", "loss", "W_E"))
+            arrays = self.store.load(_lane_key(lane), self.required)
             if arrays is not None:
-                done[lane] = train.trajectory_from_arrays(arrays)
+                done[lane] = self.from_arrays(arrays)
         return done
 
-    def save(self, lane: int, trajectory: train.Trajectory) -> None:
-        self.store.save(f"lane_{lane:05d}", **train.trajectory_arrays(trajectory))
+    def save(self, lane: int, record) -> None:
+        self.store.save(_lane_key(lane), **self.to_arrays(record))
 
-    def finish(self, result: SweepResult, seconds: float) -> None:
-        arrays = train.trajectory_arrays(result.trajectory)
-        root = self.store.root
-        results.write_npz(
-            root / "arrays.npz", gamma=result.gamma, seed=result.seed, lr=result.lr, **arrays
-        )
-        results.write_json(
-            root / "metrics.json",
-            {
-                **self.store.spec,
-                "status": result.status,
-                "final_loss": result.trajectory.loss[:, -1],
-                "final_accuracy": result.trajectory.accuracy[:, -1],
-                "seconds_this_session": seconds,
-                "environment": results.environment(),
-            },
-        )
+    def finish(self, **summary: Any) -> None:
+        """Mark the run finished: ``done`` holds the spec and ``summary`` (`units.UnitStore`)."""
+        self.store.finish(**summary)
+
+
+def _lane_key(lane: int) -> str:
+    return f"lane_{lane:05d}"
+
+
+def _sweep_spec(model, ds, config, model_kwargs, grid_columns) -> dict:
+    """What a `train_sweep` computes, as its `LaneStore` records it."""
+    return {
+        "model": model,
+        "task": ds.name,
+        "task_params": ds.params,
+        "n": ds.n,
+        "data": _digest(ds),  # the data itself: a name and parameters may hide a change
+        "config": _jsonable(config.__dict__),
+        "model_kwargs": _jsonable(model_kwargs),
+        "grid": np.stack(grid_columns, axis=1).tolist(),
+    }
+
+
+def _save_sweep(store: LaneStore, result: SweepResult, seconds: float) -> None:
+    """A finished sweep's ``arrays.npz``, then ``metrics.json`` (its spec and summary), which
+    marks it finished."""
+    arrays = train.trajectory_arrays(result.trajectory)
+    results.write_npz(
+        store.root / "arrays.npz", gamma=result.gamma, seed=result.seed, lr=result.lr, **arrays
+    )
+    results.write_json(
+        store.root / "metrics.json",
+        {
+            **store.spec,
+            "status": result.status,
+            "final_loss": result.trajectory.loss[:, -1],
+            "final_accuracy": result.trajectory.accuracy[:, -1],
+            "seconds_this_session": seconds,
+            "environment": results.environment(),
+        },
+    )
 
 
 def _jsonable(value: Any) -> Any:

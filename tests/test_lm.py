@@ -14,7 +14,7 @@ import optax
 import pytest
 from flax import nnx
 
-from ctx_staircase import cli, lm, metrics, models, semantics, signatures, text
+from ctx_staircase import cli, lm, metrics, models, semantics, signatures, sweep, text
 from ctx_staircase.experiments import lm_text, verdict
 
 TINY = lm.LMConfig(
@@ -167,6 +167,82 @@ def test_lane_equals_solo_run(run, corpus):
     solo = lm.train_lm(corpus, TINY, gammas=(0.5,), seed=1)
     np.testing.assert_allclose(solo.W_E[0], trajectory.W_E[1], rtol=2e-4, atol=2e-6)
     np.testing.assert_allclose(solo.loss[0], trajectory.loss[1], rtol=1e-5)
+
+
+def _lanes_computed(monkeypatch) -> list[int]:
+    """From now on, record the lane count of every `sweep.sweep_map` call; returns the list."""
+    computed, original = [], sweep.sweep_map
+
+    def counting(fn, *lanes, **kwargs):
+        computed.append(int(jax.tree.leaves(lanes)[0].shape[0]))
+        return original(fn, *lanes, **kwargs)
+
+    monkeypatch.setattr(sweep, "sweep_map", counting)
+    return computed
+
+
+def _assert_same_trajectory(a: lm.LMTrajectory, b: lm.LMTrajectory) -> None:
+    for field in lm.LMTrajectory._fields:
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+def test_interrupted_lm_resumes_bitwise_training_only_the_missing_lane(
+    run, corpus, tmp_path, monkeypatch
+):
+    """Killed after saving lane 0, a rerun trains lane 1 alone and returns the uninterrupted
+    trajectory bitwise; the finished folder then trains nothing."""
+    trajectory, _ = run
+    original = sweep.LaneStore.save
+
+    def dies_at_lane_1(self, lane, record):
+        if lane == 1:
+            raise KeyboardInterrupt
+        original(self, lane, record)
+
+    monkeypatch.setattr(sweep.LaneStore, "save", dies_at_lane_1)
+    with pytest.raises(KeyboardInterrupt):
+        lm.train_lm(corpus, TINY, gammas=(1.0, 0.5), seed=1, out=tmp_path)
+    monkeypatch.setattr(sweep.LaneStore, "save", original)
+    assert len(list((tmp_path / "units").glob("*.npz"))) == 1
+
+    computed = _lanes_computed(monkeypatch)
+    resumed = lm.train_lm(corpus, TINY, gammas=(1.0, 0.5), seed=1, out=tmp_path)
+    assert computed == [1]
+    _assert_same_trajectory(resumed, trajectory)
+    again = lm.train_lm(corpus, TINY, gammas=(1.0, 0.5), seed=1, out=tmp_path)
+    assert computed == [1]
+    _assert_same_trajectory(again, trajectory)
+
+
+@pytest.fixture(scope="module")
+def finished_lanes(run, corpus, tmp_path_factory):
+    """A finished one-lane `lm.train_lm` folder and the settings it was trained with."""
+    same = dict(corpus=corpus, config=TINY, gammas=(1.0,), seed=1, tracked=run[0].tracked)
+    out = tmp_path_factory.mktemp("lm_lanes")
+    lm.train_lm(**same, out=out)
+    return out, same
+
+
+@pytest.mark.parametrize(
+    "changed",
+    ["seed", "gammas", "config", "tracked", "train stream", "validation stream"],
+)
+def test_lm_lanes_of_other_settings_are_never_reused(finished_lanes, corpus, changed):
+    """Whatever a lane depends on is in its store's spec: a finished folder refuses a run that
+    differs in any one of them instead of returning the finished lanes."""
+    out, same = finished_lanes
+    other = {
+        "seed": dict(seed=2),
+        "gammas": dict(gammas=(0.75,)),
+        "config": dict(config=dataclasses.replace(TINY, lr=1e-3)),
+        "tracked": dict(tracked=same["tracked"][:-1]),
+        "train stream": dict(corpus=dataclasses.replace(corpus, train=corpus.train[::-1])),
+        "validation stream": dict(
+            corpus=dataclasses.replace(corpus, validation=corpus.validation[::-1])
+        ),
+    }[changed]
+    with pytest.raises(ValueError, match="finished run of other settings"):
+        lm.train_lm(**{**same, **other}, out=out)
 
 
 def test_divergence_freezes_the_lane(corpus):
