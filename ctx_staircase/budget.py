@@ -660,7 +660,8 @@ def theory_stages(
     held = base + size.trajectory_bytes  # training's trajectories
     stages = {
         "training": base + training,
-        "theories": held + max(k * size.trajectory_bytes + b for k, b in enumerate(solves)),
+        "theories": held
+        + max((k * size.trajectory_bytes + b for k, b in enumerate(solves)), default=0),
         "compare": held + len(solves) * size.trajectory_bytes + theory_model.compare_bytes(size),
     }
     if theory_model.escape_bytes is not None:

@@ -15,6 +15,7 @@ from ctx_staircase import (
     models,
     plateau,
     tasks,
+    theories,
     theory,
     train,
 )
@@ -328,7 +329,7 @@ def test_a_theory_registered_here_flows_through_comparison_budget_and_plots(monk
     """A new theory is its record and one `theories.register`: the run solves and compares
     it, saves its numbers under its name, sizes its memory and draws it in its own style; no
     other module names it."""
-    from ctx_staircase import plots, theories
+    from ctx_staircase import plots
 
     monkeypatch.setattr(theories, "REGISTRY", list(theories.REGISTRY))
     ds = tasks.make("add", N=4)
@@ -340,7 +341,11 @@ def test_a_theory_registered_here_flows_through_comparison_budget_and_plots(monk
     after = budget.theory_stages(ds, **settings)
     held = sizes[-1].trajectory_bytes  # the toy's trajectories, held until the comparison
     assert sizes[-1].G == 2 and after["compare"] == before["compare"] + held
-    assert after["theories"] >= 50 * held
+    # the solves one after another, each over the trajectories of those before it (the toy,
+    # 50 trajectories' worth, second); then the comparison holds every trajectory: training's,
+    # the flow's and the toy's, with its temporaries
+    temporaries = theories.ATTENTION.compare_bytes(sizes[-1])
+    assert after["compare"] - after["theories"] == (2 * held + temporaries) - (held + 50 * held)
     out = comparison.theory_vs_training(ds, **settings)
     for run in out.runs:
         compared = run.comparisons[toy.name]
@@ -361,8 +366,6 @@ def test_a_theory_registered_here_flows_through_comparison_budget_and_plots(monk
 
 
 def test_a_theory_of_another_model_or_activation_is_not_solved(monkeypatch):
-    from ctx_staircase import theories
-
     monkeypatch.setattr(theories, "REGISTRY", list(theories.REGISTRY))
     theories.register(_toy(theories.FFN))
     inputs = comparison.check_theory_inputs(
@@ -389,8 +392,6 @@ def test_a_theory_of_another_model_or_activation_is_not_solved(monkeypatch):
 def _synthetic_experiment(law=None) -> comparison.TheoryVsTraining:
     """Two gamma lanes, a closed form and an ODE theory "flow" whose gamma=0.8 solve failed;
     every number distinct, so a field read from the wrong place shows."""
-    from ctx_staircase import theories
-
     TS = comparison.TheorySimulation
     runs = []
     for i, gamma in enumerate((0.6, 0.8)):
@@ -494,8 +495,6 @@ def test_experiment_summary_is_the_json_of_the_records_in_the_saved_order():
 def test_records_are_read_by_theory():
     """A run's numbers are asked of the theory record: its comparison per lane, its escape
     times and slope (and the model's escape law by the same question)."""
-    from ctx_staircase import theories
-
     law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0, 3.0], [2.5], True, 0)
     experiment = _synthetic_experiment(law)
     closed = experiment.comparisons(theories.CLOSED_FORM)
@@ -504,3 +503,30 @@ def test_records_are_read_by_theory():
     assert experiment.escape_slope.of(theories.CLOSED_FORM) == 5.5
     escape = experiment.escape._replace(theories={law.name: law.escape})
     assert escape.of(law) == [2.0, 3.0]
+
+
+def test_each_signature_flow_lane_is_its_own_order_and_gamma():
+    """The flows of every order are solved in one sweep of gamma x order lanes; each theory's
+    lane is the flow at its own order from its own gamma's start (an independent solve, over
+    the window before escape: past it a lane stops at its blow-up)."""
+    from ctx_staircase import flows, ode, signatures
+
+    ds = tasks.make("add", N=4)
+    out = comparison.theory_vs_training(ds, gammas=(0.8, 1.2), max_orders=(0, 1), d=8, lr=0.5)
+    sigs = signatures.signature_set(ds, ds.L - 1)
+    field = flows.ffn_signature_flow(sigs, out.coefficients, prediction="linear")
+    with jax.enable_x64(True):
+        for run in out.runs:
+            start = {"W_E": run.simulation.W_E[0], "W_U": run.simulation.W_U[0]}
+            for m in (0, 1):
+                name = theories.signature_flow(m).name
+                alone = ode.integrate(
+                    field, start, jnp.asarray(out.ts), m, rtol=1e-7, atol=1e-12, max_steps=20_000
+                )
+                before = out.ts <= run.comparisons[name].window_end
+                np.testing.assert_allclose(
+                    run.theories[name].W_E[before],
+                    np.asarray(alone.ys["W_E"])[before],
+                    rtol=1e-5,
+                    atol=1e-9,
+                )
