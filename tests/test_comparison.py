@@ -530,3 +530,11 @@ def test_each_signature_flow_lane_is_its_own_order_and_gamma():
                     rtol=1e-5,
                     atol=1e-9,
                 )
+
+
+def test_a_run_with_no_theory_is_sized_by_its_training(monkeypatch):
+    """With no theory registered for a run, the theories stage holds training's trajectories
+    alone, and the comparison stage adds only its temporaries."""
+    monkeypatch.setattr(theories, "REGISTRY", [])
+    stages = budget.theory_stages(tasks.make("add", N=4), d=16)
+    assert 0 < stages["theories"] < stages["compare"]
