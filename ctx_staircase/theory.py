@@ -238,7 +238,7 @@ class Prediction(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ModelTheory:
-    """What every theory of one model shares.
+    """What every theory of one model shares; one object per model, compared by identity.
 
     Attributes:
         model: the `models.ModelSpec` trained against the theory.
