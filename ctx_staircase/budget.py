@@ -8,10 +8,11 @@ instead of failing minutes later with an XLA ``RESOURCE_EXHAUSTED``. The pieces:
   ``CTX_STAIRCASE_MAX_MEMORY``, else `DEFAULT_FRACTION` of `available_bytes`), sizes written as
   `parse_size` reads them and printed by `format_bytes`;
 - the estimators, in bytes, each taking the objects the library takes: `train_bytes` (a sweep of
-  `sweep.train_sweep`; `train_lane_bytes` is one compiled lane), `signature_bytes` (the
-  `geometry.signature_geometry` of ``ctx-staircase signatures``), `lm_bytes` (`lm.train_lm` and
-  its metrics), `theory_bytes` (`comparison.theory_vs_training`, by stage in `theory_stages`),
-  `ode_bytes` (ODE lanes) and `flagship_bytes` (``ctx-staircase run``);
+  `sweep.train_sweep`, from the model's own `models.ModelSpec` formulas; `train_lane_bytes` is
+  one compiled lane), `signature_bytes` (the `geometry.signature_geometry` of ``ctx-staircase
+  signatures``), `lm_bytes` (`lm.train_lm` and its metrics) and `theory_bytes`
+  (`comparison.theory_vs_training`, by stage in `theory_stages`, from each theory's own
+  `theory.Theory.nbytes`);
 - the checks: `check` (the one-line refusal), `check_signature_shapes` (the per-tensor cap of
   `signatures`, checked for every order before the first is counted); the integer bounds the
   code can represent (int32 step counters, uint32 seeds) are `internal.INT32_MAX` and
@@ -314,43 +315,15 @@ def model_parameters(
     d_ff: int | None = None,
     positional: bool = True,
 ) -> int:
-    """Parameter count of a `models` model (``"ffn"``, ``"ffn_fixed"``, ``"attention"``,
-    ``"transformer"``): ``W_E, W_U [V, d]`` plus the model's own matrices (models.py)."""
-    V = vocab_size
-    if model == "ffn":
-        return 2 * V * d
-    if model == "ffn_fixed":
-        return V * d + 1
-    if model == "attention":
-        return 2 * V * d + (L * d if positional else 0) + 4 * d_k * d
-    if model == "transformer":
-        return 2 * V * d + L * d + 4 * d * d + 2 * (4 * d if d_ff is None else d_ff) * d
-    raise ValueError(f"model must be one of ffn, ffn_fixed, attention, transformer; got {model!r}")
+    """Parameter count of a `models` model: ``W_E, W_U [V, d]`` plus the model's own matrices
+    (`models.ModelSpec.parameters`); ValueError for a model it does not cover."""
+    from ctx_staircase import models
 
-
-def _activations(model: str, rows: int, L: int, V: int, d: int, d_k: int, d_ff: int) -> int:
-    """Elements a forward + backward pass over ``rows`` sequences keeps alive (fitted to XLA).
-
-    FFN: the gathered embeddings ``[rows, L, d]``, the hidden vector and its activation
-    ``[rows, d]``, the logits and their gradient ``[rows, V]``. Attention: the embedded
-    sequence and its keys ``[rows, L, d + d_k]``, with their gradients. Transformer: also the
-    FFN block ``[rows, d_ff]``.
-    """
-    if model in ("ffn", "ffn_fixed"):
-        return rows * (L * d + 2 * d + 2 * V)
-    if model == "attention":
-        return rows * (2 * L * (d + d_k) + 4 * d + 2 * V)
-    return rows * (4 * L * d + 2 * d_ff + 6 * d + 2 * V)
-
-
-def _record(model: str, n: int, L: int, V: int, d: int, d_k: int, d_ff: int, groups: int) -> int:
-    """Elements of one snapshot's forward pass over all ``n`` samples (no gradient)."""
-    per_row = V + L * d + 2 * d + (2 + groups) * L
-    if model == "attention":
-        per_row += L * (d + d_k)
-    if model == "transformer":
-        per_row += 2 * L * d + d_ff
-    return n * per_row
+    spec = models.get(model)
+    if spec.parameters is None:
+        counted = ", ".join(s.name for s in models.REGISTRY if s.parameters is not None)
+        raise ValueError(f"model must be one of {counted}; got {model!r}")
+    return spec.parameters(models.Sizes(vocab_size, L, d, d_k, d_ff, positional))
 
 
 def _snapshot_elements(V: int, d: int, L: int, groups: int, record_weights: bool) -> int:
@@ -372,20 +345,19 @@ def _lane_and_trajectory_bytes(
     **_other_model_kwargs,
 ) -> tuple[int, int]:
     """`train_lane_bytes`, and the part of it that is the recorded trajectory."""
+    from ctx_staircase import models
+
     V = ds.vocab_size if vocab_size is None else int(vocab_size)
     n, L = ds.n, ds.L
     itemsize = np.dtype(dtype).itemsize
-    d_ff = 4 * d if d_ff is None else d_ff
     groups = len(ds.groups)
     params = model_parameters(
         model, vocab_size=V, L=L, d=d, d_k=d_k, d_ff=d_ff, positional=positional
     )
+    spec, sizes = models.get(model), models.Sizes(V, L, d, d_k, d_ff, positional)
     copies = _STEP_PARAMETER_COPIES + _STEP_OPTIMIZER_FACTOR * _OPTIMIZER_COPIES[config.optimizer]
     rows = n if config.batch_size is None else min(config.batch_size, n)
-    working = max(
-        _activations(model, rows, L, V, d, d_k, d_ff),
-        _record(model, n, L, V, d, d_k, d_ff, groups),
-    )
+    working = max(spec.step_elements(sizes, rows), spec.record_elements(sizes, n, groups))
     data = n * (L * 4 + 4 + itemsize)
     snapshots = len(config.snapshots)
     recorded = snapshots * _snapshot_elements(V, d, L, groups, config.record_weights)
@@ -400,8 +372,9 @@ def train_lane_bytes(model: str, ds, config, **model_kwargs) -> int:
     Counts: the parameters P (`model_parameters`) as the argument; inside the step
     ``(3 + 1.5 k) P`` for the parameters, gradient, update and k optimizer copies (Adam: k = 2,
     GD/SGD: 0); the larger of one step's activations over the batch (``batch_size`` or all n
-    sequences; `_activations`: e.g. FFN ``n (L d + 2 d + 2 V)``, the logits ``[n, V]`` twice) and
-    one snapshot's forward pass over all n sequences; the data (tokens ``[n, L]``, labels,
+    sequences; the model's `models.ModelSpec.step_elements`: e.g. FFN ``n (L d + 2 d + 2 V)``,
+    the logits ``[n, V]`` twice) and one snapshot's forward pass over all n sequences
+    (`models.ModelSpec.record_elements`); the data (tokens ``[n, L]``, labels,
     weights); and the recorded trajectory, ``S`` snapshots of ``W_E, W_U [V, d]`` and scalars.
     The model keywords, with their defaults: ``d=128``, ``vocab_size=None`` (the data's),
     ``dtype="float32"``, ``d_k=64``, ``d_ff=None`` (``4 d``), ``positional=True``; those that do
@@ -592,53 +565,23 @@ def lm_bytes(
 # the theory (comparison.theory_vs_training)
 #
 # The size of a theory run is fixed here, below the run itself: `comparison` reads these caps
-# (and checks its estimate with `check`) and budget never imports `comparison`.
+# (and checks its estimate with `check`) and budget never imports `comparison`; the theories
+# estimate their own solves (`theory.Theory.nbytes`).
 
-#: The gamma each model's theory runs at when none is given.
-THEORY_DEFAULT_GAMMAS = {"ffn": (0.6, 0.8, 1.0, 1.2, 1.4), "attention": (0.6, 0.65, 0.7, 0.75, 0.8)}
 #: The automatic horizon of a theory run may not exceed this many GD steps.
 THEORY_MAX_STEPS = 50_000
 #: Snapshots beyond this many are placed geometrically (dense early, where escapes differ most).
 THEORY_MAX_SNAPSHOTS = 400
-#: Time points of the closed form's escape search, evaluated this many at a time (the logits of
-#: every sample at every point of the grid at once would take GBs on the flagship's add N=40).
-THEORY_ESCAPE_GRID = 2000
-THEORY_ESCAPE_CHUNK = 100
 
 
 def theory_signature_order(ds, model: str, max_orders, prediction: str) -> int:
-    """The highest signature order the theory's flows contract: 0 for attention; for the FFN
-    ``L - 1`` with ``prediction="linear"`` (the linear readout sees every order), else the
-    largest of ``max_orders``."""
-    if model != "ffn":
-        return 0
-    return ds.L - 1 if prediction == "linear" else max(max_orders)
+    """The highest signature order the theory's flows contract
+    (`theory.ModelTheory.signature_order`): 0 for attention; for the FFN ``L - 1`` with
+    ``prediction="linear"`` (the linear readout sees every order), else the largest of
+    ``max_orders``."""
+    from ctx_staircase import theories
 
-
-#: Explicit Runge-Kutta state held by the adaptive solver, in copies of y (Tsit5: 7 stages,
-#: the state, its error estimate and the next step's candidates).
-_SOLVER_COPIES = 12
-
-
-def ode_bytes(
-    state_elements: int,
-    snapshots: int,
-    *,
-    lanes: int = 1,
-    concurrent: int | None = None,
-    field_elements: int = 0,
-    itemsize: int = 8,
-) -> int:
-    """Peak bytes of ``lanes`` `ode.integrate` solves run through `sweep.sweep_map`.
-
-    Per lane: the saved trajectory ``[snapshots, state]``; per lane in flight (``concurrent``,
-    default `lanes_in_flight`), the solver's Runge-Kutta state (`_SOLVER_COPIES` copies of the
-    state) and the vector field's temporaries (``field_elements``).
-    """
-    in_flight = min(lanes, concurrent or lanes_in_flight(lanes))
-    saved = lanes * snapshots * state_elements
-    working = in_flight * (_SOLVER_COPIES * state_elements + field_elements)
-    return int(itemsize * (saved + working))
+    return theories.model(model).signature_order(ds.L, tuple(max_orders), prediction)
 
 
 class _GDConfig(NamedTuple):
@@ -678,73 +621,57 @@ def theory_stages(
     steps: int | None = None,
     snapshot_every: int | None = None,
     prediction: str = "linear",
+    activation: str = "poly:1,0.5",
     concurrent: int | None = None,
-    gated: bool = False,
     **_other_settings,
 ) -> dict[str, int]:
     """Peak bytes of each stage of `comparison.theory_vs_training`, in the order they run;
-    settings that do not change memory (lr, threshold, activation, seed...) are ignored.
+    settings that do not change memory (lr, threshold, seed...) are ignored.
 
     All stages hold the drive matrix, its SVD and the count second moment (``[V, V]`` each)
     and the data. Then:
 
-    - ``escape`` (FFN): the closed form's predicted escape, the logit scale on its time
-      grid, `THEORY_ESCAPE_CHUNK` points at a time: the gathered hidden states
-      ``[chunk, n, (L + 1) d]`` (fitted to XLA) and the weights ``[chunk, V, d]``;
+    - ``escape`` (a model whose theory predicts it in pieces, `theory.ModelTheory.escape_bytes`;
+      FFN: the closed form's escape on its time grid);
     - ``training``: `train_bytes` of the G gamma lanes (full-batch GD, float64, T snapshots);
-    - ``ode``: the training trajectories, the signature tables up to the order the flow uses
-      (``[A, Vnu + 1, P^m]``) and `ode_bytes` of the G x orders lanes (the field's contractions
-      ``[A, Vnu, P^(m-1), d]`` and, with ``prediction="linear"``, the hidden states
-      ``[A, P^(L-1), 2 V + 4 d]``);
-    - ``compare``: every trajectory (training, ODE, the two closed forms) and the comparison's
-      temporaries (the logit scale ``[T, n, (L + 1) d]``, the Gram matrices ``[T, V, V]``).
+    - ``theories``: the training trajectories and the theories of the run
+      (`theories.selected`), solved one after another: each solve's peak
+      (`theory.Theory.nbytes`) over the trajectories of those solved before it;
+    - ``compare``: every trajectory (training and each theory's) and the comparison's
+      temporaries (`theory.ModelTheory.compare_bytes`).
     """
-    G = len(THEORY_DEFAULT_GAMMAS[model] if gammas is None else gammas)
-    orders = (0,) if model == "attention" else tuple(max_orders)
-    T = theory_snapshots(steps, snapshot_every)
+    from ctx_staircase import theories
+    from ctx_staircase.theory import Setting, Size
+
+    theory_model = theories.model(model)
+    gammas = theory_model.default_gammas if gammas is None else gammas
+    G, T = len(gammas), theory_snapshots(steps, snapshot_every)
     n, L, V = ds.n, ds.L, ds.vocab_size
-    Vnu, P = _axis_sizes(ds)
-    A = P
-    weights = 2 * V * d  # W_E and W_U
+    size = Size(
+        G, T, n, L, V, d, *_axis_sizes(ds), tuple(max_orders), prediction,
+        in_flight=concurrent or lanes_in_flight(G),
+    )  # fmt: skip
+    setting = Setting(theory_model, np.asarray(gammas), size.max_orders, prediction, activation, ())
+    solves = [theory.nbytes(size) for theory in theories.selected(setting)]
     base = 8 * (5 * V * V + n * (L + 2))
     config = _GDConfig(snapshots=range(T))  # a TrainConfig would list and sort T steps
-    kwargs = dict(d=d, dtype="float64", positional=False)
+    kwargs = theory_model.trained_kwargs(d, activation)
     training = train_bytes(model, ds, config, lanes=G, concurrent=concurrent, **kwargs)
-    trained = 8 * G * T * weights
-    if model == "ffn":
-        top = theory_signature_order(ds, model, orders, prediction)
-        tables = sum(A * (Vnu + 1) * P**m for m in range(top + 1))
-        field = sum(2 * d * max(A * Vnu * P ** max(m - 1, 0), A * P**m) for m in range(top + 1))
-        if prediction == "linear":
-            field += A * P ** (L - 1) * (2 * V + 4 * d)
-        lanes, state = G * len(orders), weights
-        escape = 8 * THEORY_ESCAPE_CHUNK * (2 * weights + n * (L + 1) * d)
-        closed = 8 * (4 if gated else 2) * G * T * weights
-    else:
-        tables = V * (Vnu + 1)
-        lanes, state = G, weights + 2 * d * 64  # W_O [d, d_k], W_V [d_k, d]
-        field = 4 * state
-        escape = closed = 0
-    ode = ode_bytes(state, T, lanes=lanes, concurrent=concurrent, field_elements=field)
-    solved = 8 * lanes * T * state
-    compare = 8 * T * (n * (L + 1) * d + n * V * (model == "attention") + 3 * V * V)
+    held = base + size.trajectory_bytes  # training's trajectories
     stages = {
-        "escape": base + escape,
         "training": base + training,
-        "ode": base + trained + 8 * tables + ode,
-        "compare": base + trained + 8 * tables + solved + closed + compare,
+        "theories": held
+        + max((k * size.trajectory_bytes + b for k, b in enumerate(solves)), default=0),
+        "compare": held + len(solves) * size.trajectory_bytes + theory_model.compare_bytes(size),
     }
-    if model != "ffn":
-        del stages["escape"]
+    if theory_model.escape_bytes is not None:
+        stages = {"escape": base + theory_model.escape_bytes(size), **stages}
     return {name: int(value) for name, value in stages.items()}
 
 
 __all__ = [
     "DEFAULT_FRACTION",
     "ENV_VAR",
-    "THEORY_DEFAULT_GAMMAS",
-    "THEORY_ESCAPE_CHUNK",
-    "THEORY_ESCAPE_GRID",
     "THEORY_MAX_SNAPSHOTS",
     "THEORY_MAX_STEPS",
     "Limit",
@@ -758,7 +685,6 @@ __all__ = [
     "lm_lane_bytes",
     "memory_limit",
     "model_parameters",
-    "ode_bytes",
     "parse_size",
     "signature_bytes",
     "signature_shapes",

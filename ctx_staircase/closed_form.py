@@ -26,6 +26,7 @@ import numpy as np
 from ctx_staircase import metrics
 from ctx_staircase.flows import drive_matrix
 from ctx_staircase.internal import check_int, check_scalar
+from ctx_staircase.theory import Problem, TheoryLanes, WeightTrajectory
 
 __all__ = [
     "FeedbackSolution",
@@ -36,7 +37,9 @@ __all__ = [
     "drive_matrix",
     "escape_time_estimate",
     "expected_gram",
+    "feedback_lanes",
     "feedback_solution",
+    "linear_lanes",
     "linear_solution",
     "logit_scale",
     "mode_covariance",
@@ -324,6 +327,31 @@ def attention_plateau(ds, gamma: float, d: int) -> float:
     M = drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
     top = np.linalg.svd(np.asarray(M), compute_uv=False)[0] / ds.L
     return attention_plateau_time(top, (d**-gamma * np.sqrt(d)) ** 4)
+
+
+def linear_lanes(problem: Problem) -> TheoryLanes:
+    """The closed form (C3) of every lane of ``problem``, at rate ``C_1``, on its time grid."""
+    rate = problem.setting.coefficients[0]
+    return _lanes(problem, lambda W_E0, W_U0: linear_solution(problem.M, W_E0, W_U0, rate))
+
+
+def feedback_lanes(problem: Problem) -> TheoryLanes:
+    """The closed form with the softmax feedback (theory/escape_feedback.md) of every lane of
+    ``problem``, at rate ``C_1``, on its time grid."""
+    rate, V = problem.setting.coefficients[0], problem.ds.vocab_size
+    Gamma = count_second_moment(problem.ds)
+    return _lanes(
+        problem, lambda W_E0, W_U0: feedback_solution(problem.M, Gamma, W_E0, W_U0, rate, V)
+    )
+
+
+def _lanes(problem: Problem, solution) -> TheoryLanes:
+    """``solution(W_E0, W_U0)`` (a function of t) of every lane, on ``problem.ts``."""
+    trajectories = []
+    for W_E0, W_U0 in zip(problem.y0["W_E"], problem.y0["W_U"], strict=True):
+        W_E, W_U = solution(W_E0, W_U0)(problem.ts)
+        trajectories.append(WeightTrajectory(problem.ts, np.asarray(W_E), np.asarray(W_U)))
+    return TheoryLanes(tuple(trajectories))
 
 
 # --------------------------------------------------------------------------------------------

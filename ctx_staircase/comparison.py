@@ -18,6 +18,7 @@ the same time grid ``t = lr * step``; `compare` returns the numbers of theory/cl
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,25 +26,52 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import budget, closed_form, geometry, signatures
+from ctx_staircase import budget, closed_form, geometry, signatures, theories
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.escape import PlateauLaw
+from ctx_staircase.flows import uniform_attention_logit_scale
 from ctx_staircase.internal import check_choice, check_int, check_real
+from ctx_staircase.theory import (
+    ModelTheory,
+    Problem,
+    Setting,
+    SolverStatus,
+    Style,
+    TheoryLanes,
+    WeightTrajectory,
+    frozen_past,
+)
 
-
-class WeightTrajectory(NamedTuple):
-    """The weights of one theory or training lane over time.
-
-    ``ts [T]`` (``t = lr * step``), ``W_E [T, V, d]``, ``W_U [T, V, d]``.
-
-    ``logit_scale [T]``: the escape statistic (C7) of the model the weights belong to, when it
-    is not the FFN's `closed_form.logit_scale` of ``(W_E, W_U)`` (attention: the attention
-    logits, measured by the model itself or by the theory's uniform-attention readout).
-    """
-
-    ts: np.ndarray
-    W_E: np.ndarray
-    W_U: np.ndarray
-    logit_scale: np.ndarray | None = None
+#: The records a comparison is made of, defined where the theories fill them in.
+__all__ = [
+    "Comparison",
+    "EscapeSlopes",
+    "EscapeTimes",
+    "Horizon",
+    "PlateauLaw",
+    "RunComparison",
+    "SolverStatus",
+    "TheoryInputs",
+    "TheoryLanes",
+    "TheorySimulation",
+    "TheoryVsTraining",
+    "WeightTrajectory",
+    "check_theory_inputs",
+    "compare",
+    "comparison_summary",
+    "escape_ratio",
+    "experiment_summary",
+    "flows_drive",
+    "frozen_past",
+    "horizon",
+    "onset_time",
+    "slope",
+    "snapshot_steps",
+    "solver_failures",
+    "theory_vs_training",
+    "uniform_attention_logit_scale",
+    "validation_note",
+]
 
 
 class TheorySimulation(NamedTuple):
@@ -166,34 +194,8 @@ def _relative(a: np.ndarray, b: np.ndarray, axes) -> np.ndarray:
     return np.linalg.norm(a - b, axis=axes) / np.linalg.norm(b, axis=axes)
 
 
-#: The gamma each model's theory is documented for: below it the initial logits are near the
-#: escape threshold (no plateau to predict); above it the attention plateau, ~d^(2 gamma),
-#: outgrows any CPU horizon (d = 128: t* ~ 3900 at gamma = 1). The default gammas, the caps on
-#: steps and snapshots and the escape grid are in `budget` (`budget.THEORY_DEFAULT_GAMMAS`, ...),
-#: which sizes the run before it starts.
-GAMMA_RANGE = {"ffn": (0.5, 2.0), "attention": (0.55, 1.0)}
 #: The automatic horizon covers the latest predicted escape with this margin.
 HORIZON_MARGIN = 1.25
-
-
-class SolverStatus(NamedTuple):
-    """How one ODE lane's solve ended: ``ok`` and the solver's message (`ode.describe`, e.g.
-    ``"blow-up at t = 61.2"``)."""
-
-    ok: bool
-    result: str
-
-
-class TheoryLanes(NamedTuple):
-    """One theory's trajectories, one per gamma lane.
-
-    Attributes:
-        trajectories: ``[G]`` `WeightTrajectory` on the run's time grid.
-        solver: ``[G]`` `SolverStatus` of each lane's ODE solve; None for a closed form.
-    """
-
-    trajectories: tuple[WeightTrajectory, ...]
-    solver: tuple[SolverStatus, ...] | None = None
 
 
 class RunComparison(NamedTuple):
@@ -225,36 +227,45 @@ class Horizon(NamedTuple):
     predicted: list[float]
 
 
-class PlateauLaw(NamedTuple):
-    """The attention plateau law (theory/attention.md A5b) from one unit-scale solve, ``[G]``
-    per gamma where a list.
+class EscapeTimes(NamedTuple):
+    """Escape times against gamma, ``[G]`` each: ``gamma``, the measured ``simulation`` and,
+    by theory name, each theory's (and the model's escape law, e.g. the plateau law)."""
 
-    Attributes:
-        unit_scale_escape: escape times of the unit-scale solve at each ``eps = d^{-gamma}``.
-        blowup_time_T_Z: ``T_Z``, the blow-up time of the unit-scale solve.
-        amplitude_A: ``A`` of the law.
-        offset_c: ``c = sqrt(A / threshold)``.
-        plateau_law: ``T_Z d^{2 gamma} - c`` per gamma.
-        single_mode_a5: A5 for one balanced mode (rate ``s_1 / L``): the order of magnitude.
-        solver_ok: whether the unit-scale solve succeeded.
-        solver_result: the solver's result code.
-    """
+    gamma: list[float]
+    simulation: list[float]
+    theories: dict[str, list[float]]
 
-    unit_scale_escape: list[float]
-    blowup_time_T_Z: float
-    amplitude_A: float
-    offset_c: float
-    plateau_law: list[float]
-    single_mode_a5: list[float]
-    solver_ok: Any
-    solver_result: Any
+    def of(self, theory) -> list[float]:
+        """The escape times of ``theory`` (a `theory.Theory`, or the model's escape law)."""
+        return self.theories[theory.name]
+
+    def as_json(self) -> dict:
+        """``{"gamma": ..., "simulation": ..., name: ...}``, as saved."""
+        return {"gamma": self.gamma, "simulation": self.simulation, **self.theories}
+
+
+class EscapeSlopes(NamedTuple):
+    """Slopes of escape time against gamma (FFN: ``dt/dgamma``; attention: ``d ln t/dgamma``):
+    measured, by theory name, and the ``analytic`` one of the model's escape law."""
+
+    simulation: float
+    theories: dict[str, float]
+    analytic: float
+
+    def of(self, theory) -> float:
+        """The slope of ``theory`` (a `theory.Theory`, or the model's escape law)."""
+        return self.theories[theory.name]
+
+    def as_json(self) -> dict:
+        """``{"simulation": ..., name: ..., "analytic": ...}``, as saved."""
+        return {"simulation": self.simulation, **self.theories, "analytic": self.analytic}
 
 
 class TheoryVsTraining(NamedTuple):
     """Everything `theory_vs_training` measured; `experiment_summary` gives its JSON numbers.
 
     Attributes:
-        model: ``"ffn"`` or ``"attention"``.
+        model: the `theory.ModelTheory` of the trained model.
         ts: ``[T]`` the shared time grid ``t = lr * step``.
         threshold: the escape threshold (nats).
         coefficients: the activation's Taylor coefficients ``C_1, C_2, ...``.
@@ -262,15 +273,14 @@ class TheoryVsTraining(NamedTuple):
         prediction: the softmax term of the FFN signature flow.
         horizon: the `Horizon` of training.
         notes: remarks on the horizon (predicted escapes it misses).
-        law: attention: the `PlateauLaw`; FFN: None.
+        law: the model's escape law (attention: the `PlateauLaw`); None for the FFN.
         runs: ``[G]`` `RunComparison`, one per gamma.
-        escape: ``"gamma"``, ``"simulation"``, each theory name (and attention:
-            ``"plateau_law"``) -> ``[G]`` escape times.
-        escape_slope: ``"simulation"``, each theory name and ``"analytic"`` -> the slope of
-            escape time against gamma (FFN: ``dt/dgamma``; attention: ``d ln t / dgamma``).
+        escape: the `EscapeTimes`.
+        escape_slope: the `EscapeSlopes`.
+        styles: theory name -> its `theory.Style`, for every theory of ``escape``.
     """
 
-    model: str
+    model: ModelTheory
     ts: np.ndarray
     threshold: float
     coefficients: tuple[float, ...]
@@ -280,20 +290,21 @@ class TheoryVsTraining(NamedTuple):
     notes: list[str]
     law: PlateauLaw | None
     runs: list[RunComparison]
-    escape: dict[str, list[float]]
-    escape_slope: dict[str, float]
+    escape: EscapeTimes
+    escape_slope: EscapeSlopes
+    styles: dict[str, Style]
+
+    def comparisons(self, theory) -> list[Comparison]:
+        """``theory``'s (a `theory.Theory`) `Comparison` with training, one per gamma lane."""
+        return [run.comparisons[theory.name] for run in self.runs]
 
 
 class TheoryInputs(NamedTuple):
-    """The checked settings of `theory_vs_training` (see `check_theory_inputs`)."""
+    """The checked settings of `theory_vs_training` (`check_theory_inputs`): the `Setting`
+    and the memory estimate of the run (bytes)."""
 
-    model: str
-    gammas: np.ndarray
-    max_orders: tuple[int, ...]
-    prediction: str
-    coefficients: tuple[float, ...]
+    setting: Setting
     estimated_bytes: int
-    gated: bool = False
 
 
 def check_theory_inputs(
@@ -313,20 +324,21 @@ def check_theory_inputs(
 ) -> TheoryInputs:
     """Validate every setting before any work; ValueError naming the parameter otherwise.
 
-    Checks: the model; every gamma finite and inside `GAMMA_RANGE` of the model; orders in
-    ``[0, L-1]``; d, steps, snapshot_every positive integers; lr and threshold finite and
-    positive; the prediction term; and the memory the run needs (trajectories of every lane and
-    theory, the signatures up to the order the flows use: `budget.theory_bytes`) against
-    ``memory_limit`` (a `budget.memory_limit` override; default: 80% of available memory).
+    Checks: the model (one of `theories.model_names`); every gamma finite and inside the
+    documented range of its theory (`theory.ModelTheory.gamma_range`); orders in ``[0, L-1]``;
+    d, steps, snapshot_every positive integers; lr and threshold finite and positive; the
+    activation and the prediction term; and the memory the run needs (trajectories of every
+    lane and theory, the signatures up to the order the flows use: `budget.theory_bytes`)
+    against ``memory_limit`` (a `budget.memory_limit` override; default: 80% of available
+    memory).
     """
     from ctx_staircase import activations, flows
 
-    if model not in GAMMA_RANGE:
-        raise ValueError(f"model must be one of {tuple(GAMMA_RANGE)}; got {model!r}")
+    theory_model = theories.model(model)
     if gammas is None:
-        gammas = budget.THEORY_DEFAULT_GAMMAS[model]
+        gammas = theory_model.default_gammas
     gammas = np.asarray(gammas, dtype=np.float64)
-    low, high = GAMMA_RANGE[model]
+    low, high = theory_model.gamma_range
     if gammas.ndim != 1 or gammas.size == 0 or not np.all(np.isfinite(gammas)):
         raise ValueError(f"gamma must be one or more finite numbers; got {gammas.tolist()}")
     if np.any((gammas < low) | (gammas > high)):
@@ -347,22 +359,18 @@ def check_theory_inputs(
     for m in max_orders:
         check_int(m, "max_orders", 0, ds.L - 1, why=orders)
     max_orders = tuple(int(m) for m in max_orders)
-    if model == "attention":
-        max_orders = (0,)
     coefficients = tuple(activations.effective_coefficients(activations.get(activation)))
-    # ReLU is the one activation with an exact gated law (theory/relu.md); the attention theory
-    # has no activation
-    gated = model == "ffn" and activations.get(activation).name == "relu"
     needed = budget.check(
         budget.theory_bytes(
             ds, model=model, d=d, gammas=gammas, max_orders=max_orders, steps=steps,
-            snapshot_every=snapshot_every, prediction=prediction, gated=gated,
+            snapshot_every=snapshot_every, prediction=prediction, activation=activation,
         ),
         what=f"the theory run ({model}, {gammas.size} gamma, d={d}, n={ds.n})",
         knob="lower N, d, steps or the number of gamma",
         limit=memory_limit,
     )  # fmt: skip
-    return TheoryInputs(model, gammas, max_orders, prediction, coefficients, needed, gated)
+    setting = Setting(theory_model, gammas, max_orders, prediction, activation, coefficients)
+    return TheoryInputs(setting, needed)
 
 
 def theory_vs_training(
@@ -385,36 +393,36 @@ def theory_vs_training(
     """Integrate the theory and train the same models, then `compare` them lane by lane.
 
     Every gamma uses the same seed, so the same standard-normal draw ``Z`` scaled by
-    ``d^{-gamma}``. Training is full-batch GD at ``lr`` on ``t = lr * step``, in float64. Theories:
+    ``d^{-gamma}``. Training is full-batch GD at ``lr`` on ``t = lr * step``, in float64. The
+    theories are those of `theories.selected` for the model and activation:
 
     - FFN: the closed form (eq. C3), the closed form with the softmax feedback
       (theory/escape_feedback.md) and the signature-flow ODE for every ``max_order``
       (`flows.ffn_signature_flow` with ``prediction``; ``"linear"``, the default, keeps the
-      softmax's linear feedback, Remark 1).
+      softmax's linear feedback, Remark 1); with ``activation="relu"`` also the gated flow and
+      the frozen-gate closed form (theory/relu.md).
     - attention-only: the uniform-attention flow (eq. A3) per lane, and the plateau law (A5b),
-      ``t* = T_Z d^{2 gamma} - c`` from one unit-scale solve (`plateau.unit_scale_escape`).
+      ``t* = T_Z d^{2 gamma} - c`` from one unit-scale solve (`escape.plateau_law`).
       Escape is measured with the attention logits on both sides.
 
-    ``gammas=None`` takes `budget.THEORY_DEFAULT_GAMMAS` of the model; ``steps=None`` a horizon
+    ``gammas=None`` takes the default gammas of the model's theory; ``steps=None`` a horizon
     covering every predicted escape (`horizon`), ``snapshot_every=None`` every 10 steps up to
     `budget.THEORY_MAX_SNAPSHOTS` snapshots, geometric beyond (`snapshot_steps`). A given horizon
     that misses some predicted escapes is noted in ``notes``; one that misses all of them is an
     error. Everything runs in float64 under a scoped ``jax.enable_x64``, whatever the caller's
-    global flag. The ODE lanes
-    (gamma x max_order) run through `sweep.sweep_map`. With ``out``, each trained gamma lane is
-    saved there as it finishes and a rerun trains only the missing ones (`sweep.train_sweep`).
-    ``memory_limit`` overrides the memory limit of `check_theory_inputs`.
+    global flag. The ODE lanes run through `sweep.sweep_map`. With ``out``, each trained gamma
+    lane is saved there as it finishes and a rerun trains only the missing ones
+    (`sweep.train_sweep`). ``memory_limit`` overrides the memory limit of
+    `check_theory_inputs`.
 
     Returns:
         A `TheoryVsTraining`: ``ts``, ``runs`` (per gamma a `RunComparison`: the trajectories
         and one `Comparison` per theory, with each ODE lane's `SolverStatus`), ``escape``
         (measured and predicted escape times against gamma), ``escape_slope`` (FFN:
         ``dt/dgamma`` with the analytic ``ln d / (C_1 s_1)``; attention: ``d ln t / dgamma``
-        with the analytic ``2 ln d``), ``law`` (attention: the `PlateauLaw`), ``horizon`` and
-        ``notes``.
+        with the analytic ``2 ln d``), ``law`` (attention: the `PlateauLaw`), ``horizon``,
+        ``notes`` and the theories' ``styles``.
     """
-    import jax
-
     inputs = check_theory_inputs(
         ds,
         model=model,
@@ -431,94 +439,105 @@ def theory_vs_training(
     )
     with jax.enable_x64(True):
         return _theory_vs_training(
-            ds, inputs, seed=seed, d=d, activation=activation, lr=lr, steps=steps,
+            ds, inputs.setting, seed=seed, d=d, lr=lr, steps=steps,
             snapshot_every=snapshot_every, threshold=threshold, out=out,
         )  # fmt: skip
 
 
 def _theory_vs_training(
-    ds, inputs: TheoryInputs, *, seed, d, activation, lr, steps, snapshot_every, threshold, out
+    ds, setting: Setting, *, seed, d, lr, steps, snapshot_every, threshold, out
 ) -> TheoryVsTraining:
     from ctx_staircase import sweep, train
 
-    model, gammas, coefficients = inputs.model, inputs.gammas, inputs.coefficients
-    model_kwargs = dict(d=d, dtype="float64")
-    if model == "ffn":
-        model_kwargs["activation"] = activation
-    else:
-        model_kwargs["positional"] = False  # the theory has no positional embeddings
-    unit = _initial_weights(model, ds, 0.0, seed, model_kwargs)  # Z: the draw at scale 1
-    y0 = {k: np.stack([v * d ** -float(g) for g in gammas]) for k, v in unit.items()}
-    M = flows_drive(ds)
-    top = float(np.linalg.svd(M, compute_uv=False)[0])
-    if model == "ffn":
-        predicted, law = _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top), None
-    else:
-        predicted, law = _attention_law(ds, unit, gammas, d, threshold, top)
-    horizon_steps, notes = horizon(predicted, gammas, lr, steps)
-    if model == "ffn" and (note := validation_note(activation, gammas)) is not None:
+    model = setting.model
+    model_kwargs = model.trained_kwargs(d, setting.activation)
+    problem = _problem(ds, setting, seed, d, threshold, model_kwargs)
+    predicted = model.predict(problem)
+    horizon_steps, notes = horizon(predicted.escape, setting.gammas, lr, steps)
+    if model.model.activation and (note := validation_note(setting.activation, setting.gammas)):
         notes.append(note)
     snapshots = snapshot_steps(horizon_steps, snapshot_every)
     ts = lr * np.asarray(snapshots, dtype=np.float64)
-
+    problem = problem._replace(ts=ts)
     config = train.TrainConfig(optimizer="gd", lr=lr, steps=horizon_steps, snapshots=snapshots)
     trained = sweep.train_sweep(
-        model, ds, config, gammas=gammas, seeds=[seed], out=out, **model_kwargs
+        model.name, ds, config, gammas=setting.gammas, seeds=[seed], out=out, **model_kwargs
     )
-    theories = _ode_theories(ds, inputs, y0, ts)
-    if model == "ffn":
-        theories.update(_closed_form_theories(ds, M, y0, ts, coefficients))
-        if inputs.gated:
-            theories.update(_relu_theories(ds, y0, ts))
+    solved = [(theory, theory.solve(problem)) for theory in theories.selected(setting)]
     runs = []
-    for i, gamma in enumerate(gammas):
+    for i, gamma in enumerate(setting.gammas):
         # escape in training is read off the model's own logits (ReLU, attention: not a formula)
-        sim = WeightTrajectory(
-            ts,
-            trained.trajectory.W_E[i],
-            trained.trajectory.W_U[i],
-            trained.trajectory.logit_scale[i],
-        )
-        lane = {name: theory.trajectories[i] for name, theory in theories.items()}
-        solver = {
-            name: theory.solver[i] for name, theory in theories.items() if theory.solver is not None
-        }
+        traj = trained.trajectory
+        sim = WeightTrajectory(ts, traj.W_E[i], traj.W_U[i], traj.logit_scale[i])
+        lane = {theory.name: lanes.trajectories[i] for theory, lanes in solved}
+        solver = {t.name: lanes.solver[i] for t, lanes in solved if lanes.solver is not None}
         comparisons = {
-            name: compare(theory, sim, ds, coefficients=coefficients, threshold=threshold)
+            name: compare(theory, sim, ds, coefficients=setting.coefficients, threshold=threshold)
             for name, theory in lane.items()
         }
         runs.append(RunComparison(float(gamma), trained.status[i], sim, lane, solver, comparisons))
-    escape = {"gamma": gammas.tolist(), "simulation": [], **{name: [] for name in theories}}
-    for run in runs:
-        first = next(iter(run.comparisons.values()))
-        escape["simulation"].append(first.escape_time.simulation)
-        for name, compared in run.comparisons.items():
-            escape[name].append(compared.escape_time.theory)
-    if model == "ffn":
-        slopes = {name: slope(gammas, values) for name, values in escape.items() if name != "gamma"}
-        slopes["analytic"] = float(np.log(d) / (coefficients[0] * top))
-    else:
-        escape["plateau_law"] = list(law.plateau_law)
-        slopes = {
-            name: slope(gammas, np.log(np.asarray(values, dtype=np.float64)))
-            for name, values in escape.items()
-            if name != "gamma"
-        }
-        slopes["analytic"] = float(2 * np.log(d))
+    escape, slopes = _escape_law(problem, runs, predicted.law)
+    styles = {theory.name: theory.style for theory, _ in solved}
+    if predicted.law is not None:
+        styles[predicted.law.name] = predicted.law.style
     return TheoryVsTraining(
         model=model,
         ts=ts,
         threshold=threshold,
-        coefficients=coefficients,
-        top_singular_value=top,
-        prediction=inputs.prediction,
-        horizon=Horizon(horizon_steps, float(ts[-1]), predicted.tolist()),
+        coefficients=setting.coefficients,
+        top_singular_value=problem.top,
+        prediction=setting.prediction,
+        horizon=Horizon(horizon_steps, float(ts[-1]), predicted.escape.tolist()),
         notes=notes,
-        law=law,
+        law=predicted.law,
         runs=runs,
         escape=escape,
         escape_slope=slopes,
+        styles=styles,
     )
+
+
+def _problem(ds, setting: Setting, seed, d, threshold, model_kwargs) -> Problem:
+    """The `Problem` of a run, before its time grid is known."""
+    from ctx_staircase import sweep, train
+
+    # Z: the seed's draw at scale 1 (gamma = 0)
+    state = train.init_state(setting.model.name, ds, gamma=0.0, seed=seed, **model_kwargs)[1]
+    unit = {k: np.asarray(state[k][...], dtype=np.float64) for k in setting.model.roles}
+    y0 = {k: np.stack([v * d ** -float(g) for g in setting.gammas]) for k, v in unit.items()}
+    M = flows_drive(ds)
+    top = float(np.linalg.svd(M, compute_uv=False)[0])
+    map_lanes = functools.partial(sweep.sweep_map, count_lanes=True)
+    return Problem(setting, ds, d, unit, y0, M, top, threshold, None, map_lanes, {})
+
+
+def _escape_law(problem: Problem, runs: list[RunComparison], law) -> tuple:
+    """The `EscapeTimes` and `EscapeSlopes` of a run: each theory's, the model's escape law's
+    (if any) and the measured ones."""
+    gammas = problem.setting.gammas
+    times = {
+        name: [run.comparisons[name].escape_time.theory for run in runs]
+        for name in runs[0].comparisons
+    }
+    if law is not None:
+        times[law.name] = list(law.escape)
+    simulation = [next(iter(run.comparisons.values())).escape_time.simulation for run in runs]
+    escape = EscapeTimes(gammas.tolist(), simulation, times)
+    model = problem.setting.model
+
+    def slope_of(values) -> float:
+        values = np.asarray(values, dtype=np.float64)
+        if not model.log_time:
+            return slope(gammas, values)
+        with np.errstate(divide="ignore"):  # escaped at the start: no log, `slope` skips it
+            return slope(gammas, np.log(values))
+
+    slopes = EscapeSlopes(
+        slope_of(simulation),
+        {name: slope_of(values) for name, values in times.items()},
+        model.analytic_slope(problem),
+    )
+    return escape, slopes
 
 
 def flows_drive(ds: TokenDataset) -> np.ndarray:
@@ -526,83 +545,6 @@ def flows_drive(ds: TokenDataset) -> np.ndarray:
     from ctx_staircase import flows
 
     return flows.drive_matrix(signatures.signature_set(ds, 0), ds.vocab_size)
-
-
-def _initial_weights(model, ds, gamma, seed, model_kwargs) -> dict[str, np.ndarray]:
-    from ctx_staircase import train
-
-    state = train.init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)[1]
-    keys = ("W_E", "W_U") if model == "ffn" else ("W_E", "W_U", "W_O", "W_V")
-    return {k: np.asarray(state[k][...], dtype=np.float64) for k in keys}
-
-
-def _ffn_predicted_escape(M, y0, ds, coefficients, threshold, top) -> np.ndarray:
-    """The closed form's (C3) escape time per lane: the horizon the run must cover."""
-    times = []
-    for W_E0, W_U0 in zip(y0["W_E"], y0["W_U"], strict=True):
-        solution = closed_form.linear_solution(M, W_E0, W_U0, coefficients[0])
-        scale0 = float(closed_form.logit_scale(W_E0, W_U0, ds.tokens, coefficients))
-        # the top mode multiplies the logits by about e^{2 C_1 s_1 t}; transients add a few
-        # multiples of 1 / (C_1 s_1), so start at 3x the pure-exponential time and extend
-        rate = 2 * coefficients[0] * top
-        end = 3 * (max(np.log(threshold / max(scale0, 1e-300)), 0.0) + 2.0) / rate
-        escape = float("nan")
-        for _ in range(4):
-            grid = np.linspace(0.0, end, budget.THEORY_ESCAPE_GRID)
-            scale = np.concatenate(
-                [
-                    closed_form.logit_scale(*solution(part), ds.tokens, coefficients)
-                    for part in np.split(grid, len(grid) // budget.THEORY_ESCAPE_CHUNK)
-                ]
-            )  # in chunks: the hidden states of the whole grid would take GBs
-            escape = closed_form.crossing_time(grid, scale, threshold)
-            if np.isfinite(escape):
-                break
-            end *= 4
-        times.append(escape)
-    return np.asarray(times)
-
-
-def _attention_law(ds, unit, gammas, d, threshold, top) -> tuple[np.ndarray, PlateauLaw]:
-    """The ``[G]`` unit-scale escape times and the plateau law (theory/attention.md A5b) from
-    one unit-scale uniform-attention solve."""
-    from ctx_staircase import flows, plateau
-
-    field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
-    tokens = jnp.asarray(ds.tokens)
-    unit = {k: jnp.asarray(v) for k, v in unit.items()}
-    solved = plateau.unit_scale_escape(
-        field, unit, lambda ys: uniform_attention_logit_scale(ys, tokens), degree=3, logit_degree=4
-    )
-    eps = d ** -np.asarray(gammas, dtype=np.float64)
-    escape = solved.escape_time(eps, threshold)
-    return escape, PlateauLaw(
-        unit_scale_escape=escape.tolist(),
-        blowup_time_T_Z=solved.blowup_time,
-        amplitude_A=solved.amplitude,
-        offset_c=float(np.sqrt(solved.amplitude / threshold)),
-        plateau_law=solved.law(eps, threshold).tolist(),
-        # A5 for one balanced mode, rate s_1 / L, u0 = (eps sqrt d)^4: the order of magnitude
-        single_mode_a5=[
-            closed_form.attention_plateau_time(top / ds.L, (e * np.sqrt(d)) ** 4) for e in eps
-        ],
-        solver_ok=solved.ok,
-        solver_result=solved.result,
-    )
-
-
-@jax.jit
-def uniform_attention_logit_scale(weights: dict, tokens: jax.Array) -> jax.Array:
-    """The escape statistic (C7) of the uniform-attention model (eq. A3), ``[...]``.
-
-    ``f(X) = W_U W_O W_V (1/L) sum_s w_{x_s}``; ``weights`` holds ``W_E [..., V, d]``, ``W_U``,
-    ``W_O [..., d, d_k]`` and ``W_V [..., d_k, d]`` with the same leading axes.
-    """
-    h = jnp.mean(jnp.take(weights["W_E"], tokens, axis=-2), axis=-2)  # [..., n, d]
-    readout = weights["W_U"] @ weights["W_O"] @ weights["W_V"]  # [..., V, d]
-    logits = jnp.einsum("...nd,...vd->...nv", h, readout)
-    centred = logits - jnp.mean(logits, axis=-1, keepdims=True)
-    return jnp.max(jnp.abs(centred), axis=(-2, -1))
 
 
 def horizon(predicted: np.ndarray, gammas, lr: float, steps: int | None) -> tuple[int, list[str]]:
@@ -664,151 +606,34 @@ def snapshot_steps(steps: int, every: int | None) -> tuple[int, ...]:
     return tuple(sorted({*early.tolist(), *np.round(geometric).astype(int).tolist(), steps}))
 
 
-#: The truncated flows have no softmax saturation, so with C_2 != 0 they blow up in finite time
-#: after escape; the theory is compared before escape only, so an ODE lane ends once a weight
-#: reaches this size (far past escape), as a blow-up (`ode.integrate`'s event): no steps are spent
-#: chasing it (benchmarks/README.md, "Theory": 87 -> 35 steps per lane, the same values before).
-BLOW_UP = 1.0
-
-
-def _ode_theories(ds, inputs: TheoryInputs, y0: dict, ts: np.ndarray) -> dict[str, TheoryLanes]:
-    """The ODE theories of every lane (gamma x max_order), solved through `sweep.sweep_map`;
-    each lane ends at its blow-up (`BLOW_UP`), the later times holding that state."""
-    from ctx_staircase import flows, ode, sweep
-
-    occurring = np.unique(ds.tokens)
-    if inputs.model == "ffn":
-        # Only occurring tokens carry signature mass: restricting the axes to them keeps the
-        # flow's contractions small (4-6x faster on add; benchmarks/README.md), same numbers.
-        sigs = signatures.signature_set(
-            ds,
-            budget.theory_signature_order(ds, "ffn", inputs.max_orders, inputs.prediction),
-            alphas=occurring,
-            labels=np.unique(ds.labels[ds.weights > 0]),
-            context=occurring,
-        )
-        field = flows.ffn_signature_flow(sigs, inputs.coefficients, prediction=inputs.prediction)
-        names = [f"signature_flow_m{m}" for m in inputs.max_orders]
-    else:
-        field = flows.attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
-        names = ["uniform_attention_flow"]
-    orders = len(inputs.max_orders)
-    lanes_y0 = {k: jnp.repeat(jnp.asarray(v), orders, axis=0) for k, v in y0.items()}
-    lanes_order = jnp.tile(jnp.asarray(inputs.max_orders), len(inputs.gammas))
-    grid = jnp.asarray(ts)
-
-    def solve(y, order):
-        solution = ode.integrate(
-            field, y, grid, order, rtol=1e-7, atol=1e-12, max_steps=20_000, blow_up=BLOW_UP
-        )
-        return solution.ys, solution.ok, solution.result, solution.t_end
-
-    ys, ok, result, t_end = jax.device_get(
-        sweep.sweep_map(solve, lanes_y0, lanes_order, count_lanes=True)
-    )
-    theories = {}
-    for j, name in enumerate(names):
-        lanes = range(j, len(inputs.gammas) * orders, orders)
-        trajectories = []
-        for lane in lanes:
-            scale = None
-            if inputs.model == "attention":
-                weights = {k: jnp.asarray(v[lane]) for k, v in ys.items()}
-                scale = np.asarray(uniform_attention_logit_scale(weights, jnp.asarray(ds.tokens)))
-            trajectories.append(WeightTrajectory(ts, ys["W_E"][lane], ys["W_U"][lane], scale))
-        solver = tuple(
-            SolverStatus(bool(ok[lane]), ode.describe(result[lane], t_end[lane])) for lane in lanes
-        )
-        theories[name] = TheoryLanes(tuple(trajectories), solver)
-    return theories
-
-
-def _closed_form_theories(ds, M, y0: dict, ts: np.ndarray, coefficients) -> dict[str, TheoryLanes]:
-    """The closed form (C3) and the closed form with the softmax feedback, per lane."""
-    Gamma = closed_form.count_second_moment(ds)
-    out = {"closed_form": [], "closed_form_feedback": []}
-    for W_E0, W_U0 in zip(y0["W_E"], y0["W_U"], strict=True):
-        linear = closed_form.linear_solution(M, W_E0, W_U0, coefficients[0])
-        damped = closed_form.feedback_solution(M, Gamma, W_E0, W_U0, coefficients[0], ds.vocab_size)
-        for name, solution in (("closed_form", linear), ("closed_form_feedback", damped)):
-            W_E, W_U = solution(ts)
-            out[name].append(WeightTrajectory(ts, np.asarray(W_E), np.asarray(W_U)))
-    return {name: TheoryLanes(tuple(lanes)) for name, lanes in out.items()}
-
-
-#: The FFN escape laws measured within 5% of GD training (lr 0.2, d = 128) on the paper's add,
-#: sub and mod: activation spec -> (the theory, the gamma range it was measured over).
-#: z + z^2/2: theory/escape_feedback.md §5 (it misses on weighted_mod and max3); ReLU:
-#: theory/relu.md §6.
-VALIDATED_LAWS = {
-    "poly:1,0.5": ("closed_form_feedback", (0.6, 1.4)),
-    "relu": ("relu_gated_flow", (0.8, 1.4)),
-}
-
-
 def validation_note(activation, gammas) -> str | None:
     """One line when the FFN ``activation`` has no escape law validated against training over
-    ``gammas`` (`VALIDATED_LAWS`); None when it has one."""
+    ``gammas`` (`theory.Theory.validated` of the registered theories); None when it has one."""
     from ctx_staircase import activations
 
     activation = activations.get(activation)
     gammas = np.asarray(gammas, dtype=np.float64)
-    for spec, (theory, (low, high)) in VALIDATED_LAWS.items():
-        if activations.get(spec) == activation:
+    laws = theories.validated()
+    for theory in laws:
+        low, high = theory.validated.gammas
+        if activations.get(theory.validated.activation) == activation:
             outside = gammas[(gammas < low) | (gammas > high)]
             if outside.size == 0:
                 return None
             return (
-                f"{theory} is validated for this activation over gamma in [{low:g}, {high:g}] "
-                f"only; gamma {', '.join(f'{g:g}' for g in outside)} lie outside"
+                f"{theory.name} is validated for this activation over gamma in [{low:g}, "
+                f"{high:g}] only; gamma {', '.join(f'{g:g}' for g in outside)} lie outside"
             )
     known = "; ".join(
-        f"{s}: {t}, gamma in [{a:g}, {b:g}]" for s, (t, (a, b)) in VALIDATED_LAWS.items()
+        f"{t.validated.activation}: {t.name}, gamma in [{t.validated.gammas[0]:g}, "
+        f"{t.validated.gammas[1]:g}]"
+        for t in laws
     )
     return (
         f"no escape law is validated against training for activation {activation.name}"
         f"{'' if activation.coefficients is None else ' ' + str(activation.coefficients)}: "
         f"the numbers below are unchecked (validated: {known})"
     )
-
-
-#: The RK4 step (``t`` units) of the ReLU gated flow. Its field jumps where a gate flips, which
-#: stalls an adaptive solver (it shrinks its step at every jump); a fixed step is first order
-#: there, yet 0.05 and 0.0125 give the same escape to 1e-5 relative (theory/relu.md §4).
-RELU_STEP = 0.05
-
-
-def _relu_theories(ds, y0: dict, ts: np.ndarray) -> dict[str, TheoryLanes]:
-    """The ReLU gated flow with the linear softmax feedback (theory/relu.md eq. R5), by RK4
-    through `sweep.sweep_map`, and the frozen-gate closed form (eq. R4), per lane; each with
-    the ReLU escape statistic (`relu.logit_scale`) as its readout."""
-    from ctx_staircase import ode, relu, sweep
-
-    problem = relu.gated_problem(ds, dtype=jnp.float64)
-    field = frozen_past(relu.gated_flow(problem, "linear"), cap=BLOW_UP)  # RK4 has no events
-    grid, tokens = jnp.asarray(ts), jnp.asarray(ds.tokens)
-
-    def solve(y):
-        solution = ode.rk4(field, y, grid, max_step=RELU_STEP)
-        scale = relu.logit_scale(solution.ys["W_E"], solution.ys["W_U"], tokens)
-        return solution.ys, scale, solution.ok
-
-    lanes_y0 = {k: jnp.asarray(v) for k, v in y0.items()}
-    ys, scales, ok = jax.device_get(sweep.sweep_map(solve, lanes_y0, count_lanes=True))
-    flow = tuple(
-        WeightTrajectory(ts, ys["W_E"][i], ys["W_U"][i], scales[i]) for i in range(len(ok))
-    )
-    solver = tuple(SolverStatus(bool(good), "fixed-step RK4") for good in ok)
-    frozen = []
-    for W_E0, W_U0 in zip(y0["W_E"], y0["W_U"], strict=True):
-        W_E, W_U = relu.frozen_gate_solution(problem, W_E0, W_U0)(ts)
-        frozen.append(
-            WeightTrajectory(ts, W_E, W_U, np.asarray(relu.logit_scale(W_E, W_U, tokens)))
-        )
-    return {
-        "relu_gated_flow": TheoryLanes(flow, solver),
-        "closed_form_frozen_gates": TheoryLanes(tuple(frozen)),
-    }
 
 
 def comparison_summary(compared: Comparison) -> dict:
@@ -822,7 +647,8 @@ def comparison_summary(compared: Comparison) -> dict:
 
 
 def experiment_summary(experiment: TheoryVsTraining) -> dict:
-    """The JSON-ready numbers of `theory_vs_training` (no trajectories)."""
+    """The JSON-ready numbers of `theory_vs_training` (no trajectories): the records as
+    dicts, the one place they become dicts."""
     runs = [
         {
             "gamma": run.gamma,
@@ -833,7 +659,7 @@ def experiment_summary(experiment: TheoryVsTraining) -> dict:
         for run in experiment.runs
     ]
     return {
-        "model": experiment.model,
+        "model": experiment.model.name,
         "threshold": experiment.threshold,
         "coefficients": experiment.coefficients,
         "top_singular_value": experiment.top_singular_value,
@@ -841,8 +667,8 @@ def experiment_summary(experiment: TheoryVsTraining) -> dict:
         "horizon": experiment.horizon._asdict(),
         "notes": experiment.notes,
         "law": {} if experiment.law is None else experiment.law._asdict(),
-        "escape": experiment.escape,
-        "escape_slope": experiment.escape_slope,
+        "escape": experiment.escape.as_json(),
+        "escape_slope": experiment.escape_slope.as_json(),
         "runs": runs,
     }
 
@@ -859,23 +685,6 @@ def solver_failures(experiment: TheoryVsTraining) -> list[str]:
     if law is not None and not law.solver_ok:
         lines.append(f"unit-scale solve of the plateau law: code {law.solver_result}")
     return lines
-
-
-def frozen_past(field, cap: float):
-    """The vector field ``field(t, y, args)`` (``y`` a dict of arrays), zero once some entry of
-    ``y`` reaches ``cap`` in absolute value (far past escape): the flow stops there.
-
-    The truncated flows have no softmax saturation, so with ``C_2 != 0`` they blow up in finite
-    time after escape; the theory is only compared before escape, and freezing there keeps the
-    adaptive solver from chasing the blow-up.
-    """
-
-    def guarded(t, y, args):
-        dy = field(t, y, args)
-        running = jnp.all(jnp.asarray([jnp.max(jnp.abs(v)) < cap for v in y.values()]))
-        return {k: jnp.where(running, v, jnp.zeros_like(v)) for k, v in dy.items()}
-
-    return guarded
 
 
 def slope(gammas, values) -> float:

@@ -29,8 +29,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ctx_staircase import ode, signatures
 from ctx_staircase.internal import check_choice, check_int, check_type
 from ctx_staircase.signatures import SignatureSet
+from ctx_staircase.theory import (
+    BLOW_UP,
+    Problem,
+    Size,
+    SolverStatus,
+    TheoryLanes,
+    WeightTrajectory,
+)
 
 PREDICTION_TERMS = ("none", "uniform", "linear")
 
@@ -474,3 +483,116 @@ def _check_coefficients(coefficients, name: str = "coefficients") -> tuple[float
             f"{name} must be one or more finite numbers (C_1, ..., C_K); got {coefficients!r}"
         )
     return values
+
+
+# --------------------------------------------------------------------------------------------
+# The flows as theories of a run (`theory.Problem`): one adaptive ODE lane per gamma
+
+
+def signature_order(L: int, max_orders: Sequence[int], prediction: str) -> int:
+    """The highest signature order `ffn_signature_flow` contracts: ``L - 1`` with
+    ``prediction="linear"`` (the linear readout sees every order), else the largest of
+    ``max_orders``."""
+    return L - 1 if prediction == "linear" else max(max_orders)
+
+
+def signature_flow_lanes(problem: Problem, m: int) -> TheoryLanes:
+    """The FFN signature flow truncated at context order ``m`` (`ffn_signature_flow`, with the
+    run's prediction term) of every lane of ``problem``; the flows of every order of the run
+    are solved together, in one `Problem.map_lanes`, the first time one is asked for."""
+    return problem.once(_signature_flows)[m]
+
+
+def _signature_flows(problem: Problem) -> dict[int, TheoryLanes]:
+    setting, ds = problem.setting, problem.ds
+    occurring = np.unique(ds.tokens)
+    # Only occurring tokens carry signature mass: restricting the axes to them keeps the flow's
+    # contractions small (4-6x faster on add; benchmarks/README.md), same numbers.
+    sigs = signatures.signature_set(
+        ds,
+        signature_order(ds.L, setting.max_orders, setting.prediction),
+        alphas=occurring,
+        labels=np.unique(ds.labels[ds.weights > 0]),
+        context=occurring,
+    )
+    field = ffn_signature_flow(sigs, setting.coefficients, prediction=setting.prediction)
+    orders, gammas = len(setting.max_orders), len(setting.gammas)
+    y0 = {k: jnp.repeat(jnp.asarray(v), orders, axis=0) for k, v in problem.y0.items()}
+    ys, ok, result, t_end = _ode_lanes(
+        problem, field, y0, jnp.tile(jnp.asarray(setting.max_orders), gammas)
+    )
+    flows = {}
+    for j, m in enumerate(setting.max_orders):
+        lanes = range(j, gammas * orders, orders)
+        flows[m] = TheoryLanes(
+            tuple(WeightTrajectory(problem.ts, ys["W_E"][i], ys["W_U"][i]) for i in lanes),
+            tuple(SolverStatus(bool(ok[i]), ode.describe(result[i], t_end[i])) for i in lanes),
+        )
+    return flows
+
+
+def signature_flow_bytes(size: Size) -> int:
+    """Peak bytes of one order's `signature_flow_lanes`: the signature tables up to the order
+    the flow uses (``[A, Vnu + 1, P^m]``, A = P), and the ODE lanes (`theory.Size.ode_bytes`)
+    with the field's contractions ``[A, Vnu, P^(m-1), d]`` and, with ``prediction="linear"``,
+    the hidden states ``[A, P^(L-1), 2 V + 4 d]``."""
+    A, P, d = size.P, size.P, size.d
+    top = signature_order(size.L, size.max_orders, size.prediction)
+    tables = sum(A * (size.Vnu + 1) * P**m for m in range(top + 1))
+    field = sum(2 * d * max(A * size.Vnu * P ** max(m - 1, 0), A * P**m) for m in range(top + 1))
+    if size.prediction == "linear":
+        field += A * P ** (size.L - 1) * (2 * size.V + 4 * d)
+    return 8 * tables + size.ode_bytes(2 * size.V * d, field)
+
+
+def uniform_attention_lanes(problem: Problem) -> TheoryLanes:
+    """The uniform-attention flow (theory/attention.md eq. A3) of every lane of ``problem``,
+    each with its readout's escape statistic (`uniform_attention_logit_scale`)."""
+    ds = problem.ds
+    field = attention_uniform_flow(signatures.signature_set(ds, 0), ds.vocab_size)
+    y0 = {k: jnp.asarray(v) for k, v in problem.y0.items()}
+    lanes = len(problem.setting.gammas)
+    ys, ok, result, t_end = _ode_lanes(problem, field, y0, jnp.zeros(lanes, dtype=int))
+    tokens = jnp.asarray(ds.tokens)
+    trajectories = []
+    for i in range(len(ok)):
+        weights = {k: jnp.asarray(v[i]) for k, v in ys.items()}
+        scale = np.asarray(uniform_attention_logit_scale(weights, tokens))
+        trajectories.append(WeightTrajectory(problem.ts, ys["W_E"][i], ys["W_U"][i], scale))
+    solver = (SolverStatus(bool(ok[i]), ode.describe(result[i], t_end[i])) for i in range(len(ok)))
+    return TheoryLanes(tuple(trajectories), tuple(solver))
+
+
+def uniform_attention_bytes(size: Size) -> int:
+    """Peak bytes of `uniform_attention_lanes`: the order-0 table ``[V, Vnu + 1]`` and the ODE
+    lanes of ``W_E, W_U [V, d]``, ``W_O [d, d_k]``, ``W_V [d_k, d]``."""
+    state = 2 * size.V * size.d + 2 * size.d * size.d_k
+    return 8 * size.V * (size.Vnu + 1) + size.ode_bytes(state, field=4 * state)
+
+
+@jax.jit
+def uniform_attention_logit_scale(weights: dict, tokens: jax.Array) -> jax.Array:
+    """The escape statistic (C7) of the uniform-attention model (eq. A3), ``[...]``.
+
+    ``f(X) = W_U W_O W_V (1/L) sum_s w_{x_s}``; ``weights`` holds ``W_E [..., V, d]``, ``W_U``,
+    ``W_O [..., d, d_k]`` and ``W_V [..., d_k, d]`` with the same leading axes.
+    """
+    h = jnp.mean(jnp.take(weights["W_E"], tokens, axis=-2), axis=-2)  # [..., n, d]
+    readout = weights["W_U"] @ weights["W_O"] @ weights["W_V"]  # [..., V, d]
+    logits = jnp.einsum("...nd,...vd->...nv", h, readout)
+    centred = logits - jnp.mean(logits, axis=-1, keepdims=True)
+    return jnp.max(jnp.abs(centred), axis=(-2, -1))
+
+
+def _ode_lanes(problem: Problem, field: Callable, y0: dict, args: jax.Array) -> tuple:
+    """``(ys, ok, result, t_end)`` of the ODE lanes ``y0`` (leading lane axis) with ``args``
+    per lane, each ending at its blow-up (`theory.BLOW_UP`), later times holding that state."""
+    grid = jnp.asarray(problem.ts)
+
+    def solve(y, arg):
+        solution = ode.integrate(
+            field, y, grid, arg, rtol=1e-7, atol=1e-12, max_steps=20_000, blow_up=BLOW_UP
+        )
+        return solution.ys, solution.ok, solution.result, solution.t_end
+
+    return jax.device_get(problem.map_lanes(solve, y0, args))

@@ -29,9 +29,12 @@ at every position ``[B, T, V]``. All arithmetic runs in the parameter ``dtype``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,14 +54,20 @@ __all__ = [
     "FFN",
     "GPT",
     "INIT_MODES",
+    "REGISTRY",
     "AttentionOnly",
     "FixedEmbeddingFFN",
     "FrozenArray",
+    "ModelSpec",
     "OneLayerTransformer",
+    "Sizes",
     "create",
+    "get",
     "init_std",
     "names",
+    "spec_of",
     "swiglu_hidden",
+    "task_names",
     "weights",
 ]
 
@@ -547,58 +556,151 @@ class GPT(nnx.Module):
 
 
 # --------------------------------------------------------------------------------------------
-# factory and paper-role weights
+# the registry: one spec per model, and the paper-role weights
 
-_MODELS = {
-    "ffn": FFN,
-    "ffn_fixed": FixedEmbeddingFFN,
-    "attention": AttentionOnly,
-    "transformer": OneLayerTransformer,
-    "gpt": GPT,
-}
+
+class Sizes(NamedTuple):
+    """The sizes a model's memory formulas read: vocabulary ``V``, sequence length ``L``, width
+    ``d``, attention key width ``d_k``, FFN block width ``d_ff`` (None: ``4 d``) and whether the
+    attention models learn positions."""
+
+    V: int
+    L: int
+    d: int = 128
+    d_k: int = 64
+    d_ff: int | None = None
+    positional: bool = True
+
+    @property
+    def ff(self) -> int:
+        """The FFN block width, ``4 d`` by default."""
+        return 4 * self.d if self.d_ff is None else self.d_ff
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """One model as the package asks about it.
+
+    Attributes:
+        name: its name in `create`, the command line and saved records.
+        factory: its class; ``factory(vocab_size, [seq_len,] **kwargs)``.
+        roles: its paper-role weights (`weights`), in order.
+        sequence: whether it needs ``seq_len`` (learned positions or rotary attention).
+        attention: whether it has last-row attention weights, ``module.attention(tokens)``.
+        activation: whether it takes an ``activation`` keyword.
+        on_tasks: whether ``ctx-staircase train`` trains it on a task from its sizes alone
+            (last-position logits ``[B, V]``, no input beyond the keywords).
+        parameters: ``parameters(sizes) -> int``, its parameter count (None: not estimated).
+        step_elements: ``step_elements(sizes, rows)``, elements a forward and backward pass over
+            ``rows`` sequences keeps alive (fitted to XLA's buffer assignment,
+            tests/test_budget.py).
+        record_elements: ``record_elements(sizes, n, groups)``, elements of one snapshot's
+            forward pass over ``n`` samples with ``groups`` token groups (no gradient).
+    """
+
+    name: str
+    factory: type
+    roles: tuple[str, ...]
+    sequence: bool
+    attention: bool
+    activation: bool
+    on_tasks: bool
+    parameters: Callable[[Sizes], int] | None = None
+    step_elements: Callable[[Sizes, int], int] | None = None
+    record_elements: Callable[[Sizes, int, int], int] | None = None
+
+
+def _record(s: Sizes, n: int, groups: int) -> int:
+    """The logits ``[n, V]``, the gathered embeddings ``[n, L, d]``, the hidden vector and the
+    per-position group masks."""
+    return n * (s.V + s.L * s.d + 2 * s.d + (2 + groups) * s.L)
+
+
+_EMBEDDING = ("W_E", "W_U")
+_ATTENTION = ("W_Q", "W_K", "W_V", "W_O", "P")
+
+#: Every model, in the order of `names`.
+REGISTRY: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        "ffn", FFN, _EMBEDDING, sequence=False, attention=False, activation=True, on_tasks=True,
+        parameters=lambda s: 2 * s.V * s.d,
+        # the gathered embeddings [rows, L, d], the hidden vector and its activation [rows, d],
+        # the logits and their gradient [rows, V]
+        step_elements=lambda s, rows: rows * (s.L * s.d + 2 * s.d + 2 * s.V),
+        record_elements=_record,
+    ),
+    ModelSpec(
+        "ffn_fixed", FixedEmbeddingFFN, _EMBEDDING, sequence=False, attention=False,
+        activation=True, on_tasks=False,
+        parameters=lambda s: s.V * s.d + 1,  # W_U and the scale lambda
+        step_elements=lambda s, rows: rows * (s.L * s.d + 2 * s.d + 2 * s.V),
+        record_elements=_record,
+    ),
+    ModelSpec(
+        "attention", AttentionOnly, (*_EMBEDDING, *_ATTENTION), sequence=True, attention=True,
+        activation=False, on_tasks=True,
+        parameters=lambda s: 2 * s.V * s.d + (s.L * s.d if s.positional else 0) + 4 * s.d_k * s.d,
+        # the embedded sequence and its keys [rows, L, d + d_k], with their gradients
+        step_elements=lambda s, rows: rows * (2 * s.L * (s.d + s.d_k) + 4 * s.d + 2 * s.V),
+        record_elements=lambda s, n, groups: _record(s, n, groups) + n * s.L * (s.d + s.d_k),
+    ),
+    ModelSpec(
+        "transformer", OneLayerTransformer, (*_EMBEDDING, *_ATTENTION, "W_f1", "W_f2"),
+        sequence=True, attention=True, activation=True, on_tasks=True,
+        parameters=lambda s: 2 * s.V * s.d + s.L * s.d + 4 * s.d * s.d + 2 * s.ff * s.d,
+        # also the FFN block [rows, d_ff]
+        step_elements=lambda s, rows: rows * (4 * s.L * s.d + 2 * s.ff + 6 * s.d + 2 * s.V),
+        record_elements=lambda s, n, groups: _record(s, n, groups) + n * (2 * s.L * s.d + s.ff),
+    ),
+    ModelSpec(
+        "gpt", GPT, (*_EMBEDDING, "W_Q", "W_K", "W_V", "W_O", "W_gate", "W_up", "W_down",
+                     "attention_norm", "mlp_norm", "final_norm"),
+        sequence=True, attention=False, activation=False, on_tasks=False,
+    ),
+)  # fmt: skip
 
 
 def names() -> tuple[str, ...]:
     """Model names accepted by ``create``:
     ``("ffn", "ffn_fixed", "attention", "transformer", "gpt")``."""
-    return tuple(_MODELS)
+    return tuple(spec.name for spec in REGISTRY)
+
+
+def task_names() -> tuple[str, ...]:
+    """The models ``ctx-staircase train`` trains on a task (`ModelSpec.on_tasks`)."""
+    return tuple(spec.name for spec in REGISTRY if spec.on_tasks)
+
+
+def get(name: str) -> ModelSpec:
+    """The `ModelSpec` of model ``name``; ValueError naming ``model`` and the choices."""
+    check_choice(name, "model", names())
+    return next(spec for spec in REGISTRY if spec.name == name)
+
+
+def spec_of(model: nnx.Module) -> ModelSpec:
+    """The `ModelSpec` of a built model; WrongTypeError for any other object."""
+    spec = next((s for s in REGISTRY if type(model) is s.factory), None)
+    if spec is None:
+        raise WrongTypeError(
+            f"model must be one of the {names()} models; got {type(model).__name__}"
+        )
+    return spec
 
 
 def create(name: str, *, vocab_size: int, seq_len: int | None = None, **kwargs) -> nnx.Module:
     """Build a model by name; ``kwargs`` (``rngs`` required) go to its constructor.
 
-    ``seq_len`` is required by every model but ``"ffn"`` and ``"ffn_fixed"``, which ignore it.
-    ``"ffn_fixed"`` needs ``embedding=`` (an array ``[V, d]`` or a `FrozenArray`; pass a
-    `FrozenArray` through ``sweep.train_sweep``, whose kwargs must be hashable).
+    ``seq_len`` is required by every model whose spec has ``sequence`` (all but ``"ffn"`` and
+    ``"ffn_fixed"``, which ignore it). ``"ffn_fixed"`` needs ``embedding=`` (an array ``[V, d]``
+    or a `FrozenArray`; pass a `FrozenArray` through ``sweep.train_sweep``, whose kwargs must be
+    hashable).
     """
-    check_choice(name, "model", names())
-    if name in ("ffn", "ffn_fixed"):
-        return _MODELS[name](vocab_size, **kwargs)
+    spec = get(name)
+    if not spec.sequence:
+        return spec.factory(vocab_size, **kwargs)
     if seq_len is None:
         raise ValueError(f"seq_len must be given for model {name!r}; got None")
-    return _MODELS[name](vocab_size, seq_len, **kwargs)
-
-
-_ROLES = {
-    FFN: ("W_E", "W_U"),
-    FixedEmbeddingFFN: ("W_E", "W_U"),
-    AttentionOnly: ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P"),
-    OneLayerTransformer: ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P", "W_f1", "W_f2"),
-    GPT: (
-        "W_E",
-        "W_U",
-        "W_Q",
-        "W_K",
-        "W_V",
-        "W_O",
-        "W_gate",
-        "W_up",
-        "W_down",
-        "attention_norm",
-        "mlp_norm",
-        "final_norm",
-    ),
-}
+    return spec.factory(vocab_size, seq_len, **kwargs)
 
 
 def weights(model: nnx.Module) -> dict[str, jax.Array]:
@@ -612,19 +714,12 @@ def weights(model: nnx.Module) -> dict[str, jax.Array]:
     - ``GPT``: W_Q, W_K, W_V, W_O [n_layers, d, d] (heads merged), W_gate, W_up, W_down,
       attention_norm, mlp_norm, final_norm; W_U is W_E when ``tied``.
     """
-    roles = next((r for kind, r in _ROLES.items() if isinstance(model, kind)), None)
-    if roles is None:
-        raise WrongTypeError(
-            f"model must be one of the {names()} models; got {type(model).__name__}"
-        )
     arrays = {}
-    for role in roles:
+    for role in spec_of(model).roles:
         if role == "P" and not getattr(model, "positional", True):
             arrays[role] = jnp.zeros((model.seq_len, model.d), model.W_E[...].dtype)
         elif role == "W_U" and getattr(model, "tied", False):
             arrays[role] = model.W_E[...]
-        elif role == "W_E" and isinstance(model, FixedEmbeddingFFN):
-            arrays[role] = model.W_E  # λ E, already an array
-        else:
+        else:  # a parameter, or an array already (the fixed embedding's λ E)
             arrays[role] = getattr(model, role)[...]
     return arrays

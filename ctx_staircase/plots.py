@@ -96,51 +96,13 @@ def order_colour(order: int) -> str:
     return f"C{int(order) % 10}"
 
 
-def theory_role(name: str) -> str:
-    """The role (`LINE_STYLE` key) of the theory ``name`` of `comparison.theory_vs_training`:
-    ``closed_form*`` and the attention ``plateau_law`` -> ``"closed_form"``; an ODE flow
-    (``*_flow*``) -> ``"ode"``."""
-    if name.startswith("closed_form") or name == "plateau_law":
-        return "closed_form"
-    if "flow" in name:
-        return "ode"
-    raise ValueError(f"unknown theory {name!r}: expected closed_form* or a *flow* ODE")
-
-
-def theory_styles(name: str) -> dict:
-    """Line keywords for the theory ``name``: its role's style (`theory_role`); the feedback
-    closed form and each truncation order ``_m{m}`` of the signature flow get their own dash
-    pattern within that style, so variants of one role stay apart."""
-    role = theory_role(name)
-    if name == "closed_form_feedback":
-        return {"ls": (0, (7, 2)), "lw": 1.2}
-    if name == "closed_form_frozen_gates":
-        return {"ls": (0, (3, 1, 1, 1)), "lw": 1.2}
-    if name == "relu_gated_flow":
-        return {"ls": (0, (5, 1, 1, 1, 1, 1)), "lw": 1.6}
-    if "_m" in name:
-        m = int(name.rsplit("_m", 1)[1])
-        return {"ls": (0, (1, 1 + m)), "lw": 1.4}
-    return {"ls": LINE_STYLE[role], "lw": 1.4}
-
-
-def theory_label(name: str) -> str:
-    """Words for the theory ``name`` (its role's words first: "closed form", "ODE")."""
-    if name == "closed_form":
-        return "closed form: linear phase"
-    if name == "closed_form_feedback":
-        return "closed form with softmax feedback"
-    if name.startswith("signature_flow_m"):
-        return f"ODE: signature flow to order {int(name.rsplit('_m', 1)[1])}"
-    if name == "uniform_attention_flow":
-        return "ODE: uniform-attention flow"
-    if name == "relu_gated_flow":
-        return "ODE: ReLU gated flow"
-    if name == "closed_form_frozen_gates":
-        return "closed form: ReLU, gates frozen at t = 0"
-    if name == "plateau_law":
-        return r"closed form: plateau law $T_Z d^{2\gamma} - c$"
-    return f"{ROLE_LABEL[theory_role(name)]}: {name.replace('_', ' ')}"
+def theory_line(style) -> dict:
+    """Line keywords of a theory drawn in its `theory.Style`: its own dash pattern, or its
+    role's line style (`LINE_STYLE`), at its width."""
+    return {
+        "ls": LINE_STYLE[style.role] if style.dashes is None else style.dashes,
+        "lw": style.width,
+    }
 
 
 def role_handles(roles=("training", "closed_form", "ode")) -> list[Line2D]:
@@ -157,10 +119,10 @@ def role_legend(ax, roles=("training", "closed_form", "ode"), *, extra=(), **kwa
     return ax.legend([*handles, *proxies], [*labels, *(h.get_label() for h in proxies)], **kwargs)
 
 
-def theory_handles(names) -> list[Line2D]:
-    """Black proxy lines for the theories ``names`` in their `theory_styles`, labelled with
-    `theory_label` (to pass as ``extra=`` of `role_legend`)."""
-    return [Line2D([], [], color="k", label=theory_label(n), **theory_styles(n)) for n in names]
+def theory_handles(styles) -> list[Line2D]:
+    """Black proxy lines for theories drawn in their ``styles`` (`theory.Style`, `theory_line`),
+    labelled with their words (to pass as ``extra=`` of `role_legend`)."""
+    return [Line2D([], [], color="k", label=s.label, **theory_line(s)) for s in styles]
 
 
 def gamma_handles(gammas) -> list[Line2D]:
@@ -448,14 +410,13 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
 
 def theory_overlay_figure(experiment, title: str):
     """Theory over training: logit scale, ρ₀ and ρ₁ against t = η · step, one colour per γ,
-    each theory in its role's style (`theory_styles`), the styles explained in the legend.
+    each theory in its style (`theory_line`), the styles explained in the legend.
 
     ``experiment``: a `comparison.TheoryVsTraining`.
     """
     ts = experiment.ts
     runs = experiment.runs
     fig, axes = figure(1, 3, panel=(5.0, 4.0), suptitle=title)
-    names = list(runs[0].comparisons)
     for run in runs:
         colour = gamma_colour(run.gamma)
         first = next(iter(run.comparisons.values()))
@@ -463,7 +424,7 @@ def theory_overlay_figure(experiment, title: str):
         for m in (0, 1):
             axes[1 + m].plot(ts, first.rho.simulation[m], color=colour, lw=1.8)
         for name, comparison in run.comparisons.items():
-            style = {"color": colour, **theory_styles(name)}
+            style = {"color": colour, **theory_line(experiment.styles[name])}
             axes[0].plot(ts, comparison.logit_scale.theory, **style)
             for m in (0, 1):
                 axes[1 + m].plot(ts, comparison.rho.theory[m], **style)
@@ -473,46 +434,37 @@ def theory_overlay_figure(experiment, title: str):
     axis_labels(axes[0], FLOW_TIME, "largest centred logit (nats)", "logit scale")
     axis_labels(axes[1], FLOW_TIME, r"$\rho_0$ (corr.)", r"alignment with $S^{sig,(0)}$")
     axis_labels(axes[2], FLOW_TIME, r"$\rho_1$ (corr.)", "best first-order frequency alignment")
-    extra = [*gamma_handles(r.gamma for r in runs), *theory_handles(names)]
+    styles = [experiment.styles[name] for name in runs[0].comparisons]
+    extra = [*gamma_handles(r.gamma for r in runs), *theory_handles(styles)]
     role_legend(axes[0], roles=("training",), extra=extra, loc="best")
     return fig
 
 
 def escape_time_figure(experiment, title: str):
-    """Escape time against γ: theory lines, measured points (theory/closed_form.md §4).
+    """Escape time against γ: theory lines, measured points (theory/closed_form.md §4), and the
+    model's analytic escape law (`theory.ModelTheory.analytic_curve`).
 
     FFN: linear axes with the analytic slope ``ln d / (C_1 s_1)`` (eq. C8). Attention-only:
     log time, with the plateau law ``T_Z d^{2 gamma} - c`` and its power ``T_Z d^{2 gamma}``,
     whose slope in ``ln t`` is ``2 ln d`` (theory/attention.md A5b). ``experiment``: a
     `comparison.TheoryVsTraining`.
     """
-    escape = experiment.escape
-    slopes = experiment.escape_slope
-    gammas = np.asarray(escape["gamma"])
-    attention = experiment.model == "attention"
-    unit = r"$d \ln t / d\gamma$" if attention else "slope"
-    measured = f"measured {unit} {slopes['simulation']:.2f}"
+    escape, slopes, log_time = experiment.escape, experiment.escape_slope, experiment.model.log_time
+    gammas = np.asarray(escape.gamma)
+    unit = r"$d \ln t / d\gamma$" if log_time else "slope"
+    measured = f"measured {unit} {slopes.simulation:.2f}"
     fig, ax = figure(1, 1, panel=(5.4, 4.2), suptitle=f"{title}\n{measured}")
-    ax.plot(gammas, escape["simulation"], "o", color="k", label="training (measured)")
-    theories = [name for name in escape if name not in ("gamma", "simulation")]
-    for i, name in enumerate(theories):
-        label = f"{theory_label(name)} ({unit} {slopes[name]:.2f})"
-        style = theory_styles(name)
-        ax.plot(gammas, escape[name], color=f"C{i + 1}", marker="x", label=label, **style)
+    ax.plot(gammas, escape.simulation, "o", color="k", label="training (measured)")
+    for i, (name, times) in enumerate(escape.theories.items()):
+        style = experiment.styles[name]
+        label = f"{style.label} ({unit} {slopes.theories[name]:.2f})"
+        ax.plot(gammas, times, color=f"C{i + 1}", marker="x", label=label, **theory_line(style))
     fine = np.linspace(gammas.min(), gammas.max(), 100)
-    analytic_style = {"color": "0.4", "ls": LINE_STYLE["closed_form"], "lw": 1.0}
-    if attention:
-        law = experiment.law
-        d = float(np.exp(slopes["analytic"] / 2))
-        label = rf"$T_Z d^{{2\gamma}}$, slope $2 \ln d$ = {slopes['analytic']:.2f}"
-        ax.plot(fine, law.blowup_time_T_Z * d ** (2 * fine), label=label, **analytic_style)
+    law, label = experiment.model.analytic_curve(fine, experiment)
+    ax.plot(fine, law, label=label, color="0.4", ls=LINE_STYLE["closed_form"], lw=1.0)
+    if log_time:
         ax.set_yscale("log")
-    else:
-        analytic = slopes["analytic"]
-        anchor = np.nanmean(np.asarray(escape["simulation"]) - analytic * gammas)
-        label = rf"$\ln d / (C_1 s_1)$, slope {analytic:.1f} (offset fitted)"
-        ax.plot(fine, anchor + analytic * fine, label=label, **analytic_style)
-    axis_labels(ax, GAMMA, "escape time " + FLOW_TIME + (" (log)" if attention else ""))
+    axis_labels(ax, GAMMA, "escape time " + FLOW_TIME + (" (log)" if log_time else ""))
     legend(ax)
     return fig
 

@@ -30,18 +30,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ctx_staircase import ode, theory
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_choice
 
 __all__ = [
     "PREDICTIONS",
+    "RELU_STEP",
     "CoordinateRates",
     "GatedProblem",
     "coordinate_rates",
+    "frozen_gate_lanes",
     "frozen_gate_solution",
     "gated_drive",
     "gated_field",
     "gated_flow",
+    "gated_flow_bytes",
+    "gated_flow_lanes",
     "gated_problem",
     "logit_scale",
 ]
@@ -194,3 +199,57 @@ def coordinate_rates(problem: GatedProblem, W_E0) -> CoordinateRates:
         open=float(np.linalg.svd(full, compute_uv=False)[0]),
         open_fraction=np.asarray(problem.weights, np.float64) @ gates,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# The gated law as theories of a run (`theory.Problem`), with the ReLU escape statistic
+
+#: The RK4 step (``t`` units) of the gated flow. Its field jumps where a gate flips, which
+#: stalls an adaptive solver (it shrinks its step at every jump); a fixed step is first order
+#: there, yet 0.05 and 0.0125 give the same escape to 1e-5 relative (theory/relu.md §4).
+RELU_STEP = 0.05
+#: RK4 holds its four stages and the state, in copies of ``(W_E, W_U)``.
+_RK4_COPIES = 5
+
+
+def gated_flow_lanes(problem: theory.Problem) -> theory.TheoryLanes:
+    """The gated flow with the linear softmax feedback (eq. R5) of every lane of ``problem``,
+    by fixed-step RK4 (`RELU_STEP`; the field stops past `theory.BLOW_UP`)."""
+    gated = gated_problem(problem.ds, dtype=jnp.float64)
+    field = theory.frozen_past(gated_flow(gated, "linear"), cap=theory.BLOW_UP)  # RK4 has no events
+    grid, tokens = jnp.asarray(problem.ts), jnp.asarray(problem.ds.tokens)
+
+    def solve(y):
+        solution = ode.rk4(field, y, grid, max_step=RELU_STEP)
+        scale = logit_scale(solution.ys["W_E"], solution.ys["W_U"], tokens)
+        return solution.ys, scale, solution.ok
+
+    y0 = {k: jnp.asarray(v) for k, v in problem.y0.items()}
+    ys, scales, ok = jax.device_get(problem.map_lanes(solve, y0))
+    flow = (
+        theory.WeightTrajectory(problem.ts, ys["W_E"][i], ys["W_U"][i], scales[i])
+        for i in range(len(ok))
+    )
+    return theory.TheoryLanes(
+        tuple(flow), tuple(theory.SolverStatus(bool(good), "fixed-step RK4") for good in ok)
+    )
+
+
+def gated_flow_bytes(size: theory.Size) -> int:
+    """Peak bytes of `gated_flow_lanes`: its trajectories, and per lane in flight RK4's copies
+    of the weights and the gated hidden states ``[n, d]``."""
+    working = _RK4_COPIES * 2 * size.V * size.d + size.n * size.d
+    return size.trajectory_bytes + 8 * min(size.G, size.in_flight) * working
+
+
+def frozen_gate_lanes(problem: theory.Problem) -> theory.TheoryLanes:
+    """The frozen-gate closed form (eq. R4) of every lane of ``problem``, with the ReLU escape
+    statistic (`logit_scale`)."""
+    gated = gated_problem(problem.ds, dtype=jnp.float64)
+    tokens = jnp.asarray(problem.ds.tokens)
+    trajectories = []
+    for W_E0, W_U0 in zip(problem.y0["W_E"], problem.y0["W_U"], strict=True):
+        W_E, W_U = frozen_gate_solution(gated, W_E0, W_U0)(problem.ts)
+        scale = np.asarray(logit_scale(W_E, W_U, tokens))
+        trajectories.append(theory.WeightTrajectory(problem.ts, W_E, W_U, scale))
+    return theory.TheoryLanes(tuple(trajectories))

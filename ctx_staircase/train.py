@@ -275,56 +275,10 @@ def make_run(
     transform = _transform(config)
     schedule = _schedule(config)
 
-    def logits_of(state, batch_tokens):
-        return nnx.merge(graphdef, state)(batch_tokens)
-
     def weighted_loss(state, batch_tokens, batch_labels, batch_weights):
-        logits = logits_of(state, batch_tokens)
+        logits = nnx.merge(graphdef, state)(batch_tokens)
         nll = optax.softmax_cross_entropy_with_integer_labels(logits, batch_labels)
         return jnp.sum(batch_weights * nll)
-
-    def record(state, data, probabilities):
-        tokens, labels = data.tokens, data.labels
-        module = nnx.merge(graphdef, state)
-        logits = module(tokens)
-        nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-        correct = (jnp.argmax(logits, axis=-1).astype(labels.dtype) == labels).astype(
-            probabilities.dtype
-        )
-        weights = models.weights(module)
-        W_E, W_U = weights["W_E"], weights["W_U"]
-        norms = jnp.linalg.norm(W_E, axis=-1)  # the model's vocabulary may exceed the data's
-
-        def mean_over(member, values):  # the mean of ``values`` over a 0/1 membership mask
-            member = member.astype(values.dtype)
-            return jnp.sum(member * values[: member.size]) / jnp.sum(member)
-
-        group_norms = {g: mean_over(data.groups[g], norms) for g in data.nonempty_groups}
-        if hasattr(module, "attention"):
-            attention = module.attention(tokens).astype(probabilities.dtype)  # [n, L]
-        else:
-            attention = jnp.zeros(tokens.shape, probabilities.dtype)
-        position = probabilities @ attention
-        attention_group = {
-            g: probabilities @ jnp.sum(jnp.where(member[tokens] > 0, attention, 0), -1)
-            for g, member in data.groups.items()
-        }
-        sample_loss = {g: mean_over(m, nll) for g, m in data.sample_groups.items()}
-        sample_accuracy = {g: mean_over(m, correct) for g, m in data.sample_groups.items()}
-        if not config.record_weights:
-            W_E, W_U = W_E[:0, :0], W_U[:0, :0]
-        return dict(
-            loss=jnp.sum(probabilities * nll),
-            accuracy=jnp.sum(probabilities * correct),
-            W_E=W_E,
-            W_U=W_U,
-            group_norms=group_norms,
-            attention_position=position,
-            attention_group=attention_group,
-            sample_loss=sample_loss,
-            sample_accuracy=sample_accuracy,
-            logit_scale=jnp.max(jnp.abs(logits - jnp.mean(logits, axis=-1, keepdims=True))),
-        )
 
     def run(state, lr, key, data):
         tokens, labels = data.tokens, data.labels
@@ -355,7 +309,7 @@ def make_run(
         result = loop.run(
             step,
             loop.initial_carry(state, opt_state),
-            lambda state: record(state, data, probabilities),
+            lambda state: _record(nnx.merge(graphdef, state), data, probabilities, config),
             config.snapshots,
             record_initial=False,
             # the default int (int64 under x64): the step count the schedule and fold_in see
@@ -368,6 +322,46 @@ def make_run(
         )
 
     return run
+
+
+def _record(module: nnx.Module, data: TrainData, probabilities, config: TrainConfig) -> dict:
+    """One snapshot of `Trajectory` (every field but ``steps`` and ``diverged_step``): the
+    model's forward pass over every sample of ``data``, weighted by ``probabilities [n]``."""
+    tokens, labels = data.tokens, data.labels
+    logits = module(tokens)
+    nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+    correct = (jnp.argmax(logits, axis=-1).astype(labels.dtype) == labels).astype(
+        probabilities.dtype
+    )
+    weights = models.weights(module)
+    W_E, W_U = weights["W_E"], weights["W_U"]
+    norms = jnp.linalg.norm(W_E, axis=-1)  # the model's vocabulary may exceed the data's
+
+    def mean_over(member, values):  # the mean of ``values`` over a 0/1 membership mask
+        member = member.astype(values.dtype)
+        return jnp.sum(member * values[: member.size]) / jnp.sum(member)
+
+    if models.spec_of(module).attention:
+        attention = module.attention(tokens).astype(probabilities.dtype)  # [n, L]
+    else:
+        attention = jnp.zeros(tokens.shape, probabilities.dtype)
+    if not config.record_weights:
+        W_E, W_U = W_E[:0, :0], W_U[:0, :0]
+    return dict(
+        loss=jnp.sum(probabilities * nll),
+        accuracy=jnp.sum(probabilities * correct),
+        W_E=W_E,
+        W_U=W_U,
+        group_norms={g: mean_over(data.groups[g], norms) for g in data.nonempty_groups},
+        attention_position=probabilities @ attention,
+        attention_group={
+            g: probabilities @ jnp.sum(jnp.where(member[tokens] > 0, attention, 0), -1)
+            for g, member in data.groups.items()
+        },
+        sample_loss={g: mean_over(m, nll) for g, m in data.sample_groups.items()},
+        sample_accuracy={g: mean_over(m, correct) for g, m in data.sample_groups.items()},
+        logit_scale=jnp.max(jnp.abs(logits - jnp.mean(logits, axis=-1, keepdims=True))),
+    )
 
 
 def _transform(config: TrainConfig) -> optax.GradientTransformation:

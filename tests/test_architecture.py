@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "activations",
         "text",
     ),
-    ("signatures", "tasks", "models", "ode", "checkpoints"),
+    ("signatures", "tasks", "models", "ode", "checkpoints", "theory"),
     (
         "metrics",
         "flows",
@@ -39,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "semantics",
         "relu",
         "second_escape",
+        "escape",
+        "theories",
     ),
     ("geometry", "loop", "train", "sweep", "lm"),
     ("comparison", "budget", "plots", "lm_study", "plateau_study", "measure"),

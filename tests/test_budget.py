@@ -14,6 +14,7 @@ from ctx_staircase import (
     budget,
     closed_form,
     comparison,
+    escape,
     geometry,
     internal,
     lm,
@@ -299,7 +300,7 @@ def test_signature_estimate_matches_numpy_and_xla(case):
 def test_theory_escape_stage_matches_xla(N):
     # the closed form's escape search: the logit scale on one chunk of the escape grid
     add = tasks.make("add", N=N)
-    d, grid = 128, budget.THEORY_ESCAPE_CHUNK
+    d, grid = 128, escape.ESCAPE_CHUNK
     weights = jax.ShapeDtypeStruct((grid, add.vocab_size, d), jnp.float64)
     compiled = closed_form.logit_scale.lower(weights, weights, add.tokens, (1.0, 0.5)).compile()
     estimate = budget.theory_stages(add, d=d)["escape"]

@@ -1,8 +1,10 @@
 """The command line end to end: outputs on success, one-line errors and no files on bad input."""
 
-import argparse
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctx_staircase import __version__, cli
+import ctx_staircase
+from ctx_staircase import __version__, cli, comparison, tasks, theories
 
 
 def test_list_names_every_task(capsys):
@@ -105,13 +108,15 @@ def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
     assert cli.main(argv) == 0
     summary = json.loads((out / "metrics.json").read_text())
     assert [run["gamma"] for run in summary["runs"]] == [0.8, 1.2]
-    names = set(summary["runs"][0]["comparisons"])
-    assert names == {
-        "closed_form",
-        "closed_form_feedback",
-        "signature_flow_m0",
-        "signature_flow_m1",
-    }
+    # every theory the registry holds for an FFN with this activation, and no other
+    settings = dict(model="ffn", gammas=[0.8, 1.2], max_orders=[0, 1], d=16, lr=0.5, steps=200)
+    setting = comparison.check_theory_inputs(
+        tasks.make("add", N=6), activation="poly:1,0.5", snapshot_every=None, threshold=0.5,
+        prediction="linear", **settings,
+    ).setting  # fmt: skip
+    expected = [theory.name for theory in theories.selected(setting)]
+    assert list(summary["runs"][0]["comparisons"]) == expected
+    assert {theories.CLOSED_FORM.name, "signature_flow_m1"} <= set(expected)
     for run in summary["runs"]:
         for c in run["comparisons"].values():
             assert {
@@ -148,30 +153,53 @@ def test_flagship_run_tiny_end_to_end(tmp_path, capsys):
     assert all(name in listing for name in ("staircase", "fig2_geometry", "lm_builtin", "lm_text"))
 
 
-def _options(parser: argparse.ArgumentParser):
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield from ((f"{name} {flag}", a, sub) for flag, a in _own(sub))
+def _help(*argv: str) -> str:
+    """What ``ctx-staircase ARGV --help`` prints."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert cli.main([*argv, "--help"]) == 0
+    return printed.getvalue()
+
+
+def _entries(text: str) -> list[str]:
+    """The option entries of a help text, each with its wrapped lines joined by two spaces
+    (so the flags stay apart from their words)."""
+    entries, current = [], None
+    for line in text.splitlines():
+        if line.startswith("  -"):
+            current = [line.strip()]
+            entries.append(current)
+        elif current is not None and line.startswith("    ") and line.strip():
+            current.append(line.strip())
         else:
-            yield from ((flag, a, parser) for flag, a in _own(parser))
+            current = None
+    return ["  ".join(entry) for entry in entries]
 
 
-def _own(parser):
-    return [(a.option_strings[-1], a) for a in parser._actions if a.option_strings]
+def test_every_subcommand_lists_its_flags_with_help_and_their_defaults():
+    """Every option of every subcommand (the ones ``--help`` lists) has words, and every one
+    that takes a value says its default."""
+    commands = re.findall(r"^    (\w+)", _help(), flags=re.M)
+    assert {"run", "list", "signatures", "train", "lm", "measure", "theory"} <= set(commands)
+    for command in commands:
+        for entry in _entries(_help(command)):
+            flags, *words = re.split(r"\s{2,}", entry, maxsplit=1)
+            assert words, f"{command} {flags}: no help"
+            takes_value = any(not part.startswith("-") for part in flags.replace(",", " ").split())
+            if takes_value:
+                assert "default" in words[0], f"{command} {flags}: no default shown"
 
 
-def test_every_flag_has_help_and_shows_its_default():
-    parser = cli.parser()
-    for flag, action, owner in _options(parser):
-        if action.dest in ("help", "version"):
-            continue
-        assert action.help, flag
-        shown = owner.formatter_class(owner.prog)._get_help_string(action)
-        if action.default is not False:  # switches are off by default
-            assert "default" in shown, flag
-        if action.choices is not None:
-            assert all(str(c) in owner.format_help() for c in action.choices), flag
+def test_model_choices_are_the_registries():
+    """``--model`` lists the models its command can use, from their registries: those
+    ``train`` trains on a task, and those with a theory."""
+    from ctx_staircase import models
+
+    def listed(command: str) -> list[str]:
+        entry = next(e for e in _entries(_help(command)) if e.startswith("--model"))
+        return re.search(r"model: (.*?) \(default", entry).group(1).split(", ")
+
+    assert listed("train") == list(models.task_names())
+    assert listed("theory") == list(theories.model_names())
 
 
 def test_version_and_module_entry_point():
@@ -223,7 +251,7 @@ def test_tiny_never_overrides_an_explicit_flag():
 def test_the_package_reads_nothing_outside_itself_by_default():
     """Only `paths` knows where the shared corpus lies, and no package module calls it: the
     package reads outside itself only when handed a path (sims/lm_text.py passes it)."""
-    package = Path(cli.__file__).resolve().parent
+    package = Path(ctx_staircase.__file__).resolve().parent
     for path in package.rglob("*.py"):
         source = path.read_text()
         assert "parents[" not in source, path

@@ -7,7 +7,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ctx_staircase import budget, cli, closed_form, comparison, models, plateau, tasks, train
+from ctx_staircase import (
+    budget,
+    cli,
+    closed_form,
+    comparison,
+    models,
+    plateau,
+    tasks,
+    theories,
+    theory,
+    train,
+)
 
 
 def test_unit_scale_escape_is_exact_on_a_scalar_blowup():
@@ -184,13 +195,14 @@ def test_theory_runs_in_float64_whatever_the_global_flag():
         )
         np.testing.assert_allclose(run.simulation.W_E[0], state["W_E"][...], rtol=1e-12)
     # attention slopes are d ln t / d gamma: through two points, the slope of the line
-    gammas = np.asarray(out.escape["gamma"])
-    for name, times in out.escape.items():
-        if name == "gamma":
-            continue
+    gammas = np.asarray(out.escape.gamma)
+    measured = {"simulation": (out.escape.simulation, out.escape_slope.simulation)}
+    theories_ = {n: (t, out.escape_slope.theories[n]) for n, t in out.escape.theories.items()}
+    assert set(theories_) == {"uniform_attention_flow", "plateau_law"}
+    for name, (times, slope) in (measured | theories_).items():
         log_t = np.log(np.asarray(times))
         by_hand = (log_t[1] - log_t[0]) / (gammas[1] - gammas[0])
-        assert out.escape_slope[name] == pytest.approx(by_hand, rel=1e-9), name
+        assert slope == pytest.approx(by_hand, rel=1e-9), name
 
 
 def test_snapshot_grid_starts_at_step_0_and_ends_at_the_horizon():
@@ -239,10 +251,10 @@ def test_attention_theory_against_training_add():
         assert run.solver["uniform_attention_flow"].ok
         assert flow.weight_rel_error_max <= 0.05
         assert abs(flow.escape_ratio - 1) <= 0.10, run.gamma
-    law = np.asarray(out.escape["plateau_law"]) / np.asarray(out.escape["simulation"])
+    law = np.asarray(out.escape.of(out.law)) / np.asarray(out.escape.simulation)
     assert np.all(np.abs(law - 1) <= 0.10), law
     slopes = out.escape_slope
-    assert slopes["analytic"] == pytest.approx(slopes["simulation"], rel=0.05)
+    assert slopes.analytic == pytest.approx(slopes.simulation, rel=0.05)
 
 
 def test_a5_mode_rate_is_s1_over_L_on_the_uniform_attention_flow():
@@ -275,3 +287,254 @@ def test_a5_mode_rate_is_s1_over_L_on_the_uniform_attention_flow():
                   right_t[0])  # fmt: skip
     expected = (u0**-0.5 - 2 * s1 * np.asarray(ts) / ds.L) ** -2.0
     np.testing.assert_allclose(u, expected, rtol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# a theory is an object: one registered here flows through comparison, budget and plots
+
+
+def _toy_lanes(problem: theory.Problem) -> theory.TheoryLanes:
+    """A toy theory: nothing moves but the embedding, which doubles over the run's horizon,
+    ``W_E(t) = W_E(0) (1 + t / t_end)``."""
+    ts = problem.ts
+    growth = (1 + ts / ts[-1])[:, None, None]
+    return theory.TheoryLanes(
+        tuple(
+            theory.WeightTrajectory(
+                ts, growth * W_E0, np.broadcast_to(W_U0, growth.shape[:1] + W_U0.shape)
+            )
+            for W_E0, W_U0 in zip(problem.y0["W_E"], problem.y0["W_U"], strict=True)
+        )
+    )
+
+
+def _toy(model, sizes: list | None = None) -> theory.Theory:
+    """The toy theory of ``model``; its memory estimate, 50 trajectories' worth, records each
+    `theory.Size` it is asked about in ``sizes``."""
+
+    def nbytes(size: theory.Size) -> int:
+        (sizes if sizes is not None else []).append(size)
+        return 50 * size.trajectory_bytes
+
+    return theory.Theory(
+        "toy_doubling",
+        theory.Style("closed_form", "closed form: toy doubling", (0, (9, 1)), 2.0),
+        solve=_toy_lanes,
+        nbytes=nbytes,
+        model=model,
+    )
+
+
+def test_a_theory_registered_here_flows_through_comparison_budget_and_plots(monkeypatch):
+    """A new theory is its record and one `theories.register`: the run solves and compares
+    it, saves its numbers under its name, sizes its memory and draws it in its own style; no
+    other module names it."""
+    from ctx_staircase import plots
+
+    monkeypatch.setattr(theories, "REGISTRY", list(theories.REGISTRY))
+    ds = tasks.make("add", N=4)
+    settings = dict(model="attention", gammas=(0.6, 0.65), d=16, lr=0.5)
+    before, sizes = budget.theory_stages(ds, **settings), []
+    toy = theories.register(_toy(theories.ATTENTION, sizes))
+    with pytest.raises(ValueError, match="toy_doubling"):
+        theories.register(toy)  # one name, one theory
+    after = budget.theory_stages(ds, **settings)
+    held = sizes[-1].trajectory_bytes  # the toy's trajectories, held until the comparison
+    assert sizes[-1].G == 2 and after["compare"] == before["compare"] + held
+    # the solves one after another, each over the trajectories of those before it (the toy,
+    # 50 trajectories' worth, second); then the comparison holds every trajectory: training's,
+    # the flow's and the toy's, with its temporaries
+    temporaries = theories.ATTENTION.compare_bytes(sizes[-1])
+    assert after["compare"] - after["theories"] == (2 * held + temporaries) - (held + 50 * held)
+    out = comparison.theory_vs_training(ds, **settings)
+    for run in out.runs:
+        compared = run.comparisons[toy.name]
+        np.testing.assert_allclose(run.theories[toy.name].W_E[-1], 2 * run.simulation.W_E[0])
+        assert 0 < compared.weight_rel_error_max < np.inf and toy.name not in run.solver
+    assert list(out.escape.theories)[-2:] == [toy.name, out.law.name]  # registry order
+    summary = comparison.experiment_summary(out)
+    assert toy.name in summary["runs"][0]["comparisons"] and toy.name in summary["escape"]
+    fig = plots.theory_overlay_figure(out, "toy")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert toy.style.label in labels
+    drawn = {
+        (line.get_linewidth(), str(line._unscaled_dash_pattern)) for line in fig.axes[1].get_lines()
+    }
+    assert (2.0, str((0, (9, 1)))) in {(w, p) for w, p in drawn}
+    plots.plt.close(fig)
+    plots.plt.close(plots.escape_time_figure(out, "toy"))
+
+
+def test_a_theory_of_another_model_or_activation_is_not_solved(monkeypatch):
+    monkeypatch.setattr(theories, "REGISTRY", list(theories.REGISTRY))
+    theories.register(_toy(theories.FFN))
+    inputs = comparison.check_theory_inputs(
+        tasks.make("add", N=4), **(THEORY_SETTINGS | {"model": "attention"})
+    )
+    assert [t.name for t in theories.selected(inputs.setting)] == ["uniform_attention_flow"]
+    relu = comparison.check_theory_inputs(
+        tasks.make("add", N=4), **(THEORY_SETTINGS | {"activation": "relu"})
+    )
+    names = [t.name for t in theories.selected(relu.setting)]
+    assert names[-3:] == ["relu_gated_flow", "closed_form_frozen_gates", "toy_doubling"]
+    poly = comparison.check_theory_inputs(tasks.make("add", N=4), **THEORY_SETTINGS)
+    names = [t.name for t in theories.selected(poly.setting)]
+    assert "relu_gated_flow" not in names and names[-1] == "toy_doubling"
+    # one signature flow per max order of the run, first: their numbers come first
+    orders = THEORY_SETTINGS["max_orders"]
+    assert names[: len(orders)] == [theories.signature_flow(m).name for m in orders]
+
+
+# --------------------------------------------------------------------------------------------
+# the records, and the JSON they become
+
+
+def _synthetic_experiment(law=None) -> comparison.TheoryVsTraining:
+    """Two gamma lanes, a closed form and an ODE theory "flow" whose gamma=0.8 solve failed;
+    every number distinct, so a field read from the wrong place shows."""
+    TS = comparison.TheorySimulation
+    runs = []
+    for i, gamma in enumerate((0.6, 0.8)):
+        compared = {
+            name: comparison.Comparison(
+                escape_threshold=0.5,
+                window_end=1.5 + i,
+                weight_rel_error_max=0.0625 + i + j,
+                null_weight_rel_error_max=0.25 + i + j,
+                gram_rel_error_max=0.125 + i + j,
+                escape_time=TS(3.0 + i + j, 4.0 + i),
+                escape_ratio=(3.0 + i + j) / (4.0 + i),
+                rho_distance_max=[0.125 + j, 0.2],
+                rho_distance_mean=[0.0625 + j, 0.06],
+                onset_time=TS([1.0 + j, 2.0], [1.5, 2.5 + i]),
+                rho=TS(np.zeros((2, 3)), np.ones((2, 3))),
+                logit_scale=TS(np.zeros(3), np.ones(3)),
+            )
+            for j, name in enumerate(("closed_form", "flow"))
+        }
+        solver = {"flow": comparison.SolverStatus(i == 0, "ok" if i == 0 else "stiff")}
+        runs.append(comparison.RunComparison(gamma, "ok", None, {}, solver, compared))
+    return comparison.TheoryVsTraining(
+        model=theories.FFN,
+        ts=np.arange(3.0),
+        threshold=0.5,
+        coefficients=(1.0, 0.5),
+        top_singular_value=2.0,
+        prediction="linear",
+        horizon=comparison.Horizon(60, 12.0, [3.5, 4.5]),
+        notes=["a note"],
+        law=law,
+        runs=runs,
+        escape=comparison.EscapeTimes([0.6, 0.8], [4.0, 5.0], {"closed_form": [3.0, 4.0]}),
+        escape_slope=comparison.EscapeSlopes(5.0, {"closed_form": 5.5}, 4.9),
+        styles={},
+    )
+
+
+def test_solver_failures_name_the_failed_lanes():
+    experiment = _synthetic_experiment()
+    assert comparison.solver_failures(experiment) == ["gamma=0.8 flow: stiff"]
+    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], False, 7)
+    assert comparison.solver_failures(experiment._replace(law=law)) == [
+        "gamma=0.8 flow: stiff",
+        "unit-scale solve of the plateau law: code 7",
+    ]
+    ok = law._replace(solver_ok=True)
+    assert comparison.solver_failures(experiment._replace(law=ok)) == ["gamma=0.8 flow: stiff"]
+
+
+def test_experiment_summary_is_the_json_of_the_records_in_the_saved_order():
+    """The saved metrics.json layout: top-level keys in this order, the model by name, a
+    `Comparison` without its curves, `TheorySimulation` pairs as {"theory", "simulation"},
+    `SolverStatus` as a dict, the escape times and slopes flat: gamma, simulation, each theory
+    by name (then, for slopes, the analytic one)."""
+    import json
+
+    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], True, 0)
+    summary = comparison.experiment_summary(_synthetic_experiment(law))
+    assert list(summary) == [
+        "model", "threshold", "coefficients", "top_singular_value", "prediction", "horizon",
+        "notes", "law", "escape", "escape_slope", "runs",
+    ]  # fmt: skip
+    assert summary["model"] == "ffn"
+    assert summary["horizon"] == {"steps": 60, "t": 12.0, "predicted": [3.5, 4.5]}
+    assert list(summary["law"]) == [
+        "unit_scale_escape", "blowup_time_T_Z", "amplitude_A", "offset_c", "plateau_law",
+        "single_mode_a5", "solver_ok", "solver_result",
+    ]  # fmt: skip
+    assert summary["law"]["blowup_time_T_Z"] == 0.3 and summary["law"]["offset_c"] == 0.6
+    assert comparison.experiment_summary(_synthetic_experiment())["law"] == {}
+    assert summary["escape"] == {
+        "gamma": [0.6, 0.8], "simulation": [4.0, 5.0], "closed_form": [3.0, 4.0]
+    }  # fmt: skip
+    assert list(summary["escape"]) == ["gamma", "simulation", "closed_form"]
+    assert summary["escape_slope"] == {"simulation": 5.0, "closed_form": 5.5, "analytic": 4.9}
+    assert list(summary["escape_slope"]) == ["simulation", "closed_form", "analytic"]
+    run = summary["runs"][1]
+    assert list(run) == ["gamma", "status", "solver", "comparisons"]
+    assert run["gamma"] == 0.8 and run["solver"] == {"flow": {"ok": False, "result": "stiff"}}
+    assert run["comparisons"]["flow"] == {
+        "escape_threshold": 0.5,
+        "window_end": 2.5,
+        "weight_rel_error_max": 2.0625,
+        "null_weight_rel_error_max": 2.25,
+        "gram_rel_error_max": 2.125,
+        "escape_time": {"theory": 5.0, "simulation": 5.0},
+        "escape_ratio": 1.0,
+        "rho_distance_max": [1.125, 0.2],
+        "rho_distance_mean": [1.0625, 0.06],
+        "onset_time": {"theory": [2.0, 2.0], "simulation": [1.5, 3.5]},
+    }
+    first = summary["runs"][0]["comparisons"]["closed_form"]
+    assert list(first) == list(run["comparisons"]["flow"])
+    assert first["escape_time"] == {"theory": 3.0, "simulation": 4.0}
+    assert first["onset_time"] == {"theory": [1.0, 2.0], "simulation": [1.5, 2.5]}
+    json.dumps(summary)  # JSON-ready: no arrays left
+
+
+def test_records_are_read_by_theory():
+    """A run's numbers are asked of the theory record: its comparison per lane, its escape
+    times and slope (and the model's escape law by the same question)."""
+    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0, 3.0], [2.5], True, 0)
+    experiment = _synthetic_experiment(law)
+    closed = experiment.comparisons(theories.CLOSED_FORM)
+    assert [c.escape_time.theory for c in closed] == [3.0, 4.0]
+    assert experiment.escape.of(theories.CLOSED_FORM) == [3.0, 4.0]
+    assert experiment.escape_slope.of(theories.CLOSED_FORM) == 5.5
+    escape = experiment.escape._replace(theories={law.name: law.escape})
+    assert escape.of(law) == [2.0, 3.0]
+
+
+def test_each_signature_flow_lane_is_its_own_order_and_gamma():
+    """The flows of every order are solved in one sweep of gamma x order lanes; each theory's
+    lane is the flow at its own order from its own gamma's start (an independent solve, over
+    the window before escape: past it a lane stops at its blow-up)."""
+    from ctx_staircase import flows, ode, signatures
+
+    ds = tasks.make("add", N=4)
+    out = comparison.theory_vs_training(ds, gammas=(0.8, 1.2), max_orders=(0, 1), d=8, lr=0.5)
+    sigs = signatures.signature_set(ds, ds.L - 1)
+    field = flows.ffn_signature_flow(sigs, out.coefficients, prediction="linear")
+    with jax.enable_x64(True):
+        for run in out.runs:
+            start = {"W_E": run.simulation.W_E[0], "W_U": run.simulation.W_U[0]}
+            for m in (0, 1):
+                name = theories.signature_flow(m).name
+                alone = ode.integrate(
+                    field, start, jnp.asarray(out.ts), m, rtol=1e-7, atol=1e-12, max_steps=20_000
+                )
+                before = out.ts <= run.comparisons[name].window_end
+                np.testing.assert_allclose(
+                    run.theories[name].W_E[before],
+                    np.asarray(alone.ys["W_E"])[before],
+                    rtol=1e-5,
+                    atol=1e-9,
+                )
+
+
+def test_a_run_with_no_theory_is_sized_by_its_training(monkeypatch):
+    """With no theory registered for a run, the theories stage holds training's trajectories
+    alone, and the comparison stage adds only its temporaries."""
+    monkeypatch.setattr(theories, "REGISTRY", [])
+    stages = budget.theory_stages(tasks.make("add", N=4), d=16)
+    assert 0 < stages["theories"] < stages["compare"]

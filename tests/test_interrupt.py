@@ -134,10 +134,13 @@ def test_lm_resumes_bitwise_after_kill(tmp_path):
 
 
 def test_interrupt_in_process_is_one_line_exit_130(monkeypatch, capsys, tmp_path):
+    """A Ctrl-C while the library trains (here: as the sweep starts) is one line, exit 130."""
+    from ctx_staircase import sweep
+
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_train_and_report", interrupted)
+    monkeypatch.setattr(sweep, "train_sweep", interrupted)
     out = tmp_path / "out"
     assert cli.main([*TRAIN, "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip()

@@ -3,6 +3,7 @@ rule, and every forward pass against an independent NumPy re-implementation writ
 ``weights(model)``."""
 
 import functools
+import inspect
 import math
 
 import jax
@@ -385,8 +386,43 @@ def test_float32_models_run_under_jit(name):
     assert all(w.dtype == jnp.float32 for w in models.weights(model).values())
 
 
+def _built(spec: models.ModelSpec, **sizes):
+    """``spec``'s model at small sizes, from `models.create` (a fixed embedding when it needs
+    one)."""
+    needs = inspect.signature(spec.factory.__init__).parameters
+    extra = {"embedding": np.ones((6, sizes.get("d", 8)))} if "embedding" in needs else {}
+    return models.create(spec.name, vocab_size=6, seq_len=4, rngs=nnx.Rngs(0), **sizes, **extra)
+
+
+@pytest.mark.parametrize("spec", models.REGISTRY, ids=lambda spec: spec.name)
+def test_each_spec_states_the_facts_of_its_model(spec):
+    """What a `models.ModelSpec` says of its model holds for the model `create` builds: its
+    class and paper roles, its parameter count, whether it attends and takes an activation
+    or a sequence length."""
+    assert models.get(spec.name) is spec and spec.name in models.names()
+    model = _built(spec, d=8)
+    assert type(model) is spec.factory and models.spec_of(model) is spec
+    assert tuple(models.weights(model)) == spec.roles
+    needs = inspect.signature(spec.factory.__init__).parameters
+    assert spec.activation == ("activation" in needs)
+    assert spec.sequence == ("seq_len" in needs)
+    assert spec.attention == callable(getattr(model, "attention", None))
+    if spec.attention:  # last-row attention weights [B, L], rows summing to 1
+        rows = model.attention(random_tokens(1, (3, 4), 6)).sum(axis=-1)
+        np.testing.assert_allclose(rows, 1.0, rtol=1e-6)
+    if spec.parameters is not None:
+        for d in (8, 12):
+            count = sum(p.size for p in jax.tree.leaves(nnx.state(_built(spec, d=d), nnx.Param)))
+            assert spec.parameters(models.Sizes(V=6, L=4, d=d)) == count, d
+
+
+def test_spec_of_refuses_what_is_not_a_model():
+    with pytest.raises(TypeError, match="model"):
+        models.spec_of(object())
+
+
 def test_create_and_weights_keys():
-    assert models.names() == ("ffn", "ffn_fixed", "attention", "transformer", "gpt")
+    assert len(set(models.names())) == len(models.REGISTRY)
     expected = {
         "ffn": {"W_E", "W_U"},
         "attention": {"W_E", "W_U", "W_Q", "W_K", "W_V", "W_O", "P"},

@@ -36,45 +36,57 @@ def test_line_styles_are_the_convention_and_distinct():
     assert len({str(p) for p in patterns}) == len(patterns)
 
 
-@pytest.mark.parametrize(
-    "name, role",
-    [
-        ("closed_form", "closed_form"),
-        ("closed_form_feedback", "closed_form"),
-        ("plateau_law", "closed_form"),
-        ("signature_flow_m1", "ode"),
-        ("signature_flow_m3", "ode"),
-        ("uniform_attention_flow", "ode"),
-    ],
-)
-def test_theories_take_their_roles_style_and_words(name, role):
-    assert plots.theory_role(name) == role
-    style = plots.theory_styles(name)
-    label = plots.theory_label(name)
-    assert label.startswith(plots.ROLE_LABEL[role])
-    dashes = _line_style(style["ls"])[1]
-    if role == "ode":  # dotted: short on-segments
-        assert dashes is not None and dashes[0] <= 1.0
+def _registered() -> list:
+    """Every registered theory, the per-order families at orders 0 to 3: read from the
+    registry, so a new theory is checked too."""
+    from ctx_staircase import theories
+
+    registered = []
+    for entry in theories.REGISTRY:
+        is_family = isinstance(entry, theories.PerOrder)
+        registered += [entry.theory(m) for m in range(4)] if is_family else [entry]
+    return registered
+
+
+def _registered_styles() -> dict:
+    """The style of every registered theory and of the escape laws, by name."""
+    from ctx_staircase import escape
+
+    styles = {theory.name: theory.style for theory in _registered()}
+    return styles | {escape.PlateauLaw.NAME: escape.PlateauLaw.STYLE}
+
+
+@pytest.mark.parametrize("name, style", _registered_styles().items())
+def test_theories_take_their_roles_style_and_words(name, style):
+    line = plots.theory_line(style)
+    assert style.label.startswith(plots.ROLE_LABEL[style.role]), name
+    dashes = _line_style(line["ls"])[1]
+    if style.role == "ode":  # dotted: short on-segments
+        assert dashes is not None and dashes[0] <= 1.0, name
     else:  # dashed: long on-segments
-        assert dashes is not None and dashes[0] >= 3.0
-    assert _line_style(style["ls"]) != _line_style(plots.LINE_STYLE["training"])
+        assert dashes is not None and dashes[0] >= 3.0, name
+    assert _line_style(line["ls"]) != _line_style(plots.LINE_STYLE["training"])
 
 
-def test_plain_theories_use_exactly_their_roles_line_style():
-    assert plots.theory_styles("closed_form")["ls"] == plots.LINE_STYLE["closed_form"]
-    assert plots.theory_styles("uniform_attention_flow")["ls"] == plots.LINE_STYLE["ode"]
+def test_a_theory_without_its_own_dashes_uses_its_roles_line_style():
+    from ctx_staircase.theory import Style
+
+    for role in ("closed_form", "ode"):
+        assert plots.theory_line(Style(role, "x"))["ls"] == plots.LINE_STYLE[role]
 
 
-def test_variants_of_one_role_are_told_apart():
-    names = ["closed_form", "closed_form_feedback", "signature_flow_m1", "signature_flow_m2"]
-    patterns = {str(_line_style(plots.theory_styles(n)["ls"])) for n in names}
-    assert len(patterns) == len(names)
-    assert len({plots.theory_label(n) for n in names}) == len(names)
+def test_the_theories_of_one_model_are_told_apart():
+    """No two registered theories of one model (nor its escape law) share a line or a label:
+    each is recognisable in the legend of a run."""
+    from ctx_staircase import escape, theories
 
-
-def test_an_unknown_theory_is_refused():
-    with pytest.raises(ValueError, match="unknown theory"):
-        plots.theory_role("mystery")
+    for model in theories.MODELS:
+        styles = [theory.style for theory in _registered() if theory.model is model]
+        if model.predict is escape.plateau_law:
+            styles.append(escape.PlateauLaw.STYLE)
+        lines = {(str(_line_style(plots.theory_line(s)["ls"])), s.width) for s in styles}
+        assert len(lines) == len(styles), model.name
+        assert len({s.label for s in styles}) == len(styles), model.name
 
 
 def test_gamma_colour_depends_on_gamma_only_and_orders_them():
@@ -99,7 +111,10 @@ def test_order_colour_is_the_cycle_colour_of_the_order():
 def test_role_legend_explains_line_styles_in_words():
     fig, ax = plots.figure()
     ax.plot([0, 1], [0, 1], color=plots.gamma_colour(0.5), label=r"$\gamma = 0.5$")
-    legend = plots.role_legend(ax, extra=plots.theory_handles(["signature_flow_m2"]))
+    from ctx_staircase import theories
+
+    flow = theories.signature_flow(2)
+    legend = plots.role_legend(ax, extra=plots.theory_handles([flow.style]))
     texts = [t.get_text() for t in legend.get_texts()]
     assert texts == [
         r"$\gamma = 0.5$",
@@ -235,14 +250,15 @@ def test_save_figure_wants_a_png_path(tmp_path):
 
 
 def _theory_experiment(model: str = "ffn") -> comparison.TheoryVsTraining:
+    from ctx_staircase import escape, theories
     from ctx_staircase.comparison import Comparison, RunComparison, TheorySimulation
 
     ts = np.linspace(0.0, 5.0, 30)
-    names = (
-        ["closed_form", "closed_form_feedback", "signature_flow_m1"]
-        if model == "ffn"
-        else ["uniform_attention_flow"]
-    )
+    if model == "ffn":
+        solved = [theories.CLOSED_FORM, theories.CLOSED_FORM_FEEDBACK, theories.signature_flow(1)]
+    else:
+        solved = [theories.UNIFORM_ATTENTION_FLOW]
+    names = [theory.name for theory in solved]
     runs = []
     for gamma in (0.5, 1.0):
         rho = np.stack([np.tanh(ts), 0.5 * np.tanh(ts)])
@@ -253,15 +269,20 @@ def _theory_experiment(model: str = "ffn") -> comparison.TheoryVsTraining:
             logit_scale=TheorySimulation(np.exp(ts) * 1e-2, np.exp(ts / gamma) * 1e-2),
         )  # fmt: skip
         runs.append(RunComparison(gamma, "ok", None, {}, {}, dict.fromkeys(names, compared)))
-    escape = {"gamma": [0.5, 1.0], "simulation": [1.0, 2.0], **{n: [1.1, 2.2] for n in names}}
-    slopes = {n: 2.2 for n in [*names, "simulation", "analytic"]}
+    times = {n: [1.1, 2.2] for n in names}
+    styles = {theory.name: theory.style for theory in solved}
+    law = escape.PlateauLaw([], 0.3, np.nan, np.nan, [1.0, 2.1], [], True, 0)
     if model == "attention":
-        escape["plateau_law"] = [1.0, 2.1]
-        slopes["plateau_law"] = 2.0
-    law = comparison.PlateauLaw([], 0.3, np.nan, np.nan, [], [], True, 0)
+        times[law.name] = law.escape
+        styles[law.name] = law.style
+    else:
+        law = None  # the FFN's escape law is its analytic slope alone
+    escape_times = comparison.EscapeTimes([0.5, 1.0], [1.0, 2.0], times)
+    slopes = comparison.EscapeSlopes(2.2, dict.fromkeys(times, 2.2), 2.2)
     return comparison.TheoryVsTraining(
-        model, ts, 0.5, (1.0,), 1.0, "linear", None, [], law, runs, escape, slopes
-    )
+        theories.model(model), ts, 0.5, (1.0,), 1.0, "linear", None, [], law, runs,
+        escape_times, slopes, styles,
+    )  # fmt: skip
 
 
 def _texts(fig) -> list[str]:
@@ -288,13 +309,13 @@ def test_theory_overlay_figure_draws_each_theory_in_its_style(model, tmp_path):
     experiment = _theory_experiment(model)
     fig = plots.theory_overlay_figure(experiment, "overlay")
     _assert_convention(fig)
-    names = list(experiment.runs[0].comparisons)
+    styles = [experiment.styles[name] for name in experiment.runs[0].comparisons]
     legend_texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "training" in legend_texts
-    assert all(plots.theory_label(n) in legend_texts for n in names)
+    assert all(style.label in legend_texts for style in styles)
     assert r"$\gamma = 0.5$" in legend_texts
     # every theory curve carries its theory's dash pattern and its γ's colour
-    styles = {str(_line_style(plots.theory_styles(n)["ls"])) for n in names}
+    styles = {str(_line_style(plots.theory_line(s)["ls"])) for s in styles}
     lines = fig.axes[1].get_lines()
     drawn = {str(line._unscaled_dash_pattern) for line in lines}
     assert styles | {str(_line_style("-"))} == drawn
@@ -326,7 +347,7 @@ def test_theory_overlay_figure_draws_training_solid_and_each_theory_styled():
         solid = [li for li in ax.get_lines() if li.get_linestyle() == "-"]
         styled = [li for li in ax.get_lines() if li.get_linestyle() not in ("-", "None")]
         for run, s, t in zip(experiment.runs, solid, styled[: len(experiment.runs)], strict=False):
-            pair = read(run.comparisons["uniform_attention_flow"])
+            pair = read(next(iter(run.comparisons.values())))
             want_s = pair.simulation if ax is fig.axes[0] else pair.simulation[0]
             want_t = pair.theory if ax is fig.axes[0] else pair.theory[0]
             np.testing.assert_array_equal(s.get_ydata(), want_s)

@@ -317,7 +317,7 @@ def test_each_wrapper_runs_its_experiment_into_sims(monkeypatch, name):
 def test_no_global_x64_flip_in_the_experiments_or_the_cli():
     """float64 is scoped (``with jax.enable_x64``), never switched on for the whole process."""
     package = ROOT / "ctx_staircase"
-    for path in [*package.glob("experiments/*.py"), package / "cli.py", *SIMS.glob("*.py")]:
+    for path in [*package.glob("experiments/*.py"), *package.glob("cli/*.py"), *SIMS.glob("*.py")]:
         assert "jax_enable_x64" not in path.read_text(), path
 
 

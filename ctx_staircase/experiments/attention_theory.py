@@ -11,7 +11,7 @@ its escape, see fig6_attention), float64, minimal label vocabulary. Not in the r
 
 Both sides measure escape with the attention logits: training with the model's own forward
 pass (`train.Trajectory.logit_scale`), the theory with the uniform-attention readout
-``W_U W_O W_V (1/L) sum_s w_{x_s}`` (`comparison.uniform_attention_logit_scale`); escape is the
+``W_U W_O W_V (1/L) sum_s w_{x_s}`` (`flows.uniform_attention_logit_scale`); escape is the
 largest centred logit reaching 0.5 nats (C7). The horizon is 1.25x the latest predicted escape.
 
 Theories:
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import comparison, plots, tasks
+from ctx_staircase import comparison, plots, tasks, theories
 from ctx_staircase.experiments import Claim, Outcome
 
 TASKS = ("add", "sub")
@@ -40,7 +40,7 @@ GAMMAS = (0.6, 0.65, 0.7, 0.75, 0.8)
 WEIGHT_ERROR = 0.05
 ESCAPE_RATIO = 0.10
 SLOPE_GAP = 0.05
-THEORY = "uniform_attention_flow"
+THEORY = theories.UNIFORM_ATTENTION_FLOW
 #: The smoke run: one task (each task compiles its own flow), two gammas for the log-slope.
 TINY = dict(tasks=["add"], N=8, gammas=[0.6, 0.7], d=32)
 
@@ -61,35 +61,34 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
             lr=config["lr"],
             threshold=config["threshold"],
         )
-        summary = comparison.experiment_summary(experiment)
         title = f"{task} N={config['N']}, attention-only d={config['d']}, GD lr {config['lr']:g}"
         figures[f"{task}_escape"] = plots.escape_time_figure(experiment, title)
         figures[f"{task}_overlay"] = plots.theory_overlay_figure(experiment, title)
-        claims += _claims(task, summary, regime)
-        numbers[task] = summary
+        claims += _claims(task, experiment, regime)
+        numbers[task] = comparison.experiment_summary(experiment)
     return Outcome(claims, figures, numbers, config | {"seed": 0, "regime": regime})
 
 
-def _claims(task: str, summary: dict, regime: str) -> list[Claim]:
-    runs = summary["runs"]
-    flow = [run["comparisons"][THEORY] for run in runs]
-    solved = all(run["solver"][THEORY]["ok"] for run in runs) and summary["law"]["solver_ok"]
-    failures = "" if solved else "solver failures: " + str([r["solver"] for r in runs])
-    errors = [c["weight_rel_error_max"] for c in flow]
-    nulls = [c["null_weight_rel_error_max"] for c in flow]
-    escape = summary["escape"]
-    measured = np.asarray(escape["simulation"], dtype=np.float64)
-    flow_ratios = np.asarray(escape[THEORY]) / measured
-    law_ratios = np.asarray(escape["plateau_law"]) / measured
+def _claims(task: str, experiment: comparison.TheoryVsTraining, regime: str) -> list[Claim]:
+    runs, law = experiment.runs, experiment.law
+    flow = experiment.comparisons(THEORY)
+    solved = all(run.solver[THEORY.name].ok for run in runs) and law.solver_ok
+    failures = "" if solved else "solver failures: " + str([_solver(r) for r in runs])
+    errors = [c.weight_rel_error_max for c in flow]
+    nulls = [c.null_weight_rel_error_max for c in flow]
+    escape = experiment.escape
+    measured = np.asarray(escape.simulation, dtype=np.float64)
+    flow_ratios = np.asarray(escape.of(THEORY)) / measured
+    law_ratios = np.asarray(escape.of(law)) / measured
     constant = measured.mean() / measured
-    single_mode = np.asarray(summary["law"]["single_mode_a5"]) / measured
-    slopes = summary["escape_slope"]
-    law_gap = abs(slopes["plateau_law"] / slopes["simulation"] - 1)
-    power_gap = abs(slopes["analytic"] / slopes["simulation"] - 1)
-    gammas = np.asarray(escape["gamma"], dtype=np.float64)
-    d = np.exp(slopes["analytic"] / 2)
+    single_mode = np.asarray(law.single_mode_a5) / measured
+    slopes = experiment.escape_slope
+    law_gap = abs(slopes.of(law) / slopes.simulation - 1)
+    power_gap = abs(slopes.analytic / slopes.simulation - 1)
+    gammas = np.asarray(escape.gamma, dtype=np.float64)
+    d = np.exp(slopes.analytic / 2)
     exponential = np.polyfit(gammas, np.log((2 * gammas - 1) * np.log(d) + np.log(2)), 1)[0]
-    exponential_gap = abs(exponential / slopes["simulation"] - 1)
+    exponential_gap = abs(exponential / slopes.simulation - 1)
 
     def within(ratios) -> bool:
         return bool(np.all(np.abs(np.asarray(ratios) - 1) <= ESCAPE_RATIO))
@@ -97,7 +96,6 @@ def _claims(task: str, summary: dict, regime: str) -> list[Claim]:
     def listed(values) -> str:
         return ", ".join(f"{v:.3f}" for v in values)
 
-    law = summary["law"]
     return [
         Claim(
             f"A3 / {task}",
@@ -126,7 +124,7 @@ def _claims(task: str, summary: dict, regime: str) -> list[Claim]:
         Claim(
             f"A5b / {task}",
             "plateau law t* = T_Z d^(2γ) − c from one unit-scale solve",
-            f"T_Z = {law['blowup_time_T_Z']:.4g}, c = {law['offset_c']:.3g}; ratios "
+            f"T_Z = {law.blowup_time_T_Z:.4g}, c = {law.offset_c:.3g}; ratios "
             + listed(law_ratios),
             f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma",
             within(law_ratios) and solved,
@@ -139,9 +137,8 @@ def _claims(task: str, summary: dict, regime: str) -> list[Claim]:
         Claim(
             f"A5b / {task}",
             "log t* is linear in γ with slope 2 ln d (a power law in the init scale)",
-            f"d ln t/dγ measured {slopes['simulation']:.2f}; law T_Z d^(2γ) − c "
-            f"{slopes['plateau_law']:.2f}",
-            f"2 ln d = {slopes['analytic']:.2f} within {100 * SLOPE_GAP:.0f}% of measured",
+            f"d ln t/dγ measured {slopes.simulation:.2f}; law T_Z d^(2γ) − c {slopes.of(law):.2f}",
+            f"2 ln d = {slopes.analytic:.2f} within {100 * SLOPE_GAP:.0f}% of measured",
             power_gap <= SLOPE_GAP,
             f"the offset c lifts the slope over this range; the law with it is {100 * law_gap:.1f}%"
             " off",
@@ -152,3 +149,8 @@ def _claims(task: str, summary: dict, regime: str) -> list[Claim]:
             null_passed=exponential_gap <= SLOPE_GAP,
         ),
     ]
+
+
+def _solver(run: comparison.RunComparison) -> dict:
+    """A lane's solver statuses as they are saved, by theory name."""
+    return {name: status._asdict() for name, status in run.solver.items()}

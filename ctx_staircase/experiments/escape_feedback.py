@@ -37,7 +37,7 @@ import itertools
 
 import numpy as np
 
-from ctx_staircase import closed_form, comparison, plots, tasks
+from ctx_staircase import closed_form, comparison, plots, tasks, theories
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.common import scored
@@ -50,7 +50,7 @@ BISECTION, RATE_GRID = 30, 2000
 TINY = dict(N=8, d=32, gammas=[0.8, 1.2], bisection=6, rate_grid=500)
 ESCAPE_RATIO = 0.05
 FLOW_GAP = 0.02
-THEORY = "closed_form_feedback"
+FEEDBACK, CLOSED_FORM = theories.CLOSED_FORM_FEEDBACK, theories.CLOSED_FORM
 
 
 def weighted_mod() -> TokenDataset:
@@ -95,21 +95,18 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     tasks_ = datasets(tiny)
     for name, ds in tasks_.items():
         experiment = _theory(ds, config, config["activation"])
-        summary = comparison.experiment_summary(experiment)
         # Lambda(0): at gamma = 0.6 the initial logits are already about half the threshold
-        summary["initial_logit_scale"] = [
-            float(run.comparisons[THEORY].logit_scale.simulation[0]) for run in experiment.runs
-        ]
-        numbers[name] = summary
+        initial = [float(c.logit_scale.simulation[0]) for c in experiment.comparisons(FEEDBACK)]
+        numbers[name] = comparison.experiment_summary(experiment) | {"initial_logit_scale": initial}
         figures[f"{name}_escape"] = plots.escape_time_figure(
             experiment, f"{name}, FFN d={config['d']}, σ(z)=z+z²/2, GD lr {config['lr']:g}"
         )
-        claims += _claims(name, summary, regime)
+        claims += _claims(name, ds, experiment, initial, regime)
     relu = _theory(tasks_["add"], config, "relu")
-    numbers["relu_add"] = comparison.experiment_summary(relu)
     fit = (TINY["bisection"], TINY["rate_grid"]) if tiny else (BISECTION, RATE_GRID)
-    numbers["relu_add"]["effective_C1"] = _effective_rates(tasks_["add"], relu, *fit)
-    claims.append(_relu_claim(numbers["relu_add"], regime))
+    rates = _effective_rates(tasks_["add"], relu, *fit)
+    numbers["relu_add"] = comparison.experiment_summary(relu) | {"effective_C1": rates}
+    claims.append(_relu_claim(relu, rates, regime))
     return Outcome(claims, figures, numbers, config | {"regime": regime})
 
 
@@ -127,17 +124,20 @@ def _theory(ds: TokenDataset, config: dict, activation: str) -> comparison.Theor
     )
 
 
-def _ratios(summary: dict, theory: str) -> np.ndarray:
-    return np.asarray([run["comparisons"][theory]["escape_ratio"] for run in summary["runs"]])
+def _ratios(experiment: comparison.TheoryVsTraining, theory) -> np.ndarray:
+    """``theory``'s escape ratio to training, per gamma."""
+    return np.asarray([c.escape_ratio for c in experiment.comparisons(theory)])
 
 
-def _claims(name: str, summary: dict, regime: str) -> list[Claim]:
-    flow = next(k for k in summary["escape"] if k.startswith("signature_flow"))
-    feedback, plain, linear = (_ratios(summary, k) for k in (THEORY, "closed_form", flow))
-    escape = summary["escape"]
-    to_flow = np.asarray(escape[THEORY]) / np.asarray(escape[flow])
-    plain_to_flow = np.asarray(escape["closed_form"]) / np.asarray(escape[flow])
-    solved = all(s["ok"] for run in summary["runs"] for s in run["solver"].values())
+def _claims(
+    name: str, ds: TokenDataset, experiment: comparison.TheoryVsTraining, initial, regime: str
+) -> list[Claim]:
+    flow = theories.signature_flow(ds.L - 1)  # of full order, as `_theory` solves it
+    feedback, plain, linear = (_ratios(experiment, t) for t in (FEEDBACK, CLOSED_FORM, flow))
+    escape = experiment.escape
+    to_flow = np.asarray(escape.of(FEEDBACK)) / np.asarray(escape.of(flow))
+    plain_to_flow = np.asarray(escape.of(CLOSED_FORM)) / np.asarray(escape.of(flow))
+    solved = all(s.ok for run in experiment.runs for s in run.solver.values())
 
     def listed(values) -> str:
         return ", ".join(f"{v:.3f}" for v in values)
@@ -145,9 +145,9 @@ def _claims(name: str, summary: dict, regime: str) -> list[Claim]:
     def within(values, tolerance) -> bool:
         return bool(np.all(np.abs(np.asarray(values) - 1) <= tolerance))
 
-    gammas = np.asarray(summary["escape"]["gamma"])
+    gammas = np.asarray(escape.gamma)
     late = gammas >= 0.8
-    start = "initial logit scale Λ(0) = " + listed(summary["initial_logit_scale"])
+    start = "initial logit scale Λ(0) = " + listed(initial)
     note = (
         f"{start} (threshold 0.5); over γ >= 0.8: feedback {listed(feedback[late])}, "
         f"feedback/flow {listed(to_flow[late])}"
@@ -189,8 +189,8 @@ def _effective_rates(
     Gamma = closed_form.count_second_moment(ds)
     ts = np.linspace(0.0, float(experiment.ts[-1]), points)
     rates = []
-    for run in experiment.runs:
-        measured = run.comparisons[THEORY].escape_time.simulation
+    for run, compared in zip(experiment.runs, experiment.comparisons(FEEDBACK), strict=True):
+        measured = compared.escape_time.simulation
         start = (run.simulation.W_E[0], run.simulation.W_U[0])
         low, high = 0.25, 2.0  # escape time falls as the rate grows: bisect in log rate
         for _ in range(steps):
@@ -210,13 +210,16 @@ def _feedback_escape(ds, M, Gamma, start, rate: float, ts, threshold: float) -> 
     return closed_form.crossing_time(ts, scale, threshold)
 
 
-def _relu_claim(summary: dict, regime: str) -> Claim:
-    """The ReLU gated flow (theory/relu.md) against training, over the gammas it is stated for;
-    the null is the C_1 = 1/2 law (the feedback closed form at the mean slope), same criterion."""
-    low, high = comparison.VALIDATED_LAWS["relu"][1]
-    gammas = np.asarray(summary["escape"]["gamma"])
+def _relu_claim(experiment: comparison.TheoryVsTraining, rates, regime: str) -> Claim:
+    """The ReLU gated flow (theory/relu.md) against training, over the gammas it is validated
+    for; the null is the C_1 = 1/2 law (the feedback closed form at the mean slope), same
+    criterion."""
+    gated_flow = theories.RELU_GATED_FLOW
+    low, high = gated_flow.validated.gammas
+    gammas = np.asarray(experiment.escape.gamma)
     inside = (gammas >= low) & (gammas <= high)
-    gated, half = (_ratios(summary, k)[inside] for k in ("relu_gated_flow", THEORY))
+    gated, half = (_ratios(experiment, t)[inside] for t in (gated_flow, FEEDBACK))
+    frozen = _ratios(experiment, theories.CLOSED_FORM_FROZEN_GATES)[inside]
 
     def listed(values) -> str:
         return ", ".join(f"{v:.3f}" for v in values)
@@ -228,10 +231,9 @@ def _relu_claim(summary: dict, regime: str) -> Claim:
         "escape law / add, ReLU",
         "the ReLU gated flow (exact gates, linear softmax) predicts the escape time",
         "ratios at γ = " + ", ".join(f"{g:g}" for g in gammas[inside]) + f": {listed(gated)}; "
-        "fitted C_1^eff (descriptive) " + listed(summary["effective_C1"]),
+        "fitted C_1^eff (descriptive) " + listed(rates),
         f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma in [{low:g}, {high:g}]",
-        note="the frozen-gate closed form (R4): "
-        + listed(_ratios(summary, "closed_form_frozen_gates")[inside]),
+        note="the frozen-gate closed form (R4): " + listed(frozen),
         kind="beyond",
         regime=regime,
         null="the C_1 = 1/2 law (feedback closed form at the mean slope): ratios " + listed(half),

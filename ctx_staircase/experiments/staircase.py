@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from ctx_staircase import budget, comparison, metrics, plots, signatures, sweep, train
+from ctx_staircase import budget, comparison, metrics, plots, signatures, sweep, theories, train
 from ctx_staircase.experiments import Claim, Outcome, regime
 from ctx_staircase.experiments import fig3_staircase as fig3
 from ctx_staircase.experiments import staircase_claims as scoring
@@ -87,25 +87,44 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         title = f"add N={N}, V={add.vocab_size}, FFN d={d}, σ(z)=z+z²/2, GD lr 0.5"
         figures["theory_overlay"] = plots.theory_overlay_figure(theory, title)
         figures["escape_time"] = plots.escape_time_figure(theory, title)
-        summary = comparison.experiment_summary(theory)
-        numbers["theory"] = summary
-    closed = [r["comparisons"]["closed_form"] for r in summary["runs"]]
-    ratios = [c["escape_ratio"] for c in closed]
-    slopes = summary["escape_slope"]
-    frozen = [c["null_weight_rel_error_max"] for c in closed]
-    escapes = np.array([c["escape_time"]["simulation"] for c in closed])
+        numbers["theory"] = comparison.experiment_summary(theory)
+    claims += _theory_claims(theory, add.vocab_size)
+    return Outcome(
+        claims,
+        figures,
+        numbers,
+        {
+            "N": N,
+            "model": f"ffn relu d={d}",
+            "gamma": 1.0,
+            **PRIMARY.describe(optimizer="gd", lr=1.0),
+            "epochs": epochs,
+            "theory": "poly:1,0.5, GD lr 0.5",
+            "theory_gammas": list(gammas),
+            "tiny": tiny,
+        },
+    )
+
+
+def _theory_claims(theory: comparison.TheoryVsTraining, vocab_size: int) -> list[Claim]:
+    """The closed form against training on add: its weights before escape, its escape times
+    and the escape-time slope (§8.14), each against its null."""
+    closed = theory.comparisons(theories.CLOSED_FORM)
+    ratios = [c.escape_ratio for c in closed]
+    slopes = theory.escape_slope
+    frozen = [c.null_weight_rel_error_max for c in closed]
+    escapes = np.array([c.escape_time.simulation for c in closed])
     constant = np.abs(np.mean(escapes) / escapes - 1)
-    gammas_arr = np.asarray(gammas, dtype=np.float64)
+    gammas_arr = np.asarray(theory.escape.gamma, dtype=np.float64)
     through_origin = float(gammas_arr @ escapes / (gammas_arr @ gammas_arr))
-    theory_regime = f"full-batch GD lr 0.5, σ = z + z²/2, V = {add.vocab_size}, float64"
-    claims += [
+    theory_regime = f"full-batch GD lr 0.5, σ = z + z²/2, V = {vocab_size}, float64"
+    return [
         Claim(
             "theory",
             "closed form matches training before escape (t <= t_esc/2)",
-            "max rel. error of W_E "
-            + ", ".join(f"{c['weight_rel_error_max']:.3f}" for c in closed),
+            "max rel. error of W_E " + ", ".join(f"{c.weight_rel_error_max:.3f}" for c in closed),
             "<= 0.05",
-            max(c["weight_rel_error_max"] for c in closed) <= 0.05,
+            max(c.weight_rel_error_max for c in closed) <= 0.05,
             kind="beyond",
             regime=theory_regime,
             null="W_E(t) = W_E(0): max rel. error " + ", ".join(f"{e:.3f}" for e in frozen),
@@ -125,30 +144,16 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         Claim(
             "§8.14",
             "escape time linear in gamma",
-            f"slope measured {slopes['simulation']:.0f}, closed form {slopes['closed_form']:.0f}",
+            f"slope measured {slopes.simulation:.0f}, closed form "
+            f"{slopes.of(theories.CLOSED_FORM):.0f}",
             "within 10%",
-            abs(slopes["closed_form"] / slopes["simulation"] - 1) <= 0.10,
+            abs(slopes.of(theories.CLOSED_FORM) / slopes.simulation - 1) <= 0.10,
             kind="beyond",
             regime=theory_regime,
             null=f"t_esc ∝ γ through the origin (fitted): slope {through_origin:.0f}",
-            null_passed=bool(abs(through_origin / slopes["simulation"] - 1) <= 0.10),
+            null_passed=bool(abs(through_origin / slopes.simulation - 1) <= 0.10),
         ),
     ]
-    return Outcome(
-        claims,
-        figures,
-        numbers,
-        {
-            "N": N,
-            "model": f"ffn relu d={d}",
-            "gamma": 1.0,
-            **PRIMARY.describe(optimizer="gd", lr=1.0),
-            "epochs": epochs,
-            "theory": "poly:1,0.5, GD lr 0.5",
-            "theory_gammas": list(gammas),
-            "tiny": tiny,
-        },
-    )
 
 
 def probe_epochs(tiny: bool = False) -> tuple[int, ...]:

@@ -1,0 +1,195 @@
+"""``ctx-staircase theory TASK``: the theories of a model (`theories.selected`) against the
+same model trained by full-batch GD, lane by lane (`comparison.theory_vs_training`); or, with
+``--second-escape``, the end of the collapse plateau (theory/second_escape.md)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rich.table import Table
+
+from ctx_staircase.cli import common
+from ctx_staircase.cli.common import TASK, Choices, Command, flag, integer, out_flag, real
+from ctx_staircase.internal import INT32_MAX, SEED_MAX
+
+#: The ``theory`` flags passed through to `comparison.theory_vs_training` under their own names.
+THEORY_SETTINGS = (
+    "model", "gammas", "max_orders", "d", "activation", "lr", "steps", "snapshot_every",
+    "threshold", "prediction",
+)  # fmt: skip
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Check the settings and the memory, run the comparison, save it and print its table."""
+    from ctx_staircase import comparison, plots, results
+
+    out = common.out_dir(args, common.DEFAULT_RUN_ROOT / f"theory_{args.task}_{args.model}")
+    ds = common.make_task(args)
+    if args.second_escape:
+        return _second_escape(args, ds, out)
+    args.activation = args.activation or "poly:1,0.5"
+    settings = {key: getattr(args, key) for key in THEORY_SETTINGS}
+    settings["memory_limit"] = common.limit(args)
+    comparison.check_theory_inputs(ds, **settings)  # includes the memory estimate
+    start = time.perf_counter()
+    with common.bar("GD steps, then ODE lanes (the first call compiles)"):
+        experiment = comparison.theory_vs_training(
+            ds, seed=args.seed, out=out / "training", **settings
+        )
+    errors = common.stderr()
+    for note in experiment.notes:
+        errors.print(f"note: {note}")
+    title = f"{args.task} {ds.params}, {args.model}, d={args.d}"
+    if experiment.model.model.activation:
+        title += f", σ={args.activation}"
+    seconds = time.perf_counter() - start
+    plots.save_figure(plots.theory_overlay_figure(experiment, title), out / "theory_overlay.png")
+    plots.save_figure(plots.escape_time_figure(experiment, title), out / "escape_time.png")
+    summary = comparison.experiment_summary(experiment) | dict(
+        task=args.task,
+        params=ds.params,
+        lr=args.lr,
+        seconds=seconds,
+        environment=results.environment(),
+    )
+    results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
+    _print(experiment, title)
+    errors.print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _print(experiment, title: str) -> None:
+    """One row per gamma and theory; then the solver failures, the model's escape law and the
+    escape-time slopes."""
+    from ctx_staircase import comparison
+
+    table = Table(title=title)
+    columns = ("γ", "theory", "solver", "W_E err (pre-esc.)", "t_esc theory", "t_esc train")
+    for column in (*columns, "ratio", "ρ0 onset th/tr"):
+        table.add_column(column)
+    for run in experiment.runs:
+        for name, c in run.comparisons.items():
+            solver = run.solver[name].result if name in run.solver else "closed form"
+            table.add_row(
+                f"{run.gamma:g}",
+                name,
+                solver,
+                f"{c.weight_rel_error_max:.3f}",
+                f"{c.escape_time.theory:.1f}",
+                f"{c.escape_time.simulation:.1f}",
+                f"{c.escape_ratio:.3f}",
+                f"{c.onset_time.theory[0]:.1f}/{c.onset_time.simulation[0]:.1f}",
+            )
+    console = common.stdout()
+    console.print(table)
+    for line in comparison.solver_failures(experiment):
+        console.print(f"solver failure: {line}")
+    if experiment.law is not None:
+        console.print(experiment.law.describe())
+    slopes = ", ".join(f"{k} {v:.2f}" for k, v in experiment.escape_slope.as_json().items())
+    words, analytic = experiment.model.slope_words
+    console.print(f"{words}: {slopes} (analytic: {analytic})")
+
+
+def _second_escape(args: argparse.Namespace, ds, out) -> int:
+    """The second escape of the FFN at levels L1 and L2 against GD training (lr 1)."""
+    from ctx_staircase import plateau_study, results, theories
+
+    if theories.model(args.model) is not theories.FFN:
+        raise ValueError(f"--second-escape needs --model ffn; got {args.model!r}")
+    start = time.perf_counter()
+    activation = args.activation or "relu"
+    with common.bar("GD lanes, then the plateau flow per lane (the first call compiles)"):
+        comparison = plateau_study.compare_second_escape(
+            ds,
+            gammas=args.gammas or [1.0],
+            seeds=args.seeds or [args.seed],
+            d=args.d,
+            activation=activation,
+            epochs=args.steps or 3000,
+            geometry=args.geometry,
+        )
+    summary = comparison.summary()
+    record = {
+        "task": args.task,
+        "params": ds.params,
+        "activation": activation,
+        "geometry": args.geometry,
+        "d": args.d,
+        "second_escape": summary,
+        "seconds": time.perf_counter() - start,
+        "environment": results.environment(),
+    }
+    results.write_json(out / "metrics.json", record)
+    table = Table(title=f"second escape: {args.task} {ds.params}, ffn d={args.d}, σ={activation}")
+    for column in ("γ", "seed", "level", "t0", "t1 theory", "t1 train", "ratio", "k th/tr", "rate"):
+        table.add_column(column)
+    for i, level in enumerate(summary["level"]):
+        table.add_row(
+            f"{summary['gamma'][i]:g}",
+            str(summary["seed"][i]),
+            level,
+            f"{summary['t0'][i]:.0f}",
+            f"{summary['t1_predicted'][i]:.1f}",
+            f"{summary['t1_measured'][i]:.1f}",
+            f"{summary['ratio'][i]:.3f}",
+            f"{summary['k_predicted'][i]}/{summary['k_measured'][i]}",
+            f"{summary['rate_predicted'][i]:.4f}",
+        )
+    common.stdout().print(table)
+    common.stderr().print(
+        f"wrote {out}/ in {time.perf_counter() - start:.1f} s (nan: no second escape "
+        f"within {args.steps or 3000} epochs)"
+    )
+    return 0
+
+
+COMMAND = Command(
+    "theory",
+    "theory (closed forms, signature flows, attention plateau law) vs GD training",
+    (
+        *TASK,
+        flag("--model", default="ffn", choices=Choices("theories", "model_names"),
+             metavar="NAME", help="model: %(choices)s"),
+        flag("--gamma", dest="gammas", type=real(), nargs="+", default=None,
+             help="init scales d^-gamma (default: ffn 0.6 0.8 1.0 1.2 1.4; attention 0.6 .. 0.8)"),
+        flag("--max-order", dest="max_orders", type=integer(0, 64), nargs="+", default=[0, 1],
+             help="context orders m_max of the FFN signature flow"),
+        flag("--activation", default=None,
+             help="FFN activation (default: poly:1,0.5; relu with --second-escape)"),
+        flag("--prediction", default="linear", choices=Choices("flows", "PREDICTION_TERMS"),
+             metavar="TERM",
+             help="softmax term of the FFN signature flow: %(choices)s (linear: with the "
+                  "feedback)"),
+        flag("--d", type=integer(1, INT32_MAX), default=128, help="width"),
+        flag("--lr", type=real(0, strict=True), default=0.2,
+             help="GD learning rate (t = lr * step)"),
+        flag("--steps", type=integer(1, INT32_MAX), default=None,
+             help="GD steps (default: 1.25x the latest predicted escape)"),
+        flag("--snapshot-every", type=integer(1, INT32_MAX), default=None,
+             help="steps between snapshots (default: 10, geometric past 400 snapshots)"),
+        flag("--threshold", type=real(0, strict=True), default=0.5,
+             help="escape: largest centred logit (nats)"),
+        flag("--seed", type=integer(0, SEED_MAX), default=0, help="seed"),
+        flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=None,
+             help="--second-escape: the seeds of the grid (default: --seed)"),
+        flag("--second-escape", action="store_true",
+             help="predict the second escape (the end of the collapse plateau, "
+                  "theory/second_escape.md) at levels L1 (from the training state at t_c + 100) "
+                  "and L2 (from the init) against GD training at lr 1 for --steps epochs "
+                  "(default 3000); FFN only"),
+        flag("--geometry", default="numbers",
+             help="--second-escape: the token group rho_0 is read on (Task 4: anchors)"),
+        out_flag("runs/theory_TASK_MODEL"),
+    ),
+    handler,
+    description=(
+        "Integrate the theory and train the same models (full-batch GD, float64, t = lr * "
+        "step), then compare them lane by lane. FFN: closed form (C3), closed form with the "
+        "softmax feedback, signature flows (and with relu the gated flow, theory/relu.md). "
+        "Attention-only: the uniform-attention flow (A3) and the plateau law "
+        "t* = T_Z d^(2 gamma) - c (A5b). Documented gamma ranges: ffn [0.5, 2], attention "
+        "[0.55, 1]."
+    ),
+)  # fmt: skip

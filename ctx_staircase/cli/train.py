@@ -1,0 +1,233 @@
+"""``ctx-staircase train TASK``: a (gamma x seed x lr) sweep of one model on a task, its
+alignment with the zero-order signature and the first-order probe over training (paper eq. 7),
+figures, and the embeddings exported for ``ctx-staircase measure``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from rich.table import Table
+
+from ctx_staircase.cli import common
+from ctx_staircase.cli.common import TASK, Choices, Command, flag, integer, out_flag, real
+from ctx_staircase.internal import INT32_MAX, SEED_MAX
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Check the settings and the memory, then train, measure, save and print."""
+    import jax
+
+    from ctx_staircase import budget, models, sweep, train
+
+    out = common.out_dir(args, common.DEFAULT_RUN_ROOT / f"train_{args.task}_{args.model}")
+    ds = common.make_task(args)
+    config = train.TrainConfig(
+        optimizer=args.optimizer,
+        lr=args.lr[0],
+        steps=args.steps,
+        batch_size=args.batch_size,
+        snapshots=tuple(args.snapshot_steps) if args.snapshot_steps else None,
+    )
+    model_kwargs: dict = {"d": args.d}
+    if args.activation is not None:
+        if not models.get(args.model).activation:
+            raise ValueError(f"--activation does not apply to --model {args.model} (no activation)")
+        model_kwargs["activation"] = args.activation
+    if args.float64:
+        model_kwargs["dtype"] = "float64"
+    if args.vocab_size is not None:
+        model_kwargs["vocab_size"] = args.vocab_size
+    gamma, _, _ = sweep.grid(args.gamma, args.seeds, args.lr)
+    budget.check(
+        budget.train_bytes(args.model, ds, config, lanes=gamma.size, **model_kwargs),
+        what=f"train {args.model} on {args.task} {ds.params}, d={args.d}, {gamma.size} lanes",
+        knob="lower --param sizes, --d, --steps/--snapshot-steps or the number of lanes",
+        limit=common.limit(args),
+    )
+    with jax.enable_x64(args.float64):
+        # checks the kwargs by tracing the model's construction, without compiling it
+        jax.eval_shape(
+            lambda: train.init_state(args.model, ds, gamma=1.0, seed=0, **dict(model_kwargs))[1]
+        )
+        return _train_and_report(args, ds, config, model_kwargs, out)
+
+
+class TrainSummary(NamedTuple):
+    """What ``train`` writes to ``metrics.json`` (one record, written once when the run ends).
+
+    Attributes:
+        task, params, model: the task name, its parameters and the model name.
+        model_kwargs: the model's keyword arguments, as strings.
+        config: the `train.TrainConfig` fields.
+        grid: the lanes' ``gamma``, ``seed`` and ``lr`` ``[lanes]``.
+        status: each lane's status ``[lanes]``.
+        final_loss, final_accuracy: ``[lanes]`` at the last snapshot.
+        alignment: `geometry.alignment_curves` over the snapshots: ``group``, ``rho0_method``,
+            ``steps [S]``, ``rho0 [lanes, S]``, ``probe_steps [P]``, ``probe_heldout_corr`` and
+            ``probe_heldout_mse`` ``[lanes, P]``.
+        seconds: wall time of training and measuring.
+        environment: `results.environment` (versions, devices, source fingerprint).
+    """
+
+    task: str
+    params: dict
+    model: str
+    model_kwargs: dict
+    config: dict
+    grid: dict
+    status: Any
+    final_loss: Any
+    final_accuracy: Any
+    alignment: dict
+    seconds: float
+    environment: dict
+
+
+def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
+    from ctx_staircase import geometry, results, sweep
+
+    start = time.perf_counter()
+    with common.bar("training lanes (the first call compiles)") as (_, describe):
+        result = sweep.train_sweep(
+            args.model,
+            ds,
+            config,
+            gammas=args.gamma,
+            seeds=args.seeds,
+            lrs=args.lr,
+            out=out / "sweep",
+            chunk=args.chunk,
+            **model_kwargs,
+        )
+        describe("measuring alignment and fitting probes")
+        curves = geometry.alignment_curves(
+            result.trajectory.W_E,
+            result.trajectory.steps[0],
+            ds,
+            probe_snapshots=args.probe_snapshots if ds.L > 1 else 0,
+        )
+    steps = np.asarray(result.trajectory.steps[0])
+    _save(args, ds, result, curves, steps, out)
+    summary = TrainSummary(
+        task=args.task,
+        params=ds.params,
+        model=args.model,
+        model_kwargs={k: str(v) for k, v in model_kwargs.items()},
+        config=dict(config.__dict__),
+        grid={"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
+        status=result.status,
+        final_loss=result.trajectory.loss[:, -1],
+        final_accuracy=result.trajectory.accuracy[:, -1],
+        alignment={
+            "group": curves.group,
+            "rho0_method": curves.rho0_method,
+            "steps": steps,
+            "rho0": curves.rho0,
+            "probe_steps": curves.probe_steps,
+            "probe_heldout_corr": curves.probe_corr,
+            "probe_heldout_mse": curves.probe_mse,
+        },
+        seconds=time.perf_counter() - start,
+        environment=results.environment(),
+    )
+    # written once, last: its presence marks a finished run
+    results.write_json(out / "metrics.json", summary._asdict())
+    common.stdout().print(_table(args, ds, result, curves, steps))
+    common.stderr().print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+def _save(args, ds, result, curves, steps: np.ndarray, out: Path) -> None:
+    """The figures, the alignment curves and every lane's embeddings (which `ctx-staircase
+    measure --task` reads back)."""
+    from ctx_staircase import checkpoints, plots, results
+
+    if args.optimizer == "gd" and np.unique(result.lr).size == 1:
+        steps_label = f"step (t = {result.lr[0]:g}·step)"
+    else:
+        steps_label = "step" if args.optimizer != "gd" else "t = lr·step"
+    # the figure shows the smallest initialization, where the staircase is clearest
+    best = int(np.argmax(result.gamma))
+    picks = sorted({0, len(steps) // 3, len(steps) - 1})
+    plots.save_figure(plots.training_figure(result, curves, steps_label), out / "training.png")
+    plots.save_figure(
+        plots.embedding_geometry_figure(
+            result.trajectory.W_E[best],
+            steps,
+            curves,
+            picks,
+            f"{args.task}, {args.model}, γ={result.gamma[best]:g}, seed={result.seed[best]}",
+        ),
+        out / "geometry.png",
+    )
+    results.write_npz(out / "alignment.npz", **curves._asdict())
+    for lane in range(len(result.status)):
+        folder = f"gamma_{result.gamma[lane]:g}_seed_{result.seed[lane]}_lr_{result.lr[lane]:g}"
+        checkpoints.export_embeddings(
+            out / "embeddings" / folder,
+            result.trajectory.W_E[lane],
+            steps,
+            {"task": args.task, "params": repr(ds.params), "model": args.model},
+        )
+
+
+def _table(args, ds, result, curves, steps: np.ndarray) -> Table:
+    """One row per lane: its grid point, status, final loss and accuracy, and alignment."""
+    table = Table(title=f"{args.task} ({ds.params}), {args.model}, {args.optimizer}")
+    columns = ("γ", "seed", "lr", "status", "final loss", "final acc", "max ρ0 (step)")
+    for column in (*columns, "final ρ0", "final probe"):
+        table.add_column(column)
+    for lane, status in enumerate(result.status):
+        rho0 = curves.rho0[lane]
+        peak = int(np.nanargmax(rho0)) if np.isfinite(rho0).any() else 0
+        probe = f"{curves.probe_corr[lane, -1]:.3f}" if curves.probe_steps.size else "-"
+        table.add_row(
+            f"{result.gamma[lane]:g}",
+            str(result.seed[lane]),
+            f"{result.lr[lane]:g}",
+            status,
+            f"{result.trajectory.loss[lane, -1]:.4f}",
+            f"{result.trajectory.accuracy[lane, -1]:.3f}",
+            f"{rho0[peak]:.3f} ({steps[peak]})",
+            f"{rho0[-1]:.3f}",
+            probe,
+        )
+    return table
+
+
+COMMAND = Command(
+    "train",
+    "train a (gamma x seed x lr) sweep and measure alignment",
+    (
+        *TASK,
+        flag("--model", default="ffn", choices=Choices("models", "task_names"), metavar="NAME",
+             help="model: %(choices)s"),
+        flag("--gamma", type=real(), nargs="+", default=[0.8], help="init scales d^-gamma"),
+        flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=[0], help="seeds"),
+        flag("--optimizer", default="adam", choices=Choices("train", "OPTIMIZERS"),
+             metavar="NAME", help="optimizer: %(choices)s"),
+        flag("--lr", type=real(0, strict=True), nargs="+", default=[1e-3], help="learning rate(s)"),
+        flag("--steps", type=integer(1, INT32_MAX), default=1000, help="optimizer steps"),
+        flag("--batch-size", type=integer(1, INT32_MAX), default=None,
+             help="minibatch size (sgd; default: full batch)"),
+        flag("--snapshot-steps", type=integer(0, INT32_MAX), nargs="+", default=None,
+             help="steps to record (default: log- plus linearly spaced)"),
+        flag("--d", type=integer(1, INT32_MAX), default=128, help="embedding width"),
+        flag("--vocab-size", type=integer(1, INT32_MAX), default=None,
+             help="model vocabulary (default: the data's)"),
+        flag("--activation", default=None,
+             help="activation of the models that take one: relu, gelu, poly:c1,c2,..., z^K "
+                  "(default: the model's, relu)"),
+        flag("--float64", action="store_true", help="train in float64"),
+        flag("--probe-snapshots", type=integer(0, 10_000), default=8,
+             help="snapshots at which to fit the first-order probe (0: none)"),
+        flag("--chunk", type=integer(1, 1_000_000), default=None,
+             help="lanes per compiled call, saved when it finishes (default: all)"),
+        out_flag("runs/train_TASK_MODEL", "; resumes if present"),
+    ),
+    handler,
+)  # fmt: skip
