@@ -14,6 +14,7 @@ from ctx_staircase import (
     ode,
     signatures,
     tasks,
+    theories,
     train,
 )
 
@@ -210,8 +211,8 @@ def test_theory_against_flax_training_add():
         feedback = run.comparisons["closed_form_feedback"]
         assert abs(feedback.escape_ratio - 1) <= 0.05, run.gamma
     slopes = out.escape_slope
-    assert slopes["closed_form"] == pytest.approx(slopes["simulation"], rel=0.10)
-    assert slopes["analytic"] == pytest.approx(slopes["simulation"], rel=0.10)
+    assert slopes.of(theories.CLOSED_FORM) == pytest.approx(slopes.simulation, rel=0.10)
+    assert slopes.analytic == pytest.approx(slopes.simulation, rel=0.10)
 
 
 def _escape_time(solution, tokens, coefficients, t_max: float, threshold: float = 0.5) -> float:

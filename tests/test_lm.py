@@ -484,6 +484,7 @@ def test_cli_lm_tiny_run(tmp_path):
         "semantics.png",
         "semantics.pdf",
         "lanes",  # the saved lanes a rerun resumes from
+        "embeddings",  # the W_E snapshots `ctx-staircase measure` reads
     }
     record = json.loads((out / "metrics.json").read_text())
     assert set(record["summary"]) == {"1", "0.5"}
