@@ -100,7 +100,7 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
         raise ValueError(f"--second-escape needs --model ffn; got {args.model!r}")
     start = time.perf_counter()
     activation = args.activation or "relu"
-    with common.bar("GD lanes, then the plateau flow per lane (the first call compiles)"):
+    with common.bar("GD lanes, then the plateau and split-unit flows per lane (compiles first)"):
         comparison = plateau_study.compare_second_escape(
             ds,
             gammas=args.gammas or [1.0],
