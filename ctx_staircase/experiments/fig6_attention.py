@@ -661,8 +661,7 @@ def _attention_series(m: Task3Measures, epochs: int) -> str:
 
 def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
     """§8.9 and Fig. 6I at the run's end (which must be finite); null: its init."""
-    end, uniform = _task3_end(m), 1.0 / m.L
-    late, init = m.geometry["late"], m.geometry["init"]
+    end, uniform, late, init = _task3_end(m), 1.0 / m.L, m.geometry["late"], m.geometry["init"]
     init_null = f"init: A_anchor {m.A_anchor[0]:.3f}, A_noise {m.A_noise[0]:.4f}"
     growth = (m.E_anchor[-1] / m.E_anchor[0], m.E_noise[-1] / m.E_noise[0])
     return [
@@ -704,8 +703,7 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
             "anchor growth > noise growth, the run ending finite",
             note=end,
             kind="paper",
-            null="init: growth 1.00 vs 1.00",
-            # at init E(0)/E(0) = 1 for both groups
+            null="init: growth 1.00 vs 1.00",  # E(0)/E(0) for both groups
             **scored(lambda x: x[0] > x[1] and x[2], (*growth, m.finite), (1.0, 1.0, True)),
         ),
         Claim(
