@@ -359,12 +359,17 @@ class Flows:
         sol = ode.integrate(self.uniform, self.y0s[i], jnp.asarray(ts), 1, rtol=1e-7, atol=1e-12)
         return self.ratio(sol.ys["W_E"], sol.ys["W_U"])
 
-    def linear_softmax(self, i: int, ts) -> np.ndarray | None:
-        """R(t) of the linear-softmax flow on ``ts`` (None without it)."""
+    def linear_softmax(self, i: int, ts, length: int) -> np.ndarray | None:
+        """R(t) of the linear-softmax flow on ``ts`` (None without it). The save times are
+        padded with the last one to ``length``, so one compiled solve serves every gamma; the
+        solve's steps depend on its end time, not on how many times it saves."""
         if not self.with_linear:
             return None
-        sol = ode.integrate(self.linear, self.y0s[i], jnp.asarray(ts), None, rtol=1e-7, atol=1e-12)
-        return self.ratio(sol.ys["W_E"], sol.ys["W_U"])
+        padded = np.concatenate([ts, np.full(length - ts.size, ts[-1])])
+        sol = ode.integrate(
+            self.linear, self.y0s[i], jnp.asarray(padded), None, rtol=1e-7, atol=1e-12
+        )
+        return self.ratio(sol.ys["W_E"][: ts.size], sol.ys["W_U"][: ts.size])
 
 
 def _gamma_row(ds, experiment, run, i: int, flows_: Flows, cfg: dict, key: str):
@@ -379,7 +384,7 @@ def _gamma_row(ds, experiment, run, i: int, flows_: Flows, cfg: dict, key: str):
     R_cont = flows_.continued(i, ts)
     escape = run.comparisons["signature_flow_m1"].escape_time
     ts_linear = ts[ts <= escape.theory + cfg["linear_after_escape"] + 1e-9]
-    R_lin = flows_.linear_softmax(i, ts_linear)
+    R_lin = flows_.linear_softmax(i, ts_linear, ts.size)
     s_E0 = float(np.sqrt(np.mean(np.asarray(flows_.y0s[i]["W_E"])[numbers] ** 2)))
     c1 = 2 * C2 * (ds.L - 1) / C1
     s_star = 1 / c1  # the heuristic's onset scale C_1 / (2 C_2 (L-1))
