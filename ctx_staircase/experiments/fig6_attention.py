@@ -383,6 +383,12 @@ def _lane_measures(ds, result, lane: int, steps, signature, setup: ArithmeticSet
     return entry, (curves, S_emb, spectrum)
 
 
+def _scored_at_end(criterion, end, init, finite: bool) -> dict:
+    """`scored` for a claim about the run's end, which must also be finite (the init always
+    is): ``criterion`` on the measurement at the end and at init."""
+    return scored(lambda m: bool(criterion(m[0])) and m[1], (end, finite), (init, True))
+
+
 def _arithmetic_claims(task: str, numbers: dict, cfg: dict) -> list[Claim]:
     """The three §8.3/§8.5/§8.6 analogues on the primary gamma's lane; null: its init. A claim
     about the run's end also needs the run to end finite (its init always does)."""
@@ -464,10 +470,11 @@ def _probe_claim(task: str, main: dict, method: str, cfg: dict, end: str) -> Cla
         ),
         kind="paper",
         null=f"init: probe {main['probe_init']:.3f} vs ρ0 {main['rho0_init']:.3f}",
-        **scored(
-            lambda m: m[0] > m[1] and m[2],
-            (main["probe_late"], main["rho0_late"], finite),
-            (main["probe_init"], main["rho0_init"], True),
+        **_scored_at_end(
+            lambda m: m[0] > m[1],
+            (main["probe_late"], main["rho0_late"]),
+            (main["probe_init"], main["rho0_init"]),
+            finite,
         ),
     )
 
@@ -491,10 +498,8 @@ def _fourier_claim(task: str, main: dict, cfg: dict, end: str) -> Claim:
         "numbers (p = N)." + why,
         kind="project",
         null=f"init: max_k≥1 ρ_(1),k {main['rho1_best_init']:.3f}",
-        **scored(
-            lambda m: m[0] >= FOURIER_LATE and m[1],
-            (main["rho1_kstar_late"], finite),
-            (main["rho1_best_init"], True),
+        **_scored_at_end(
+            lambda rho: rho >= FOURIER_LATE, main["rho1_kstar_late"], main["rho1_best_init"], finite
         ),
     )
 
@@ -674,10 +679,11 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
             note=end + "A_noise = total noise mass / 7 (one anchor, 7 noise tokens per sample)",
             kind="paper",
             null=init_null + " (rise 0)",
-            **scored(
-                lambda x: x[0] > x[1] and x[2] >= ANCHOR_RISE and x[3],
-                (m.A_anchor[-1], m.A_noise[-1], m.A_anchor[-1] - m.A_anchor[0], m.finite),
-                (m.A_anchor[0], m.A_noise[0], 0.0, True),
+            **_scored_at_end(
+                lambda a: a[0] > a[1] and a[2] >= ANCHOR_RISE,
+                (m.A_anchor[-1], m.A_noise[-1], m.A_anchor[-1] - m.A_anchor[0]),
+                (m.A_anchor[0], m.A_noise[0], 0.0),
+                m.finite,
             ),
         ),
         Claim(
@@ -689,10 +695,8 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
             note=end,
             kind="paper",
             null=init_null,
-            **scored(
-                lambda x: x[0] <= NOISE_NEAR_ZERO * uniform and x[1],
-                (m.A_noise[-1], m.finite),
-                (m.A_noise[0], True),
+            **_scored_at_end(
+                lambda a: a <= NOISE_NEAR_ZERO * uniform, m.A_noise[-1], m.A_noise[0], m.finite
             ),
         ),
         Claim(
@@ -704,7 +708,7 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
             note=end,
             kind="paper",
             null="init: growth 1.00 vs 1.00",  # E(0)/E(0) for both groups
-            **scored(lambda x: x[0] > x[1] and x[2], (*growth, m.finite), (1.0, 1.0, True)),
+            **_scored_at_end(lambda g: g[0] > g[1], growth, (1.0, 1.0), m.finite),
         ),
         Claim(
             "§8.9",
@@ -716,11 +720,7 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
             note=end,
             kind="paper",
             null=f"init: Pearson {init['parity_block_corr']:.3f}",
-            **scored(
-                lambda x: x[0]["parity_block_corr"] >= PARITY_CORR and x[1],
-                (late, m.finite),
-                (init, True),
-            ),
+            **_scored_at_end(lambda g: g["parity_block_corr"] >= PARITY_CORR, late, init, m.finite),
         ),
         Claim(
             "§7 Fig. 6I",
@@ -732,11 +732,7 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
             note=end,
             kind="paper",
             null=f"init: mean cosine {init['noise_cos_mean']:.3f}",
-            **scored(
-                lambda x: x[0]["noise_cos_mean"] >= NOISE_ALIGNED and x[1],
-                (late, m.finite),
-                (init, True),
-            ),
+            **_scored_at_end(lambda g: g["noise_cos_mean"] >= NOISE_ALIGNED, late, init, m.finite),
         ),
     ]
 
