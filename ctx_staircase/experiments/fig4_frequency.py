@@ -44,7 +44,8 @@ Conventions ([GAP] choices, also in ``config``):
   allowed; similarity ``1 - disparity``). A seed passes when its own ``k*`` matches better than
   every distinct ``k*`` of the other seeds; pass when ≥ 80% of the testable seeds do. A seed
   is testable when its ``k*`` component dominates (``rho_{k*} >= 0.5``, as for the ring) and some
-  other seed has a different ``k*``. Not testable at all when all seeds share one ``k*``.
+  other seed has a different ``k*``. Not testable (no verdict) when no seed is, e.g. when all
+  seeds share one ``k*``; its init null likewise.
 - Kinds: the early, add-k=20 and seed-dependence claims are the paper's (Fig. 4, App. D, with its
   "small"/"high" made numeric); the ring fraction and the Procrustes own-match use thresholds the
   project chose (kind "project"); the GELU re-run of mod (all seeds) is a diagnostic variant
