@@ -644,8 +644,7 @@ def _rb_anchor(
     L = check_int(L, "L", 2)
     q = check_int(q, "q", 1, L - 1)
     n_tuples = 10**q
-    n_combos = 2 * n_tuples
-    n = check_int(n, "n", n_combos)
+    n = check_int(n, "n", 2 * n_tuples)
     _check_size("n", n, n)
     keys = _token_range("key_low", key_low, "key_high", key_high, min_low=21)
     _check_size("q", q, len(keys) * n_tuples)
@@ -658,54 +657,82 @@ def _rb_anchor(
     heldout_ranks = _heldout_ranks(heldout, q)
 
     rng = _seed(seed)
-    mem_tuples = _tuples(_MEMORY_ANCHORS, q)
-    rsn_tuples = _tuples(_REASONING_ANCHORS, q)
-    key_values = np.array(keys)[:, None]
-    mem_group = 1 + (4 * np.arange(n_tuples)) // n_tuples
-    if memory_labels == "uniform":
-        table = rng.integers(keys.start, keys.stop, size=(len(keys), n_tuples))
-    elif memory_labels == "local":
-        spread = mem_tuples.sum(axis=1)[None, :]
-        table = rng.integers(key_values - spread, key_values + spread + 1)
-    else:
-        high = np.broadcast_to(_RANGE_LOW + 20 * mem_group, (len(keys), n_tuples))
-        table = rng.integers(_RANGE_LOW, high)
-
-    per_combo = n // n_combos
-    n = per_combo * n_combos
-    combo = np.repeat(np.arange(n_combos), per_combo)
-    tokens = rng.integers(keys.start, keys.stop, size=(n, L), dtype=np.int32)
-    key_pos = rng.integers(0, L - q, size=n)  # 0-based index of z_p
-    order = rng.permutation(n)
-    combo, tokens, key_pos = combo[order], tokens[order], key_pos[order]
-
-    rows = np.arange(n)
-    is_memory = combo >= n_tuples
-    rank = combo % n_tuples
-    anchors = np.where(is_memory[:, None], mem_tuples[rank], rsn_tuples[rank])
-    for i in range(q):
-        tokens[rows, key_pos + 1 + i] = anchors[:, i]
-    key = tokens[rows, key_pos]
-    labels = np.where(is_memory, table[key - keys.start, rank], key + anchors.sum(axis=1))
-
+    table = _memory_label_table(rng, memory_labels, keys, q)
+    tokens, is_memory, rank, key = _anchor_rows(rng, n, L, q, keys)
+    labels = np.where(
+        is_memory,
+        table[key - keys.start, rank],
+        key + _tuples(_REASONING_ANCHORS, q)[rank].sum(axis=1),
+    )
     test = ~is_memory & np.isin(rank, heldout_ranks)
     weights = np.where(test, 0.0, 1.0)
-    weights /= weights.sum()
-    sample_groups = {
-        "rsn_train": np.flatnonzero(~is_memory & ~test),
-        "rsn_test": np.flatnonzero(test),
-        "mem": np.flatnonzero(is_memory),
-    }
-    if memory_labels == "ranges":
-        for g in range(1, 5):
-            sample_groups[f"mem_group{g}"] = np.flatnonzero(is_memory & (mem_group[rank] == g))
     groups = {
         "keys": np.array(keys),
         "anchors_mem": _MEMORY_ANCHORS,
         "anchors_rsn": _REASONING_ANCHORS,
     }
+    sample_groups = _anchor_sample_groups(is_memory, test, rank, q, memory_labels == "ranges")
     max_label = max(keys.stop - 1 + q * int(_REASONING_ANCHORS[-1]), _RANGE_LOW + 79)
-    return _Parts(tokens, labels, groups, weights, sample_groups, max_id=max_label)
+    return _Parts(tokens, labels, groups, weights / weights.sum(), sample_groups, max_id=max_label)
+
+
+def _anchor_sample_groups(is_memory, test, rank, q: int, ranges: bool) -> dict[str, np.ndarray]:
+    """Row indices of ``rsn_train``, ``rsn_test``, ``mem`` and, for ``ranges``, the four
+    ``mem_group``s."""
+    groups = {
+        "rsn_train": np.flatnonzero(~is_memory & ~test),
+        "rsn_test": np.flatnonzero(test),
+        "mem": np.flatnonzero(is_memory),
+    }
+    if ranges:
+        group = _memory_range_group(q)[rank]
+        for g in range(1, 5):
+            groups[f"mem_group{g}"] = np.flatnonzero(is_memory & (group == g))
+    return groups
+
+
+def _memory_range_group(q: int) -> np.ndarray:
+    """The ``"ranges"`` group ``1..4`` of each memory tuple, by lexicographic rank: ``[10^q]``."""
+    return 1 + (4 * np.arange(10**q)) // 10**q
+
+
+def _memory_label_table(rng: np.random.Generator, memory_labels: str, keys: range, q: int):
+    """The memory labels, drawn once: ``[|Z|, 10^q]``, one per (key, memory tuple) (the draws
+    of `_rb_anchor`'s docstring for each ``memory_labels``)."""
+    n_tuples = 10**q
+    if memory_labels == "uniform":
+        return rng.integers(keys.start, keys.stop, size=(len(keys), n_tuples))
+    if memory_labels == "local":
+        key_values = np.array(keys)[:, None]
+        spread = _tuples(_MEMORY_ANCHORS, q).sum(axis=1)[None, :]
+        return rng.integers(key_values - spread, key_values + spread + 1)
+    high = np.broadcast_to(_RANGE_LOW + 20 * _memory_range_group(q), (len(keys), n_tuples))
+    return rng.integers(_RANGE_LOW, high)
+
+
+def _anchor_rows(rng: np.random.Generator, n: int, L: int, q: int, keys: range):
+    """The rows, ``n // (2 * 10^q)`` per anchor tuple, shuffled: tokens ``[n, L]`` (keys with
+    the tuple's anchors right after the key ``z_p``), whether a row is a memory row, its tuple's
+    lexicographic rank and its key ``z_p`` (each ``[n]``)."""
+    n_tuples = 10**q
+    per_combo = n // (2 * n_tuples)
+    n = per_combo * 2 * n_tuples
+    combo = np.repeat(np.arange(2 * n_tuples), per_combo)
+    tokens = rng.integers(keys.start, keys.stop, size=(n, L), dtype=np.int32)
+    key_pos = rng.integers(0, L - q, size=n)  # 0-based index of z_p
+    order = rng.permutation(n)
+    combo, tokens, key_pos = combo[order], tokens[order], key_pos[order]
+    rows = np.arange(n)
+    is_memory = combo >= n_tuples
+    rank = combo % n_tuples
+    anchors = np.where(
+        is_memory[:, None],
+        _tuples(_MEMORY_ANCHORS, q)[rank],
+        _tuples(_REASONING_ANCHORS, q)[rank],
+    )
+    for i in range(q):
+        tokens[rows, key_pos + 1 + i] = anchors[:, i]
+    return tokens, is_memory, rank, tokens[rows, key_pos]
 
 
 def _tuples(alphabet: np.ndarray, q: int) -> np.ndarray:

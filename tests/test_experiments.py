@@ -198,3 +198,145 @@ def test_fig3_measures_the_probe_at_init_and_at_each_probe_epoch():
     np.testing.assert_allclose(measured["mse0"], mse0, rtol=1e-6)
     np.testing.assert_array_equal(measured["geometry"][fig3.EARLY]["S"], S_emb[2])
     np.testing.assert_array_equal(measured["geometry"][fig3.LATE]["S"], S_emb[4])
+
+
+# ------------------------------------------------------------------- claims from saved numbers
+
+
+def _claims_of(name: str):
+    """How ``name`` scores its claims from a saved record (`results.read_json`)."""
+    import importlib
+
+    module = importlib.import_module(f"ctx_staircase.experiments.{name}")
+    if name == "lm_text":
+        return lambda r: module.claims(
+            r["numbers"]["summary"],
+            r["config"]["steps"],
+            module.regime(r["config"]["text"], r["config"]["vocab_size"]),
+        )
+    if name == "attention_departure":
+        return lambda r: module.claims(r["numbers"])
+    return lambda r: module.claims(r["numbers"], r["config"])
+
+
+REBUILT = (
+    "appc_task4_orders",
+    "attention_departure",
+    "fig2_geometry",
+    "fig4_frequency",
+    "fig5_activation_order",
+    "fig6_attention",  # (a)'s claims; (b)'s need the unrounded attention curves
+    "fig8_role",
+    "fig9_modulus",
+    "lm_builtin",
+    "lm_text",
+    "order1_onset",
+    "rb_anchor_tasks",
+)
+
+
+@pytest.mark.parametrize("name", REBUILT)
+def test_claims_scored_from_the_saved_numbers_are_the_saved_claims(name):
+    """Each claim is a criterion scored on the run's numbers and on its null's: scored again from
+    the full-size record in sims/results they give its verdicts and texts. ("The null passes" is
+    what a verdict reads of ``null_passed``: a null with no verdict and one that fails agree.)"""
+    from pathlib import Path
+
+    from ctx_staircase import results
+
+    path = Path(__file__).resolve().parents[1] / "sims" / "results" / f"{name}.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    record = results.read_json(path)
+    rebuilt = [dataclasses.asdict(c) for c in _claims_of(name)(record)]
+    saved = record["claims"][: len(rebuilt)]
+    assert len(rebuilt) == len(saved) > 0
+    for got, want in zip(rebuilt, saved, strict=True):
+        for key in ("item", "claim", "measured", "criterion", "note", "kind", "regime", "null"):
+            assert got[key] == want[key], (want["claim"], key)
+        assert got["passed"] == want["passed"], want["claim"]
+        assert (got["null_passed"] is True) == (want["null_passed"] is True), want["claim"]
+
+
+def _saved(name: str) -> dict:
+    from pathlib import Path
+
+    from ctx_staircase import results
+
+    path = Path(__file__).resolve().parents[1] / "sims" / "results" / f"{name}.json"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    return results.read_json(path)
+
+
+def test_fig5_learnability_null_is_the_shuffled_boundary_cells():
+    """Every cell as §8.7 predicts (K >= L learned, K < L at chance): the run passes, and the
+    label-shuffled K = L cells, which learn nothing, fail the same criterion."""
+    from ctx_staircase.experiments import fig5_activation_order as fig5
+
+    record = _saved("fig5_activation_order")
+    numbers, chance = record["numbers"], record["numbers"]["chance"]
+    for cell in numbers["cells"].values():
+        cell["max_accuracy"] = 1.0 if cell["K"] >= cell["L"] else chance
+    for cell in numbers["null_cells"].values():
+        cell["max_accuracy"] = chance
+    learnability = fig5.claims(numbers, record["config"])[0]
+    assert (learnability.passed, learnability.null_passed) == (True, False)
+
+
+def test_attention_departure_task3_null_never_departs():
+    """Training and theory depart together: the run passes; the uniform-attention flow, which
+    never departs, fails the same criterion."""
+    from ctx_staircase.experiments import attention_departure
+
+    numbers = _saved("attention_departure")["numbers"]
+    for row in numbers["anchor_parity"].values():
+        row.update(trained=100.0, theory=110.0, trained_sign=1, theory_sign=1)
+    task3 = attention_departure.claims(numbers)[1]
+    assert task3.claim.startswith("Task 3") and (task3.passed, task3.null_passed) == (True, False)
+
+
+def test_order1_onset_nulls_a_constant_onset_and_a_frozen_model():
+    """A heuristic within 10% of spread-out onsets passes while the constant (median) onset
+    fails; onsets where C2 = 0.5 predicts none fail while the frozen model, which has none,
+    passes; the step-size check has no null verdict."""
+    from ctx_staircase.experiments import order1_onset
+
+    record = _saved("order1_onset")
+    main, default = record["numbers"]["C2_main"]["rows"], record["numbers"]["C2_default"]["rows"]
+    for i, row in enumerate(main):
+        row.update(M1_probe=100.0 * (i + 1), P3_heuristic=110.0 * (i + 1), ratio_P3_M1=1.1)
+    default[0]["S1_trained_weights"] = 50.0
+    claims = {c.item: c for c in order1_onset.claims(record["numbers"], record["config"])}
+    heuristic, no_onset = claims["beyond / O5"], claims["beyond / C2=0.5"]
+    assert (heuristic.passed, heuristic.null_passed) == (True, False)
+    assert (no_onset.passed, no_onset.null_passed) == (False, True)
+    robust = claims["beyond / robustness"]
+    assert robust.null_passed is None and robust.null.startswith("none natural: ")
+
+
+def test_fig9_jump_is_no_lower_bound_with_a_censored_non_divisor():
+    """A large log-jump with a censored M ∤ N run is an upper bound at most: it fails, and each
+    relabelling is scored by the same rule."""
+    from ctx_staircase.experiments import fig9_modulus as fig9
+
+    def entry(divides, hit):
+        return dict(divides=divides, epochs_to_95=[hit], censored=[hit is None])
+
+    per_M = {"4": entry(True, 5000), "5": entry(True, 5000), "7": entry(False, 100)}
+    speeds = fig9.Speeds.of({**per_M, "9": entry(False, None)}, max_epochs=6000)
+    assert fig9.log_jump(speeds.log_epochs, speeds.divides) > fig9.MIN_JUMP
+    assert not speeds.jumps(speeds.divides)
+    exact = fig9.Speeds.of({**per_M, "9": entry(False, 200)}, max_epochs=6000)
+    assert exact.jumps(exact.divides) and not exact.jumps(np.array([True, False, True, False]))
+
+
+def test_fig4_own_match_without_a_testable_seed_has_no_verdict_on_either_side():
+    """No seed with a dominant k*: the run and its null are both untestable, not one failing."""
+    from ctx_staircase.experiments import fig4_frequency as fig4
+
+    record = _saved("fig4_frequency")
+    for seed in record["numbers"]["mod/relu"]["seeds"]:
+        seed["rho_k_star"] = 0.1
+    own = next(c for c in fig4.claims(record["numbers"], record["config"]) if c.item == "App. D")
+    assert own.passed is None and own.null_passed is None and own.note == "not testable"

@@ -3,8 +3,15 @@
 import numpy as np
 
 from ctx_staircase import sweep, tasks
-from ctx_staircase.experiments import Claim
-from ctx_staircase.experiments.common import joined_outcome, scored, train_configured
+from ctx_staircase.experiments import Claim, verdict
+from ctx_staircase.experiments.common import (
+    Draws,
+    NoNull,
+    joined_outcome,
+    reported,
+    scored,
+    train_configured,
+)
 from ctx_staircase.experiments.regime import PRIMARY
 
 
@@ -67,3 +74,34 @@ def test_scored_applies_one_criterion_to_the_run_and_to_its_null():
 
     assert scored(above_half, 0.9, 0.1) == {"passed": True, "null_passed": False}
     assert scored(above_half, 0.1, 0.9) == {"passed": False, "null_passed": True}
+
+
+def _above_half(x):
+    return x > 0.5
+
+
+def test_a_null_of_draws_passes_when_the_level_share_of_its_draws_does():
+    """A permutation null passes at exactly its level (a one-sided test), not only above it."""
+    level = Draws([0.9, 0.1, 0.1, 0.1], level=0.25)
+    assert scored(_above_half, 0.9, level) == {"passed": True, "null_passed": True}
+    below = Draws([0.9, 0.1, 0.1, 0.1, 0.1], level=0.25)
+    assert scored(_above_half, 0.9, below) == {"passed": True, "null_passed": False}
+    assert Draws(np.zeros((0, 3)), level=0.05).share(_above_half) == 0.0
+
+
+def test_a_claim_without_a_natural_null_says_why_and_has_no_null_verdict():
+    out = scored(_above_half, 0.9, NoNull("a robustness check compares two trainings"))
+    assert out == {
+        "passed": True,
+        "null": "none natural: a robustness check compares two trainings",
+        "null_passed": None,
+    }
+    assert verdict(Claim("x", "c", "m", "k", **out)) == "pass"
+
+
+def test_numpy_verdicts_of_a_vacuous_claim_are_reported_vacuous():
+    """NumPy booleans become Python ones: `verdict` tests ``null_passed is True``."""
+    out = scored(lambda x: np.asarray(x) > 0.5, np.float32(0.9), np.float32(0.8))
+    assert out["passed"] is True and out["null_passed"] is True
+    assert verdict(Claim("x", "c", "m", "k", **out)) == "vacuous"
+    assert scored(reported, 0.9, 0.1) == {"passed": None, "null_passed": None}

@@ -67,6 +67,7 @@ from ctx_staircase import attention_dynamics as ad
 from ctx_staircase import closed_form, models, plots, train
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import scored
 from ctx_staircase.experiments.regime import PRIMARY, WIDE_FACTOR
 
 D, D_K = 64, 32
@@ -277,18 +278,11 @@ def _run(full: bool, tiny: bool) -> Outcome:
         for name in tasks_
     }
     numbers = {name: _numbers(rows, plateaus[name]) for name, rows in by_task.items()}
-    claims = (
-        _selector_claims(numbers["selector_parity"])
-        + _task3_claims(numbers["anchor_parity"])
-        + _loss_claim(numbers)
-    )
-    for claim in claims:
-        claim.regime = REGIME
     figures = {"curves": _curves_figure(by_task), "times": times_figure(numbers)}
     config["seconds_per_lane"] = {
         f"{r['task']} γ={r['gamma']:g}": round(r["seconds"], 1) for r in lanes
     }
-    return Outcome(claims, figures, numbers, config)
+    return Outcome(claims(numbers), figures, numbers, config)
 
 
 def _finite_or_none(x: float):
@@ -357,9 +351,30 @@ def _numbers(rows: list[dict], plateaus: dict) -> dict:
 # Claims
 
 
+def claims(numbers: dict) -> list[Claim]:
+    """The three claims from the run's ``numbers`` (as saved in its JSON), each with its null
+    scored by the same criterion, in the run's fixed setting."""
+    claims = (
+        _selector_claims(numbers["selector_parity"])
+        + _task3_claims(numbers["anchor_parity"])
+        + _loss_claim(numbers)
+    )
+    for claim in claims:
+        claim.regime = REGIME
+    return claims
+
+
 def _within(predicted, trained) -> bool:
     return (
         predicted is not None and trained is not None and abs(predicted / trained - 1) <= TOLERANCE
+    )
+
+
+def _predicted_alike(rows: list[dict]) -> bool:
+    """At every γ the predicted departure has the trained direction and is within `TOLERANCE`."""
+    return all(
+        r["theory_sign"] == r["trained_sign"] != 0 and _within(r["theory"], r["trained"])
+        for r in rows
     )
 
 
@@ -371,10 +386,10 @@ def _selector_claims(numbers: dict) -> list[Claim]:
         + (f" (ratio {r['ratio']:.3f})" if r["ratio"] is not None else "")
         for r in rows
     )
-    signs = all(r["theory_sign"] == r["trained_sign"] != 0 for r in rows)
-    passed = signs and all(_within(r["theory"], r["trained"]) for r in rows)
     finite = [t for t in trained if t is not None]
     constant = float(np.mean(finite)) if finite else None
+    # a constant time has no direction of its own: it is given the trained one (favourable)
+    null_rows = [r | dict(theory=constant, theory_sign=r["trained_sign"]) for r in rows]
     null_ratios = [None if t is None or constant is None else constant / t for t in trained]
     uniform_note = "; ".join(
         f"γ={r['gamma']:g}: "
@@ -398,36 +413,39 @@ def _selector_claims(numbers: dict) -> list[Claim]:
             measured,
             f"|predicted/trained − 1| ≤ {TOLERANCE} at every γ, same direction (threshold "
             f"|A − A_0| ≥ {THRESHOLD} A_0 fixed in advance)",
-            passed,
-            "The truncated flow is first order in z and blows up just after its departure; "
+            note="The truncated flow is first order in z and blows up just after its departure; "
             "the trained departure is a sharp rise too. p = 1/V ablation (eq. A7a): "
             + uniform_note
             + ". Uniform-attention flow (eq. A3): no departure at any γ.",
             kind="beyond",
             null=f"constant departure time = mean trained {_fmt(constant)}: ratios "
             + ", ".join("—" if x is None else f"{x:.2f}" for x in null_ratios),
-            null_passed=all(x is not None and abs(x - 1) <= TOLERANCE for x in null_ratios),
+            **scored(_predicted_alike, rows, null_rows),
         ),
     ]
 
 
 def _loss_claim(numbers: dict) -> list[Claim]:
     """The theory's weights reproduce the trained loss curve up to the departure."""
+    rows = [r for task_rows in numbers.values() for r in task_rows.values()]
 
     def listing(key: str) -> str:
         return "; ".join(
             f"{task} γ={r['gamma']:g}: {_fmt(r[key], '.1e')} (t ≤ {r[key + '_until']:.0f})"
-            for task, rows in numbers.items()
-            for r in rows.values()
+            for task, task_rows in numbers.items()
+            for r in task_rows.values()
         )
 
-    def track(key: str) -> bool:
+    def gaps(key: str) -> list[tuple]:
+        """Per lane: the loss gap, the time it was compared up to, and the time it should be."""
+        return [(r[key], r[key + "_until"], _compared_until(r)) for r in rows]
+
+    def tracks(lanes: list[tuple]) -> bool:
         return all(
-            r[key] is not None
-            and r[key] <= LOSS_TRACK
-            and r[key + "_until"] > _compared_until(r) - SAVE_DT  # the last save before it
-            for rows in numbers.values()
-            for r in rows.values()
+            gap is not None
+            and gap <= LOSS_TRACK
+            and until > compared_until - SAVE_DT  # the last save before it
+            for gap, until, compared_until in lanes
         )
 
     return [
@@ -438,12 +456,12 @@ def _loss_claim(numbers: dict) -> list[Claim]:
             "max |loss_theory − loss_train| over common saved times: " + listing("loss_gap"),
             f"≤ {LOSS_TRACK} [R] at every γ on both tasks, compared up to the first departure "
             "(theory or trained) or the horizon",
-            track("loss_gap"),
-            "Both are the exact model's cross-entropy, at the theory's and at the trained weights.",
+            note="Both are the exact model's cross-entropy, at the theory's and at the trained "
+            "weights.",
             kind="beyond",
             null="the same flow with p = 1/V (eq. A7a), which leaves the comparison when it "
             "departs or blows up at the value escape: " + listing("loss_gap_uniform"),
-            null_passed=track("loss_gap_uniform"),
+            **scored(tracks, gaps("loss_gap"), gaps("loss_gap_uniform")),
         )
     ]
 
@@ -456,10 +474,13 @@ def _compared_until(r: dict) -> float:
 def _task3_claims(numbers: dict) -> list[Claim]:
     rows = list(numbers.values())
 
-    def agree(r) -> bool:
-        if r["trained"] is None and r["theory"] is None:
-            return True
-        return r["theory_sign"] == r["trained_sign"] and _within(r["theory"], r["trained"])
+    def agree(rows: list[dict]) -> bool:
+        """At every γ both depart, alike, or neither does."""
+        return all(
+            (r["trained"] is None and r["theory"] is None)
+            or (r["theory_sign"] == r["trained_sign"] and _within(r["theory"], r["trained"]))
+            for r in rows
+        )
 
     measured = "; ".join(
         f"γ={r['gamma']:g} (horizon {r['t_max']:.0f}): trained {_fmt(r['trained'])}, "
@@ -467,6 +488,7 @@ def _task3_claims(numbers: dict) -> list[Claim]:
         f"theory {r['max_rel_theory']:.1e}; final train loss {r['trained_final_loss']:.1e}"
         for r in rows
     )
+    never = [r | dict(theory=None, theory_sign=0) for r in rows]  # the uniform-attention flow
     return [
         Claim(
             "beyond: attention departure (theory/attention.md A12)",
@@ -475,12 +497,11 @@ def _task3_claims(numbers: dict) -> list[Claim]:
             measured,
             f"at every γ: both depart, same direction, within {TOLERANCE}, or neither departs "
             f"(threshold {THRESHOLD} A_0)",
-            all(agree(r) for r in rows),
-            "Under GD the attention-only model fits Task 3 with uniform attention (an additive "
-            "score over the bag suffices), so the anchor attention need not move.",
+            note="Under GD the attention-only model fits Task 3 with uniform attention (an "
+            "additive score over the bag suffices), so the anchor attention need not move.",
             kind="beyond",
             null="uniform-attention flow (eq. A3): never departs",
-            null_passed=all(r["trained"] is None for r in rows),
+            **scored(agree, rows, never),
         )
     ]
 

@@ -3,8 +3,11 @@ one criterion scored on a run and its null, and an `Outcome` joined from an expe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from ctx_staircase import sweep, train
 from ctx_staircase.dataset import TokenDataset
@@ -38,10 +41,60 @@ def train_configured(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Draws:
+    """A null control given as equally likely draws, e.g. every other relabelling of a
+    permutation null: it meets the criterion when at least a share ``level`` of its draws do
+    (a one-sided test at that level).
+
+    Attributes:
+        draws: the null measurements, each of the run's kind.
+        level: the share of passing draws at which the null passes, in (0, 1].
+    """
+
+    draws: Sequence[Any]
+    level: float
+
+    def share(self, criterion: Callable[[Any], Any]) -> float:
+        """The share of the draws that meet ``criterion`` (0 when there are none)."""
+        return float(np.mean([bool(criterion(d)) for d in self.draws])) if len(self.draws) else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class NoNull:
+    """A claim with no null control its criterion could score, and ``why`` (e.g. a robustness
+    check compares two trainings: neither is a null of the other). Stated as the claim's null
+    text ``"none natural: why"``, with no null verdict."""
+
+    why: str
+
+
+def reported(measured: Any) -> None:
+    """The criterion of a descriptive claim: the measurement is reported, no verdict."""
+    return None
+
+
 def scored(criterion: Callable[[Any], Any], run: Any, null: Any) -> dict[str, Any]:
     """``passed`` and ``null_passed`` of a `Claim`: the same ``criterion`` applied to the run's
-    measurement and to its null control's, so the two can never drift apart."""
-    return dict(passed=criterion(run), null_passed=criterion(null))
+    measurement and to its null control's, so the two can never drift apart.
+
+    ``null`` is the null's measurement (of the run's kind), a `Draws` (scored by the share of its
+    draws that meet the criterion) or a `NoNull` (no null verdict; its text goes in ``null``).
+    A verdict is ``True``, ``False`` or ``None`` (the criterion does not apply).
+    """
+    if isinstance(null, NoNull):
+        return dict(
+            passed=_verdict(criterion(run)), null=f"none natural: {null.why}", null_passed=None
+        )
+    if isinstance(null, Draws):
+        return dict(
+            passed=_verdict(criterion(run)), null_passed=null.share(criterion) >= null.level
+        )
+    return dict(passed=_verdict(criterion(run)), null_passed=_verdict(criterion(null)))
+
+
+def _verdict(value: Any) -> bool | None:
+    return None if value is None else bool(value)
 
 
 def joined_outcome(

@@ -42,8 +42,9 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import reported, scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
+from ctx_staircase.experiments.regime import parse as parse_regime
 
 TASKS = ("add", "sub", "mul")
 RHO_MIN = {"add": 0.9, "sub": 0.9, "mul": 0.5}  # claim §8.3 [R]; mul threshold is ours
@@ -93,12 +94,10 @@ def _geometry(task: str, W, S_emb, alphas, N: int) -> tuple[dict, metrics.PCA]:
     return entry, emb_pca
 
 
-def run(
-    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
-) -> Outcome:
+def _config(full: bool, regime: Regime, quick: bool, tiny: bool) -> dict:
     N, d, n_epochs, snapshots = TINY if tiny else (20, 128, EPOCHS, SNAPSHOTS)
     shared = tasks.make("mul", N=N).vocab_size  # V_min(mul): the wide regimes use 2x this
-    cfg = dict(
+    return dict(
         tasks=list(TASKS),
         N=N,
         model="ffn",
@@ -128,143 +127,158 @@ def run(
         ),
         **regime.describe(),
     )
-    numbers: dict = {}
-    panels: dict = {}
-    for task in TASKS:
-        ds = regime.make(task, minimal=shared, N=N)
-        alphas = ds.groups["numbers"]
-        phi0 = signatures.label_signature(ds, 0, alphas=alphas, labels=ds.groups["labels"])
-        S_sig = np.asarray(metrics.cosine_matrix(phi0))
-        sig_pca = metrics.pca(phi0, k=2)
-        result = train_configured(
-            ds,
-            regime.train_config(ds, epochs=n_epochs, snapshots=snapshots, adam_lr=ADAM_LR),
-            cfg,
-            cfg["seeds"],
-        )
-        traj = result.trajectory
-        epochs = regime.epochs_of(traj.steps[0])
-        at = int(np.flatnonzero(epochs == EPOCH)[0])
-        W = np.asarray(traj.W_E)[:, :, alphas]  # [G, S, A, d]
-        S_emb = np.asarray(metrics.cosine_matrix(W))  # [G, S, A, A]
-        rho_t = np.asarray(metrics.alignment(S_emb, S_sig).value)  # [G, S]
-        spearman = np.asarray(metrics.alignment(S_emb, S_sig, "spearman").value)
-        runs = []
-        for lane, seed in enumerate(result.seed):
-            geometry, emb_pca = _geometry(task, W[lane, at], S_emb[lane, at], alphas, N)
-            runs.append(
-                {
-                    "seed": int(seed),
-                    "status": result.status[lane],
-                    "rho0_pearson": float(rho_t[lane, at]),
-                    "rho0_spearman": float(spearman[lane, at]),
-                    "rho0_over_epochs": dict(
-                        zip(epochs.tolist(), rho_t[lane].tolist(), strict=True)
-                    ),
-                    "accuracy": float(traj.accuracy[lane, at]),
-                    **geometry,
-                }
-            )
-            if lane == 0:
-                panels[task] = (S_emb[0, at], S_sig, emb_pca, sig_pca, alphas, runs[0])
-        init, _ = _geometry(task, W[0, 0], S_emb[0, 0], alphas, N)
-        init.update(rho0_pearson=float(rho_t[0, 0]), rho0_spearman=float(spearman[0, 0]))
-        order = _order_variable(task, alphas, N)
-        numbers[task] = {
-            "vocab_size": int(ds.vocab_size),
-            "runs": runs,
-            "init": init,
-            "signature": {
-                "pca_explained": np.asarray(sig_pca.explained_variance_ratio).tolist(),
-                "pc1_order_spearman": (
-                    float(
-                        metrics.spearman(
-                            np.asarray(sig_pca.scores)[:, 0], np.asarray(order, dtype=np.float64)
-                        )
-                    )
-                    if order is not None
-                    else None
-                ),
-            },
-        }
 
-    claims = _claims(numbers, regime)
+
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    cfg = _config(full, regime, quick, tiny)
+    numbers, panels = {}, {}
+    for task in TASKS:
+        numbers[task], panels[task] = _task_run(task, cfg, regime)
     figures = {task: _figure(task, *panels[task], cfg, regime) for task in TASKS}
-    return Outcome(claims, figures, numbers, cfg)
+    return Outcome(claims(numbers, cfg), figures, numbers, cfg)
 
 
-def _claims(numbers: dict, regime: Regime) -> list[Claim]:
-    claims = []
-    for task in TASKS:
-        entry = numbers[task]
-        main, init = entry["runs"][0], entry["init"]
-        others = ", ".join(f"{r['rho0_pearson']:.3f}" for r in entry["runs"][1:])
-        ok = main["rho0_pearson"] >= RHO_MIN[task]
-        note = ""
-        if not ok:
-            curve = main["rho0_over_epochs"]
-            note = (
-                "rho_0 by epoch: "
-                + ", ".join(f"{v:.3f}@{t}" for t, v in curve.items())
-                + f"; accuracy at epoch {EPOCH} {main['accuracy']:.3f}; V = {entry['vocab_size']}"
-            )
-        claims.append(
-            Claim(
-                "§8.3",
-                f"{task}: S^emb aligns with S^sig,(0) at epoch {EPOCH}",
-                f"Pearson {main['rho0_pearson']:.3f}, Spearman {main['rho0_spearman']:.3f} "
-                f"(seed 0{'; other seeds Pearson ' + others if others else ''})",
-                f"Pearson ≥ {RHO_MIN[task]}"
-                + (" [R: 'positive and high']" if task == "mul" else ""),
-                ok,
-                note,
-                kind="paper",
-                regime=regime.name,
-                null=f"init: Pearson {init['rho0_pearson']:.3f}",
-                null_passed=init["rho0_pearson"] >= RHO_MIN[task],
-            )
-        )
-    for task in ("add", "sub"):
-        entry = numbers[task]
-        main, init = entry["runs"][0], entry["init"]
-        sig = entry["signature"]["pc1_order_spearman"]
-        variable = "a" if task == "add" else "|a-(N+1)/2|"
-        others = ", ".join(f"{abs(r['pc1_order_spearman']):.3f}" for r in entry["runs"][1:])
-        value = abs(main["pc1_order_spearman"])
-        claims.append(
-            Claim(
-                "§8.3",
-                f"{task}: the PCA of the embeddings is ordered",
-                f"|Spearman(PC1, {variable})| = {value:.3f} (seed 0"
-                f"{'; others ' + others if others else ''}); signature PCA {abs(sig):.3f}",
-                f"|Spearman(PC1, {variable})| ≥ {ORDER_MIN} [R]",
-                value >= ORDER_MIN,
-                ""
-                if value >= ORDER_MIN
-                else f"PCA explained variance {main['pca_explained']}; rho_0 "
-                f"{main['rho0_pearson']:.3f}",
-                kind="paper",
-                regime=regime.name,
-                null=f"init: {abs(init['pc1_order_spearman']):.3f}",
-                null_passed=abs(init["pc1_order_spearman"]) >= ORDER_MIN,
-            )
-        )
-    mul, init = numbers["mul"]["runs"][0], numbers["mul"]["init"]
-    claims.append(
-        Claim(
-            "Fig. 2 (descriptive)",
-            "mul: embeddings cluster by odd part",
-            f"mean S^emb same odd part {mul['mean_S_emb_same_odd_part']:.3f} vs other pairs "
-            f"{mul['mean_S_emb_other_pairs']:.3f}",
-            "reported, no threshold",
-            None,
-            kind="paper",
-            regime=regime.name,
-            null=f"init: {init['mean_S_emb_same_odd_part']:.3f} vs "
-            f"{init['mean_S_emb_other_pairs']:.3f}",
-        )
+def _task_run(task: str, cfg: dict, regime: Regime) -> tuple[dict, tuple]:
+    """Train ``task`` and measure it at epoch `EPOCH` (every seed) and at init (seed 0): its
+    JSON entry and its figure's panels (seed 0's ``S^emb`` and ``S^{sig,(0)}`` ``[A, A]``, both
+    PCAs, the number tokens ``[A]`` and seed 0's entry)."""
+    N = cfg["N"]
+    ds = regime.make(task, minimal=tasks.make("mul", N=N).vocab_size, N=N)
+    alphas = ds.groups["numbers"]
+    phi0 = signatures.label_signature(ds, 0, alphas=alphas, labels=ds.groups["labels"])
+    S_sig = np.asarray(metrics.cosine_matrix(phi0))
+    sig_pca = metrics.pca(phi0, k=2)
+    result = train_configured(
+        ds,
+        regime.train_config(ds, epochs=cfg["epochs"], snapshots=cfg["snapshots"], adam_lr=ADAM_LR),
+        cfg,
+        cfg["seeds"],
     )
-    return claims
+    traj = result.trajectory
+    epochs = regime.epochs_of(traj.steps[0])
+    at = int(np.flatnonzero(epochs == EPOCH)[0])
+    W = np.asarray(traj.W_E)[:, :, alphas]  # [G, S, A, d]
+    S_emb = np.asarray(metrics.cosine_matrix(W))  # [G, S, A, A]
+    rho_t = np.asarray(metrics.alignment(S_emb, S_sig).value)  # [G, S]
+    spearman = np.asarray(metrics.alignment(S_emb, S_sig, "spearman").value)
+    runs, pcas = [], []
+    for lane, seed in enumerate(result.seed):
+        geometry, emb_pca = _geometry(task, W[lane, at], S_emb[lane, at], alphas, N)
+        pcas.append(emb_pca)
+        runs.append(
+            {
+                "seed": int(seed),
+                "status": result.status[lane],
+                "rho0_pearson": float(rho_t[lane, at]),
+                "rho0_spearman": float(spearman[lane, at]),
+                "rho0_over_epochs": dict(zip(epochs.tolist(), rho_t[lane].tolist(), strict=True)),
+                "accuracy": float(traj.accuracy[lane, at]),
+                **geometry,
+            }
+        )
+    init, _ = _geometry(task, W[0, 0], S_emb[0, 0], alphas, N)
+    init.update(rho0_pearson=float(rho_t[0, 0]), rho0_spearman=float(spearman[0, 0]))
+    order = _order_variable(task, alphas, N)
+    entry = {
+        "vocab_size": int(ds.vocab_size),
+        "runs": runs,
+        "init": init,
+        "signature": {
+            "pca_explained": np.asarray(sig_pca.explained_variance_ratio).tolist(),
+            "pc1_order_spearman": (
+                float(
+                    metrics.spearman(
+                        np.asarray(sig_pca.scores)[:, 0], np.asarray(order, dtype=np.float64)
+                    )
+                )
+                if order is not None
+                else None
+            ),
+        },
+    }
+    return entry, (S_emb[0, at], S_sig, pcas[0], sig_pca, alphas, runs[0])
+
+
+def claims(numbers: dict, cfg: dict) -> list[Claim]:
+    """The §8.3 claims and the mul description from the run's ``numbers`` (as saved in its
+    JSON), each scored on seed 0 and on its init by the same criterion."""
+    regime = parse_regime(cfg["regime"]).name
+    return [
+        *(_alignment_claim(task, numbers[task], regime) for task in TASKS),
+        *(_order_claim(task, numbers[task], regime) for task in ("add", "sub")),
+        _odd_part_claim(numbers["mul"], regime),
+    ]
+
+
+def _alignment_claim(task: str, entry: dict, regime: str) -> Claim:
+    main, init = entry["runs"][0], entry["init"]
+    others = ", ".join(f"{r['rho0_pearson']:.3f}" for r in entry["runs"][1:])
+    note = ""
+    if main["rho0_pearson"] < RHO_MIN[task]:
+        curve = main["rho0_over_epochs"]
+        note = (
+            "rho_0 by epoch: "
+            + ", ".join(f"{v:.3f}@{t}" for t, v in curve.items())
+            + f"; accuracy at epoch {EPOCH} {main['accuracy']:.3f}; V = {entry['vocab_size']}"
+        )
+    return Claim(
+        "§8.3",
+        f"{task}: S^emb aligns with S^sig,(0) at epoch {EPOCH}",
+        f"Pearson {main['rho0_pearson']:.3f}, Spearman {main['rho0_spearman']:.3f} "
+        f"(seed 0{'; other seeds Pearson ' + others if others else ''})",
+        f"Pearson ≥ {RHO_MIN[task]}" + (" [R: 'positive and high']" if task == "mul" else ""),
+        note=note,
+        kind="paper",
+        regime=regime,
+        null=f"init: Pearson {init['rho0_pearson']:.3f}",
+        **scored(
+            lambda pearson: pearson >= RHO_MIN[task], main["rho0_pearson"], init["rho0_pearson"]
+        ),
+    )
+
+
+def _order_claim(task: str, entry: dict, regime: str) -> Claim:
+    main, init = entry["runs"][0], entry["init"]
+    sig = entry["signature"]["pc1_order_spearman"]
+    variable = "a" if task == "add" else "|a-(N+1)/2|"
+    others = ", ".join(f"{abs(r['pc1_order_spearman']):.3f}" for r in entry["runs"][1:])
+    value = abs(main["pc1_order_spearman"])
+    return Claim(
+        "§8.3",
+        f"{task}: the PCA of the embeddings is ordered",
+        f"|Spearman(PC1, {variable})| = {value:.3f} (seed 0"
+        f"{'; others ' + others if others else ''}); signature PCA {abs(sig):.3f}",
+        f"|Spearman(PC1, {variable})| ≥ {ORDER_MIN} [R]",
+        note=""
+        if value >= ORDER_MIN
+        else f"PCA explained variance {main['pca_explained']}; rho_0 {main['rho0_pearson']:.3f}",
+        kind="paper",
+        regime=regime,
+        null=f"init: {abs(init['pc1_order_spearman']):.3f}",
+        **scored(
+            lambda spearman: abs(spearman) >= ORDER_MIN,
+            main["pc1_order_spearman"],
+            init["pc1_order_spearman"],
+        ),
+    )
+
+
+def _odd_part_claim(entry: dict, regime: str) -> Claim:
+    mul, init = entry["runs"][0], entry["init"]
+    return Claim(
+        "Fig. 2 (descriptive)",
+        "mul: embeddings cluster by odd part",
+        f"mean S^emb same odd part {mul['mean_S_emb_same_odd_part']:.3f} vs other pairs "
+        f"{mul['mean_S_emb_other_pairs']:.3f}",
+        "reported, no threshold",
+        kind="paper",
+        regime=regime,
+        null=f"init: {init['mean_S_emb_same_odd_part']:.3f} vs "
+        f"{init['mean_S_emb_other_pairs']:.3f}",
+        **scored(reported, mul, init),
+    )
 
 
 def _heatmap(fig, ax, S: np.ndarray, ticks: np.ndarray, title: str) -> None:

@@ -44,7 +44,8 @@ Conventions ([GAP] choices, also in ``config``):
   allowed; similarity ``1 - disparity``). A seed passes when its own ``k*`` matches better than
   every distinct ``k*`` of the other seeds; pass when ≥ 80% of the testable seeds do. A seed
   is testable when its ``k*`` component dominates (``rho_{k*} >= 0.5``, as for the ring) and some
-  other seed has a different ``k*``. Not testable at all when all seeds share one ``k*``.
+  other seed has a different ``k*``. Not testable (no verdict) when no seed is, e.g. when all
+  seeds share one ``k*``; its init null likewise.
 - Kinds: the early, add-k=20 and seed-dependence claims are the paper's (Fig. 4, App. D, with its
   "small"/"high" made numeric); the ring fraction and the Procrustes own-match use thresholds the
   project chose (kind "project"); the GELU re-run of mod (all seeds) is a diagnostic variant
@@ -65,8 +66,9 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
+from ctx_staircase.experiments.regime import parse as parse_regime
 
 KS = np.arange(21)
 EARLY = scoring.EARLY
@@ -99,8 +101,8 @@ def _seed_rows(W, rho, h_pca, alphas, N, seed_ids) -> list[dict]:
                 "ring_fraction_argmax_all_k": metrics.ring_order_fraction(
                     scores, alphas, int(np.argmax(rho[g])), N
                 ),
-                "pca_match": {
-                    int(k): metrics.procrustes_similarity(scores, np.asarray(h_pca[int(k)].scores))
+                "pca_match": {  # keyed by str(k), as in the JSON
+                    str(k): metrics.procrustes_similarity(scores, np.asarray(h_pca[int(k)].scores))
                     for k in set(k_star.tolist())
                 },
                 "rho_vs_k": rho[g].tolist(),
@@ -225,7 +227,6 @@ def run(
         }
         for (task, act), d in data.items()
     }
-    claims = _claims(data, config, regime)
     figures = {}
     if regime.primary and (tiny or not quick):
         figures = {
@@ -234,7 +235,7 @@ def run(
             "seeds": _seed_curves_figure(data, config, regime),
             "seed_pca": _seed_pca_figure(data, config, regime),
         }
-    return Outcome(claims, figures, numbers, config)
+    return Outcome(claims(numbers, config), figures, numbers, config)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def _early_claim(d: dict, task: str, tag: str, item: str, kind: str, regime: Reg
     return scoring.low_frequency_claim(
         d["seeds"][0]["early_rho"],
         d["init"][0]["rho_vs_k"],
-        d["constant"],
+        np.isin(KS, d["constant_ks"]),
         task,
         regime.name,
         epoch=EARLY,
@@ -258,6 +259,7 @@ def _early_claim(d: dict, task: str, tag: str, item: str, kind: str, regime: Reg
 
 
 def _ring(seeds: list[dict], N: int) -> tuple[list[dict], bool]:
+    """The seeds eligible for the ring test, and whether it passes on them (module docstring)."""
     eligible = [
         s for s in seeds if math.gcd(s["k_star"], N) == 1 and s["rho_k_star"] >= RING_RHO_MIN
     ]
@@ -271,50 +273,66 @@ def _own_match(seeds: list[dict]) -> list[tuple]:
     for s in seeds:
         others = [k for k in distinct if k != s["k_star"]]
         if others and s["rho_k_star"] >= RING_RHO_MIN:
-            own = s["pca_match"][s["k_star"]]
-            best_other = max(s["pca_match"][k] for k in others)
+            own = s["pca_match"][str(s["k_star"])]
+            best_other = max(s["pca_match"][str(k)] for k in others)
             testable.append((s["seed"], own, best_other, own > best_other))
     return testable
 
 
-def _k_star_claims(d: dict, tag: str, item: str, N: int, epoch: int, kind: str, regime: Regime):
-    seeds, init = d["seeds"], d["init"]
-    n = len(seeds)
-    k_stars = [s["k_star"] for s in seeds]
-    distinct = sorted(set(k_stars))
-    init_distinct = sorted({s["k_star"] for s in init})
-    diag = tag != ""
-    claims = [
-        Claim(
-            item,
-            f"mod{tag}: k* depends on the seed",
-            "k* = "
-            + ", ".join(f"{s['k_star']} ({s['rho_k_star']:.2f})" for s in seeds)
-            + f"; {len(distinct)} distinct",
-            f"≥ 2 distinct k* = argmax_{{k>10}} rho over {n} seeds at epoch {epoch} [R]",
-            len(distinct) >= 2,
-            "a random geometry has a random argmax, so seed dependence alone says nothing: the "
-            "init null gives "
-            f"{len(init_distinct)} distinct k*; the own-k* match below carries App. D"
-            + (
-                ""
-                if len(distinct) >= 2
-                else f". All seeds share k* = {distinct[0]}; argmax over all k at epoch {epoch}: "
-                + ", ".join(
-                    f"s{s['seed']} {scoring.k_text(s['argmax_all_k'], d['constant'])}"
-                    for s in seeds
-                )
-                + f"; accuracy at epoch {epoch}: "
-                + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
-            ),
-            kind="project" if diag else "paper",
-            regime=regime.name,
-            null="init: k* = " + ", ".join(str(s["k_star"]) for s in init),
-            null_passed=len(init_distinct) >= 2,
-        )
+def _own_match_share(seeds: list[dict]) -> bool | None:
+    """The own-k* criterion: at least `OWN_MATCH_MIN` of the testable seeds match their own k*
+    best; ``None`` (not testable) when no seed is."""
+    testable = _own_match(seeds)
+    if not testable:
+        return None
+    return float(np.mean([t[3] for t in testable])) >= OWN_MATCH_MIN
+
+
+def _k_star_claims(d: dict, tag: str, item: str, config: dict, kind: str, regime: Regime):
+    """App. D's three claims on one mod run ``d`` (``tag``: the diagnostic's, or empty)."""
+    return [
+        _seed_dependence_claim(d, tag, item, config["seed_epoch"], kind, regime),
+        _ring_claim(d, tag, item, config["N"], config["seed_epoch"], regime),
+        _own_match_claim(d, tag, regime),
     ]
-    eligible, ring_ok = _ring(seeds, N)
-    init_eligible, init_ring_ok = _ring(init, N)
+
+
+def _seed_dependence_claim(d: dict, tag: str, item: str, epoch: int, kind: str, regime: Regime):
+    seeds, init = d["seeds"], d["init"]
+    distinct = sorted({s["k_star"] for s in seeds})
+    init_distinct = sorted({s["k_star"] for s in init})
+    why = ""
+    if len(distinct) < 2:
+        why = (
+            f". All seeds share k* = {distinct[0]}; argmax over all k at epoch {epoch}: "
+            + ", ".join(
+                f"s{s['seed']} {scoring.k_text(s['argmax_all_k'], np.isin(KS, d['constant_ks']))}"
+                for s in seeds
+            )
+            + f"; accuracy at epoch {epoch}: "
+            + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
+        )
+    return Claim(
+        item,
+        f"mod{tag}: k* depends on the seed",
+        "k* = "
+        + ", ".join(f"{s['k_star']} ({s['rho_k_star']:.2f})" for s in seeds)
+        + f"; {len(distinct)} distinct",
+        f"≥ 2 distinct k* = argmax_{{k>10}} rho over {len(seeds)} seeds at epoch {epoch} [R]",
+        note="a random geometry has a random argmax, so seed dependence alone says nothing: the "
+        f"init null gives {len(init_distinct)} distinct k*; the own-k* match below carries App. D"
+        + why,
+        kind=kind,
+        regime=regime.name,
+        null="init: k* = " + ", ".join(str(s["k_star"]) for s in init),
+        **scored(lambda rows: len({s["k_star"] for s in rows}) >= 2, seeds, init),
+    )
+
+
+def _ring_claim(d: dict, tag: str, item: str, N: int, epoch: int, regime: Regime) -> Claim:
+    seeds, init = d["seeds"], d["init"]
+    eligible, _ = _ring(seeds, N)
+    init_eligible, _ = _ring(init, N)
     fractions = ", ".join(
         f"seed {s['seed']}: k*={s['k_star']}, step {pow(s['k_star'], -1, N)}, "
         f"{s['ring_fraction']:.2f}"
@@ -329,138 +347,127 @@ def _k_star_claims(d: dict, tag: str, item: str, N: int, epoch: int, kind: str, 
         fractions = (fractions + "; " if fractions else "") + (
             "info, other seeds at their argmax over all k (coprime only): " + ", ".join(rings_any_k)
         )
-    no_ring = ""
-    if not eligible:
-        twenty = sum(s["k_star"] == 20 for s in seeds)
-        coprime = [s for s in seeds if math.gcd(s["k_star"], N) == 1]
-        no_ring = (
-            f"no eligible seed: k* = 20 (not a unit mod {N}: a parity split, not a ring) in "
-            f"{twenty}/{n} seeds; coprime k* "
-            + (
-                ", ".join(
-                    f"s{s['seed']} {s['k_star']} (rho {s['rho_k_star']:.2f})" for s in coprime
-                )
-                if coprime
-                else "none"
-            )
-            + f"; train accuracy at epoch {epoch}: "
-            + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
+    return Claim(
+        item,
+        f"mod{tag}: the PCA ring follows steps of k*^-1 mod N",
+        fractions or "no eligible seed (none has gcd(k*, N) = 1 with rho_k* ≥ 0.5)",
+        f"ring fraction ≥ {RING_MIN} for every seed with gcd(k*,N)=1 and rho_k* ≥ "
+        f"{RING_RHO_MIN}, at least one such seed [R]",
+        note="" if eligible else _no_ring_note(seeds, N, epoch),
+        kind="project",
+        regime=regime.name,
+        null="init: "
+        + (
+            ", ".join(f"s{s['seed']} {s['ring_fraction']:.2f}" for s in init_eligible)
+            if init_eligible
+            else "no eligible seed (max rho_k* " + f"{max(s['rho_k_star'] for s in init):.2f})"
+        ),
+        **scored(lambda rows: _ring(rows, N)[1], seeds, init),
+    )
+
+
+def _no_ring_note(seeds: list[dict], N: int, epoch: int) -> str:
+    """Why no seed is eligible for the ring test: their k* and accuracies."""
+    twenty = sum(s["k_star"] == 20 for s in seeds)
+    coprime = [s for s in seeds if math.gcd(s["k_star"], N) == 1]
+    return (
+        f"no eligible seed: k* = 20 (not a unit mod {N}: a parity split, not a ring) in "
+        f"{twenty}/{len(seeds)} seeds; coprime k* "
+        + (
+            ", ".join(f"s{s['seed']} {s['k_star']} (rho {s['rho_k_star']:.2f})" for s in coprime)
+            if coprime
+            else "none"
         )
-    claims.append(
-        Claim(
-            item,
-            f"mod{tag}: the PCA ring follows steps of k*^-1 mod N",
-            fractions or "no eligible seed (none has gcd(k*, N) = 1 with rho_k* ≥ 0.5)",
-            f"ring fraction ≥ {RING_MIN} for every seed with gcd(k*,N)=1 and rho_k* ≥ "
-            f"{RING_RHO_MIN}, at least one such seed [R]",
-            ring_ok,
-            no_ring,
-            kind="project",
-            regime=regime.name,
-            null="init: "
-            + (
-                ", ".join(f"s{s['seed']} {s['ring_fraction']:.2f}" for s in init_eligible)
-                if init_eligible
-                else "no eligible seed (max rho_k* " + f"{max(s['rho_k_star'] for s in init):.2f})"
-            ),
-            null_passed=init_ring_ok,
-        )
+        + f"; train accuracy at epoch {epoch}: "
+        + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
     )
-    testable = _own_match(seeds)
-    init_testable = _own_match(init)
-    init_share = float(np.mean([t[3] for t in init_testable])) if init_testable else None
-    null = (
-        f"init: {sum(t[3] for t in init_testable)}/{len(init_testable)} seeds"
-        if init_testable
-        else "init: no testable seed (max rho_k* "
-        + f"{max(s['rho_k_star'] for s in init):.2f} < {RING_RHO_MIN})"
-    )
-    null_passed = init_share is not None and init_share >= OWN_MATCH_MIN
-    criterion = (
-        f"own k* beats every other seed's k* for ≥ {OWN_MATCH_MIN:.0%} of the seeds with "
-        f"rho_k* ≥ {RING_RHO_MIN} [R]"
-    )
+
+
+def _own_match_claim(d: dict, tag: str, regime: Regime) -> Claim:
+    seeds, init = d["seeds"], d["init"]
+    testable, init_testable = _own_match(seeds), _own_match(init)
     weak = [s["seed"] for s in seeds if s["rho_k_star"] < RING_RHO_MIN]
+    distinct = sorted({s["k_star"] for s in seeds})
+    note = "not testable"
     if testable:
-        share = float(np.mean([t[3] for t in testable]))
         measured = (
             f"{sum(t[3] for t in testable)}/{len(testable)} seeds; Procrustes similarity "
             "own vs best other: "
             + ", ".join(f"s{t[0]} {t[1]:.3f}/{t[2]:.3f}" for t in testable)
             + (f"; weak-k* seeds not tested: {weak}" if weak else "")
         )
-        passed, note = share >= OWN_MATCH_MIN, ""
         tested_k = sorted({s["k_star"] for s in seeds if s["seed"] in [t[0] for t in testable]})
-        if len(tested_k) == 1:
-            note = (
-                f"every testable seed has k* = {tested_k[0]}: the test shows that their geometry "
-                f"matches k = {tested_k[0]} rather than the weak rival k* of the other seeds"
-            )
+        note = (
+            f"every testable seed has k* = {tested_k[0]}: the test shows that their geometry "
+            f"matches k = {tested_k[0]} rather than the weak rival k* of the other seeds"
+            if len(tested_k) == 1
+            else ""
+        )
+    elif len(distinct) == 1:
+        measured = f"all seeds share k* = {distinct[0]}"
     else:
-        measured = (
-            f"all seeds share k* = {distinct[0]}"
-            if len(distinct) == 1
-            else f"no seed with rho_k* ≥ {RING_RHO_MIN} has a rival k*"
-        )
-        passed, note = None, "not testable"
-    claims.append(
-        Claim(
-            "App. D" + (" diag." if diag else ""),
-            f"mod{tag}: each seed's PCA matches its own k* component best",
-            measured,
-            criterion,
-            passed,
-            note,
-            kind="project",
-            regime=regime.name,
-            null=null,
-            null_passed=null_passed,
-        )
+        measured = f"no seed with rho_k* ≥ {RING_RHO_MIN} has a rival k*"
+    return Claim(
+        "App. D" + (" diag." if tag else ""),
+        f"mod{tag}: each seed's PCA matches its own k* component best",
+        measured,
+        f"own k* beats every other seed's k* for ≥ {OWN_MATCH_MIN:.0%} of the seeds with "
+        f"rho_k* ≥ {RING_RHO_MIN} [R]",
+        note=note,
+        kind="project",
+        regime=regime.name,
+        null=f"init: {sum(t[3] for t in init_testable)}/{len(init_testable)} seeds"
+        if init_testable
+        else "init: no testable seed (max rho_k* "
+        + f"{max(s['rho_k_star'] for s in init):.2f} < {RING_RHO_MIN})",
+        **scored(_own_match_share, seeds, init),
     )
-    return claims
 
 
-def _claims(data: dict, config: dict, regime: Regime) -> list[Claim]:
-    relu, gelu = config["activation"], config["diagnostic_activation"]
-    N, late = config["N"], config["seed_epoch"]
-    claims = [
-        _early_claim(data[("add", relu)], "add", "", "§8.6", "paper", regime),
-        _early_claim(data[("mod", relu)], "mod", "", "§8.6", "paper", regime),
-    ]
-    add, add_init = data[("add", relu)]["seeds"], data[("add", relu)]["init"]
-    rho20 = add[0]["rho_k20"]
+def _late_add_claim(add: dict, late: int, regime: Regime) -> Claim:
+    seeds, init = add["seeds"], add["init"]
+    rho20 = seeds[0]["rho_k20"]
     note = ""
     if rho20 < LATE_ADD_MIN:
         note = (
-            f"k = 0 still dominates at epoch {late} (rho_0 {add[0]['rho_vs_k'][0]:.2f}, rho_1 "
-            f"{add[0]['rho_vs_k'][1]:.2f}); train accuracy at {late} "
-            + ", ".join(f"{s['accuracy']:.2f}" for s in add)
+            f"k = 0 still dominates at epoch {late} (rho_0 {seeds[0]['rho_vs_k'][0]:.2f}, rho_1 "
+            f"{seeds[0]['rho_vs_k'][1]:.2f}); train accuracy at {late} "
+            + ", ".join(f"{s['accuracy']:.2f}" for s in seeds)
             + " (seeds)"
         )
-    claims.append(
-        Claim(
-            "§8.6",
-            "add: a high rho at k = 20 = p/2 late (odd/even split)",
-            f"rho_(1),20({late}) = {rho20:.3f} (seed 0); seeds median "
-            f"{np.median([s['rho_k20'] for s in add]):.3f}, "
-            f"max {max(s['rho_k20'] for s in add):.3f}"
-            f"; argmax_k at {late}: {sorted({s['argmax_all_k'] for s in add})}",
-            f"rho_(1),20 ≥ {LATE_ADD_MIN} at epoch {late} [R 'high']",
-            rho20 >= LATE_ADD_MIN,
-            note,
-            kind="paper",
-            regime=regime.name,
-            null=f"init: rho_(1),20 = {add_init[0]['rho_k20']:.3f} (seed 0)",
-            null_passed=add_init[0]["rho_k20"] >= LATE_ADD_MIN,
-        )
+    return Claim(
+        "§8.6",
+        "add: a high rho at k = 20 = p/2 late (odd/even split)",
+        f"rho_(1),20({late}) = {rho20:.3f} (seed 0); seeds median "
+        f"{np.median([s['rho_k20'] for s in seeds]):.3f}, "
+        f"max {max(s['rho_k20'] for s in seeds):.3f}"
+        f"; argmax_k at {late}: {sorted({s['argmax_all_k'] for s in seeds})}",
+        f"rho_(1),20 ≥ {LATE_ADD_MIN} at epoch {late} [R 'high']",
+        note=note,
+        kind="paper",
+        regime=regime.name,
+        null=f"init: rho_(1),20 = {init[0]['rho_k20']:.3f} (seed 0)",
+        **scored(lambda rho: rho >= LATE_ADD_MIN, rho20, init[0]["rho_k20"]),
     )
-    claims += _k_star_claims(data[("mod", relu)], "", "§8.6", N, late, "paper", regime)
-    if ("mod", gelu) in data:
-        tag = " (diagnostic: GELU)"
-        claims.append(
-            _early_claim(data[("mod", gelu)], "mod", tag, "§8.6 diag.", "project", regime)
-        )
-        claims += _k_star_claims(data[("mod", gelu)], tag, "§8.6 diag.", N, late, "project", regime)
+
+
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The §8.6 and App. D claims from the run's ``numbers`` (as saved in its JSON, keyed
+    ``"task/activation"``), each with its null scored by the same criterion."""
+    regime = parse_regime(config["regime"])
+    relu, gelu = config["activation"], config["diagnostic_activation"]
+    add, mod = numbers[f"add/{relu}"], numbers[f"mod/{relu}"]
+    claims = [
+        _early_claim(add, "add", "", "§8.6", "paper", regime),
+        _early_claim(mod, "mod", "", "§8.6", "paper", regime),
+        _late_add_claim(add, config["seed_epoch"], regime),
+        *_k_star_claims(mod, "", "§8.6", config, "paper", regime),
+    ]
+    if f"mod/{gelu}" in numbers:
+        tag, item = " (diagnostic: GELU)", "§8.6 diag."
+        diagnostic = numbers[f"mod/{gelu}"]
+        claims.append(_early_claim(diagnostic, "mod", tag, item, "project", regime))
+        claims += _k_star_claims(diagnostic, tag, item, config, "project", regime)
     return claims
 
 

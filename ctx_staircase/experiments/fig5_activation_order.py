@@ -58,7 +58,7 @@ import numpy as np
 from ctx_staircase import plots
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LEARNED = 0.95  # [R] "≈ 1"
@@ -69,6 +69,7 @@ ADAM_LR = 1e-2
 CELL_THREADS = 2
 LONG_GD_EPOCHS = 6000  # the lengthened-horizon probe (GD only, not quick)
 LONG_GD_CELLS = [(2, 3), (3, 3)]
+PAPER_N = 50  # the paper's size (full=True)
 
 
 #: The ``tiny`` smoke run: one row, a failing and a learnable cell, each compiled once.
@@ -80,7 +81,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict
     Ls = TINY["Ls"] if tiny else [2, 3] if quick else [2, 3, 4]
     return dict(
         task="modsum",
-        N=TINY["N"] if tiny else 50 if full else 8,
+        N=TINY["N"] if tiny else PAPER_N if full else 8,
         Ls=Ls,
         Ks=TINY["Ks"] if tiny else [1, 2, 3] if quick else [1, 2, 3, 4, 5, 6],
         model="ffn",
@@ -169,179 +170,47 @@ def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
     )
 
 
+def _jobs(config: dict, regime: Regime) -> list[tuple]:
+    """``(group, L, K, dataset, epochs)`` of every training: the cells, their label-shuffled
+    nulls and the lengthened-horizon probe."""
+    jobs = []
+    for L in config["Ls"]:
+        ds = regime.make("modsum", N=config["N"], L=L)
+        for K in config["Ks"]:
+            jobs.append(("cells", L, K, ds, config["epochs"]))
+            if (L, K) in config["null_cells"]:
+                jobs.append(
+                    ("null", L, K, regime_mod.shuffled_labels(ds, seed=0), config["epochs"])
+                )
+            if (L, K) in config["long_gd_cells"]:
+                jobs.append(("long", L, K, ds, config["long_gd_epochs"]))
+    return jobs
+
+
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
     config = _config(full, regime, quick, tiny)
-    N, epochs = config["N"], config["epochs"]
-    snapshots = list(range(0, epochs + 1, config["snapshot_every"]))
-    chance = 1.0 / N
-    jobs = []  # (group, L, K, dataset, epochs)
-    for L in config["Ls"]:
-        ds = regime.make("modsum", N=N, L=L)
-        for K in config["Ks"]:
-            jobs.append(("cells", L, K, ds, epochs))
-            if (L, K) in config["null_cells"]:
-                jobs.append(("null", L, K, regime_mod.shuffled_labels(ds, seed=0), epochs))
-            if (L, K) in config["long_gd_cells"]:
-                jobs.append(("long", L, K, ds, config["long_gd_epochs"]))
+    jobs = _jobs(config, regime)
     # one compiled run per cell, compilation-bound: two at a time use both cores
     with ThreadPoolExecutor(max_workers=CELL_THREADS) as pool:
         trained = list(pool.map(lambda j: _train_cell(j[3], j[2], j[4], regime, config), jobs))
     groups: dict[str, dict[tuple[int, int], dict]] = {"cells": {}, "null": {}, "long": {}}
     for (group, L, K, _, _), cell in zip(jobs, trained, strict=True):
         groups[group][(L, K)] = {"L": L, **cell}
-    cells, null_cells, long_cells = groups["cells"], groups["null"], groups["long"]
+    cells = groups["cells"]
 
-    def learnability(group: dict) -> tuple[list, list, bool]:
-        bad_learn = [
-            k for k, c in group.items() if c["K"] >= c["L"] and c["max_accuracy"] < LEARNED
-        ]
-        bad_fail = [
-            k
-            for k, c in group.items()
-            if c["K"] < c["L"] and c["max_accuracy"] > CHANCE_FACTOR * chance
-        ]
-        return bad_learn, bad_fail, not bad_learn and not bad_fail
+    def public(group: dict) -> dict:
+        return {
+            f"L{L}_K{K}": {k: v for k, v in c.items() if k not in ("S", "curve")}
+            for (L, K), c in group.items()
+        }
 
-    learnable = [c for c in cells.values() if c["K"] >= c["L"]]
-    failing = [c for c in cells.values() if c["K"] < c["L"]]
-    bad_learn, bad_fail, passed = learnability(cells)
-    _, _, null_passed = learnability(null_cells)
-    bad_rank = [(c["L"], c["K"]) for c in failing if c["top_share"] < RANK1_SHARE]
-    null_rank = all(c["top_share_init"] >= RANK1_SHARE for c in failing)
-
-    def cell_text(c, key, digits=3):
-        return f"L{c['L']}K{c['K']} {c[key]:.{digits}f}"
-
-    def learn_note() -> str:
-        parts = [f"reduced size N={N} (paper N=50). "] if not full else []
-        if bad_learn:
-            stuck = [cells[k] for k in bad_learn]
-            flat = all(abs(c["final_loss"] - c["loss_start"]) < 1e-4 for c in stuck)
-            parts.append(
-                f"K>=L cells below {LEARNED}: {bad_learn}; there, after {epochs} epochs, "
-                + (
-                    f"the loss is unchanged to 1e-4 (ln V = {stuck[0]['loss_start']:.4f}) in "
-                    "every one"
-                    if flat
-                    else "loss "
-                    + ", ".join(
-                        f"L{c['L']}K{c['K']} {c['loss_start']:.4f}→{c['final_loss']:.4f}"
-                        for c in stuck
-                    )
-                )
-                + ", and the relative change of ||W^E|| is "
-                + ", ".join(f"L{c['L']}K{c['K']} {c['norm_change']:.1e}" for c in stuck)
-                + ". "
-            )
-            if regime.optimizer == "gd":
-                parts.append(
-                    "Why: with sigma = z^K every gradient is of degree K in the weights, so "
-                    "gradient flow from scale s0 ~ d^-gamma grows as ds/dt ~ s^K and leaves its "
-                    "plateau only at a finite-time blow-up t* ~ s0^(1-K)/((K-1)c), a factor "
-                    "~1/s0 later per power of K; ||W^E|| grew by more than 1e-3 only in "
-                    + (
-                        ", ".join(f"L{c['L']}K{c['K']}" for c in stuck if c["norm_change"] > 1e-3)
-                        or "none"
-                    )
-                    + ". "
-                )
-                if long_cells:
-                    parts.append(
-                        f"Lengthening the GD horizon does not help (probe at "
-                        f"{config['long_gd_epochs']} epochs): "
-                        + ", ".join(
-                            f"L{c['L']}K{c['K']} max accuracy {c['max_accuracy']:.2f}, "
-                            f"{c['status']}"
-                            for c in long_cells.values()
-                        )
-                        + (
-                            ": the escape is the blow-up, which GD at lr 1 cannot follow. "
-                            if all(c["status"] != "ok" for c in long_cells.values())
-                            else ". "
-                        )
-                    )
-                parts.append(
-                    "The paper's horizon is reached by an optimizer that moves each coordinate "
-                    "by ~lr per step (Adam), not by gradient flow at small init. "
-                )
-        if bad_fail:
-            parts.append(f"K<L cells above the chance bound: {bad_fail}. ")
-        diverged = [
-            f"L{c['L']}K{c['K']} ({c['status']})" for c in cells.values() if c["status"] != "ok"
-        ]
-        if diverged:
-            parts.append(
-                "diverged: " + ", ".join(diverged) + " (finite-time blow-up of the common "
-                "mode, ds/dt ~ s^K; max accuracy taken before it). "
-            )
-        return "".join(parts).strip()
-
-    null_text = "shuffled labels (K = L cells): " + ", ".join(
-        cell_text(c, "max_accuracy") for c in null_cells.values()
-    )
-    claims = [
-        Claim(
-            "§8.7",
-            "max train accuracy ≈ 1 iff K >= L, near chance otherwise",
-            "K>=L: "
-            + ", ".join(cell_text(c, "max_accuracy") for c in learnable)
-            + " | K<L: "
-            + ", ".join(cell_text(c, "max_accuracy") for c in failing)
-            + f" (chance {chance:.3f})",
-            f"[R] every K>=L cell >= {LEARNED}; every K<L cell <= {CHANCE_FACTOR:g}/N = "
-            f"{CHANCE_FACTOR * chance:.3f}",
-            passed,
-            learn_note(),
-            kind="paper",
-            regime=regime.name,
-            null=null_text,
-            null_passed=null_passed,
-        ),
-        Claim(
-            "§8.7",
-            "embedding cosine matrices are near rank-1 in the failing (K < L) cells",
-            "top-eigenvalue share, K<L: "
-            + ", ".join(cell_text(c, "top_share", 2) for c in failing)
-            + " | K>=L (contrast): "
-            + ", ".join(cell_text(c, "top_share", 2) for c in learnable),
-            f"[R] lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every "
-            "K<L cell",
-            not bad_rank,
-            (
-                f"below {RANK1_SHARE}: {bad_rank} (mean off-diagonal cos "
-                + ", ".join(f"{cells[c]['mean_offdiag_cos']:.2f}" for c in bad_rank)
-                + "). The only drive in a K<L cell is the common one, C W^U,T (phi^{y;0} - 1/V): "
-                "it is nearly absent when every id is a label (V = V_min) and stops once the "
-                "loss reaches ln N (final loss "
-                + ", ".join(f"{cells[c]['final_loss']:.3f}" for c in bad_rank)
-                + f", ln N = {np.log(N):.3f}). Hypothesis: with sigma = z^2 it drives w_alpha "
-                "as D (w_alpha + (L-1) w_mean), so each token's init noise grows too (rate D "
-                "against L·D for the mean), and what has grown when the drive stops survives"
-            )
-            if bad_rank
-            else "",
-            kind="beyond",
-            regime=regime.name,
-            null="init: " + ", ".join(cell_text(c, "top_share_init", 2) for c in failing),
-            null_passed=null_rank,
-        ),
-    ]
     numbers = dict(
-        chance=chance,
-        cells={
-            f"L{L}_K{K}": {k: v for k, v in c.items() if k not in ("S", "curve")}
-            for (L, K), c in cells.items()
-        },
-        null_cells={
-            f"L{L}_K{K}": {k: v for k, v in c.items() if k not in ("S", "curve")}
-            for (L, K), c in null_cells.items()
-        },
-        long_gd_cells={
-            f"L{L}_K{K}": {k: v for k, v in c.items() if k not in ("S", "curve")}
-            for (L, K), c in long_cells.items()
-        },
+        chance=1.0 / config["N"],
+        cells=public(cells),
+        null_cells=public(groups["null"]),
+        long_gd_cells=public(groups["long"]),
         max_accuracy_grid=[
             [cells[(L, K)]["max_accuracy"] for K in config["Ks"]] for L in config["Ls"]
         ],
@@ -349,11 +218,183 @@ def run(
     )
     figures = {}
     if regime.primary and not quick:
+        snapshots = list(range(0, config["epochs"] + 1, config["snapshot_every"]))
         figures = {
             "grid": grid_figure(cells, snapshots, config, regime),
             "cosines": cosine_figure(cells, config, regime),
         }
-    return Outcome(claims, figures, numbers, config)
+    return Outcome(claims(numbers, config), figures, numbers, config)
+
+
+# --------------------------------------------------------------------------------------------
+# claims
+
+
+def learnability(cells: dict, chance: float) -> tuple[list, list]:
+    """The cells ``{name: cell}`` against §8.7: the K >= L ones that did not learn (max
+    accuracy < `LEARNED`) and the K < L ones above the chance bound; both empty is a pass."""
+    bad_learn = [k for k, c in cells.items() if c["K"] >= c["L"] and c["max_accuracy"] < LEARNED]
+    bad_fail = [
+        k
+        for k, c in cells.items()
+        if c["K"] < c["L"] and c["max_accuracy"] > CHANCE_FACTOR * chance
+    ]
+    return bad_learn, bad_fail
+
+
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The two §8.7 claims from the run's ``numbers`` (as saved in its JSON), each with its
+    null scored by the same criterion."""
+    regime = regime_mod.parse(config["regime"])
+    cells, chance = numbers["cells"], numbers["chance"]
+    learnable = [c for c in cells.values() if c["K"] >= c["L"]]
+    failing = [c for c in cells.values() if c["K"] < c["L"]]
+    null_text = "shuffled labels (K = L cells): " + ", ".join(
+        _cell_text(c, "max_accuracy") for c in numbers["null_cells"].values()
+    )
+    return [
+        Claim(
+            "§8.7",
+            "max train accuracy ≈ 1 iff K >= L, near chance otherwise",
+            "K>=L: "
+            + ", ".join(_cell_text(c, "max_accuracy") for c in learnable)
+            + " | K<L: "
+            + ", ".join(_cell_text(c, "max_accuracy") for c in failing)
+            + f" (chance {chance:.3f})",
+            f"[R] every K>=L cell >= {LEARNED}; every K<L cell <= {CHANCE_FACTOR:g}/N = "
+            f"{CHANCE_FACTOR * chance:.3f}",
+            note=_learn_note(numbers, config, regime),
+            kind="paper",
+            regime=regime.name,
+            null=null_text,
+            **scored(
+                lambda group: learnability(group, chance) == ([], []),
+                cells,
+                numbers["null_cells"],
+            ),
+        ),
+        Claim(
+            "§8.7",
+            "embedding cosine matrices are near rank-1 in the failing (K < L) cells",
+            "top-eigenvalue share, K<L: "
+            + ", ".join(_cell_text(c, "top_share", 2) for c in failing)
+            + " | K>=L (contrast): "
+            + ", ".join(_cell_text(c, "top_share", 2) for c in learnable),
+            f"[R] lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every "
+            "K<L cell",
+            note=_rank_note(failing, config["N"]),
+            kind="beyond",
+            regime=regime.name,
+            null="init: " + ", ".join(_cell_text(c, "top_share_init", 2) for c in failing),
+            **scored(
+                lambda shares: all(share >= RANK1_SHARE for share in shares),
+                [c["top_share"] for c in failing],
+                [c["top_share_init"] for c in failing],
+            ),
+        ),
+    ]
+
+
+def _cell_text(c: dict, key: str, digits: int = 3) -> str:
+    return f"L{c['L']}K{c['K']} {c[key]:.{digits}f}"
+
+
+def _cell_name(c: dict) -> str:
+    return f"L{c['L']}K{c['K']}"
+
+
+def _learn_note(numbers: dict, config: dict, regime: Regime) -> str:
+    """Why the learnability claim misses, with data (empty parts when it does not)."""
+    cells = numbers["cells"]
+    bad_learn, bad_fail = learnability(cells, numbers["chance"])
+    N = config["N"]
+    parts = [f"reduced size N={N} (paper N={PAPER_N}). "] if N != PAPER_N else []
+    if bad_learn:
+        parts.append(_stuck_note([cells[k] for k in bad_learn], config))
+        if regime.optimizer == "gd":
+            parts.append(_gd_note([cells[k] for k in bad_learn], numbers, config))
+    if bad_fail:
+        parts.append(f"K<L cells above the chance bound: {_keys(bad_fail)}. ")
+    diverged = [f"{_cell_name(c)} ({c['status']})" for c in cells.values() if c["status"] != "ok"]
+    if diverged:
+        parts.append(
+            "diverged: " + ", ".join(diverged) + " (finite-time blow-up of the common "
+            "mode, ds/dt ~ s^K; max accuracy taken before it). "
+        )
+    return "".join(parts).strip()
+
+
+def _keys(names: list[str]) -> list[tuple[int, int]]:
+    """The cells' ``(L, K)`` from their JSON names ``"L2_K3"``."""
+    return [tuple(int(part[1:]) for part in name.split("_")) for name in names]
+
+
+def _stuck_note(stuck: list[dict], config: dict) -> str:
+    flat = all(abs(c["final_loss"] - c["loss_start"]) < 1e-4 for c in stuck)
+    return (
+        f"K>=L cells below {LEARNED}: {[(c['L'], c['K']) for c in stuck]}; there, after "
+        f"{config['epochs']} epochs, "
+        + (
+            f"the loss is unchanged to 1e-4 (ln V = {stuck[0]['loss_start']:.4f}) in every one"
+            if flat
+            else "loss "
+            + ", ".join(
+                f"{_cell_name(c)} {c['loss_start']:.4f}→{c['final_loss']:.4f}" for c in stuck
+            )
+        )
+        + ", and the relative change of ||W^E|| is "
+        + ", ".join(f"{_cell_name(c)} {c['norm_change']:.1e}" for c in stuck)
+        + ". "
+    )
+
+
+def _gd_note(stuck: list[dict], numbers: dict, config: dict) -> str:
+    """Why gradient descent at small init leaves the K >= L plateau so late (the blow-up)."""
+    note = (
+        "Why: with sigma = z^K every gradient is of degree K in the weights, so "
+        "gradient flow from scale s0 ~ d^-gamma grows as ds/dt ~ s^K and leaves its "
+        "plateau only at a finite-time blow-up t* ~ s0^(1-K)/((K-1)c), a factor "
+        "~1/s0 later per power of K; ||W^E|| grew by more than 1e-3 only in "
+        + (", ".join(_cell_name(c) for c in stuck if c["norm_change"] > 1e-3) or "none")
+        + ". "
+    )
+    long_cells = numbers["long_gd_cells"].values()
+    if long_cells:
+        note += (
+            f"Lengthening the GD horizon does not help (probe at "
+            f"{config['long_gd_epochs']} epochs): "
+            + ", ".join(
+                f"{_cell_name(c)} max accuracy {c['max_accuracy']:.2f}, {c['status']}"
+                for c in long_cells
+            )
+            + (
+                ": the escape is the blow-up, which GD at lr 1 cannot follow. "
+                if all(c["status"] != "ok" for c in long_cells)
+                else ". "
+            )
+        )
+    return note + (
+        "The paper's horizon is reached by an optimizer that moves each coordinate "
+        "by ~lr per step (Adam), not by gradient flow at small init. "
+    )
+
+
+def _rank_note(failing: list[dict], N: int) -> str:
+    """Why some K < L cells are not near rank-1, with data (empty when all are)."""
+    bad = [c for c in failing if c["top_share"] < RANK1_SHARE]
+    if not bad:
+        return ""
+    return (
+        f"below {RANK1_SHARE}: {[(c['L'], c['K']) for c in bad]} (mean off-diagonal cos "
+        + ", ".join(f"{c['mean_offdiag_cos']:.2f}" for c in bad)
+        + "). The only drive in a K<L cell is the common one, C W^U,T (phi^{y;0} - 1/V): "
+        "it is nearly absent when every id is a label (V = V_min) and stops once the "
+        "loss reaches ln N (final loss "
+        + ", ".join(f"{c['final_loss']:.3f}" for c in bad)
+        + f", ln N = {np.log(N):.3f}). Hypothesis: with sigma = z^2 it drives w_alpha "
+        "as D (w_alpha + (L-1) w_mean), so each token's init noise grows too (rate D "
+        "against L·D for the mean), and what has grown when the drive stops survives"
+    )
 
 
 def grid_figure(cells, snapshots, config, regime):

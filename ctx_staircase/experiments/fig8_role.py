@@ -180,6 +180,18 @@ def _train(ds, null_ds, config: dict, regime: Regime) -> dict:
 
 
 def _structure(ds, runs: dict, config: dict, regime: Regime):
+    numbers = _structure_measures(ds, runs, config, regime)
+    figure = _structure_figure(numbers, ds.groups["numbers"], runs, config, regime)
+    for entry in numbers.values():
+        entry.pop("_S", None)
+        entry.pop("_pca", None)
+    return _structure_claims(numbers, config), figure, numbers
+
+
+def _structure_measures(ds, runs: dict, config: dict, regime: Regime) -> dict:
+    """Per run (``ffn``, ``attention``, ``ffn_null``): accuracy and loss, and for the first two
+    the embeddings' best first-order frequency ρ_(1),k at init and at the end, the held-out
+    first-order probe and the final ``S^emb`` and PCA (``_S``, ``_pca``, for the figure)."""
     numbers_ids = ds.groups["numbers"]
     labels = np.unique(ds.labels)
     ks = np.arange(1, numbers_ids.size // 2 + 1)
@@ -216,63 +228,26 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
             entry["accuracy_init"] = float(traj.accuracy[0])
             entry["_S"], entry["_pca"] = S, pca
         numbers[name] = entry
-    ffn, attention, null = numbers["ffn"], numbers["attention"], numbers["ffn_null"]
     null_ds = runs["ffn_null"][2]
     S0 = metrics.cosine_matrix(
         signatures.label_signature(null_ds, 0, alphas=numbers_ids, labels=np.unique(null_ds.labels))
     )
     upper = np.asarray(metrics.upper_triangle(S0))
-    null["sig0_offdiag_range"] = [float(upper.min()), float(upper.max())]
-    ffn_note = (
-        f"ReLU FFN, γ={config['gamma_ffn']}. Null: the same FFN on shuffled labels reaches "
-        f"{null['final_accuracy']:.4f} (max {null['max_accuracy']:.4f}, 95% at "
-        f"{_reach_text(null['epochs_to_95'])})."
-    )
-    if null["final_accuracy"] > ffn["final_accuracy"]:
-        ffn_note += (
-            " The shuffled labels are learned faster than mod: shuffling makes the zero-order "
-            "signature token-dependent (S^{sig,(0)} off-diagonals "
-            f"{null['sig0_offdiag_range'][0]:.3f}..{null['sig0_offdiag_range'][1]:.3f}"
-            "), while mod's is constant (≡ 1), the Fig. 9 mechanism."
-        )
-    quarters = [config["epochs"] * q // 4 for q in (1, 2, 3)]
-    if null["final_accuracy"] >= FFN_ACCURACY:
-        ffn_note += (
-            " Vacuous as stated: the 2-token FFN memorizes the 820 unordered pairs whatever "
-            "their labels, so reaching 100% shows capacity, not that mod's structure was learned."
-        )
-    elif ffn["final_accuracy"] < FFN_ACCURACY:
-        ffn_note += (
-            f" Why it misses: accuracy {ffn['final_accuracy']:.4f} after {config['epochs']} "
-            f"epochs (loss {ffn['final_loss']:.4f}; the curve at epochs "
-            + "/".join(str(e) for e in quarters)
-            + ": "
-            + "/".join(f"{ffn['accuracy_curve'][_index(config, e)]:.3f}" for e in quarters)
-            + ")."
-        )
-    attention_low = attention["final_accuracy"] <= ATTENTION_LOW
-    structured = attention["rho1_kstar_final"] >= STRUCTURED
-    attention_note = (
-        f"attention-only γ={config['gamma_attention']} ({attention['status']}); mean off-diagonal "
-        f"cosine {attention['offdiag_cos_mean_init']:.3f} → "
-        f"{attention['offdiag_cos_mean_final']:.3f}; FFN embeddings for comparison: best "
-        f"ρ_(1),k {ffn['rho1_kstar_final']:.3f} at k={ffn['k_star_final']}, probe "
-        f"{ffn['probe_heldout_corr']:.3f}."
-    )
-    if attention_low and not structured:
-        attention_note += (
-            f" Why it misses: the accuracy stays low (loss {attention['final_loss']:.3f} at the "
-            "end), but the embeddings carry no first-order structure: best ρ_(1),k "
-            f"{attention['rho1_kstar_final']:.3f} (init {attention['rho1_kstar_init']:.3f})."
-        )
-    claims = [
+    numbers["ffn_null"]["sig0_offdiag_range"] = [float(upper.min()), float(upper.max())]
+    return numbers
+
+
+def _structure_claims(numbers: dict, config: dict) -> list[Claim]:
+    """The two §8.10 claims from the (saved) measures of `_structure_measures`."""
+    ffn, attention, null = numbers["ffn"], numbers["attention"], numbers["ffn_null"]
+    return [
         Claim(
             "§8.10",
             "mod (L=2, N=40): the FFN reaches about 100% training accuracy",
             f"FFN final train accuracy {ffn['final_accuracy']:.4f} (95% at epoch "
             f"{_reach_text(ffn['epochs_to_95'])}), loss {ffn['final_loss']:.4f}",
             f"≥ {FFN_ACCURACY} [about 100%]",
-            note=ffn_note,
+            note=_ffn_note(ffn, null, config),
             kind="paper",
             null=f"shuffled labels: final accuracy {null['final_accuracy']:.4f}",
             **scored(
@@ -289,7 +264,7 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
             f"{attention['rho1_kstar_final']:.3f} at k={attention['k_star_final']}, held-out "
             f"first-order probe {attention['probe_heldout_corr']:.3f}",
             f"accuracy ≤ {ATTENTION_LOW} and best ρ_(1),k ≥ {STRUCTURED} [R]",
-            note=attention_note,
+            note=_attention_note(attention, ffn, config),
             kind="paper",
             null=f"init: accuracy {attention['accuracy_init']:.4f}, best ρ_(1),k "
             f"{attention['rho1_kstar_init']:.3f}",
@@ -300,11 +275,54 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
             ),
         ),
     ]
-    figure = _structure_figure(numbers, numbers_ids, runs, config, regime)
-    for entry in numbers.values():
-        entry.pop("_S", None)
-        entry.pop("_pca", None)
-    return claims, figure, numbers
+
+
+def _ffn_note(ffn: dict, null: dict, config: dict) -> str:
+    note = (
+        f"ReLU FFN, γ={config['gamma_ffn']}. Null: the same FFN on shuffled labels reaches "
+        f"{null['final_accuracy']:.4f} (max {null['max_accuracy']:.4f}, 95% at "
+        f"{_reach_text(null['epochs_to_95'])})."
+    )
+    if null["final_accuracy"] > ffn["final_accuracy"]:
+        note += (
+            " The shuffled labels are learned faster than mod: shuffling makes the zero-order "
+            "signature token-dependent (S^{sig,(0)} off-diagonals "
+            f"{null['sig0_offdiag_range'][0]:.3f}..{null['sig0_offdiag_range'][1]:.3f}"
+            "), while mod's is constant (≡ 1), the Fig. 9 mechanism."
+        )
+    quarters = [config["epochs"] * q // 4 for q in (1, 2, 3)]
+    if null["final_accuracy"] >= FFN_ACCURACY:
+        note += (
+            " Vacuous as stated: the 2-token FFN memorizes the 820 unordered pairs whatever "
+            "their labels, so reaching 100% shows capacity, not that mod's structure was learned."
+        )
+    elif ffn["final_accuracy"] < FFN_ACCURACY:
+        note += (
+            f" Why it misses: accuracy {ffn['final_accuracy']:.4f} after {config['epochs']} "
+            f"epochs (loss {ffn['final_loss']:.4f}; the curve at epochs "
+            + "/".join(str(e) for e in quarters)
+            + ": "
+            + "/".join(f"{ffn['accuracy_curve'][_index(config, e)]:.3f}" for e in quarters)
+            + ")."
+        )
+    return note
+
+
+def _attention_note(attention: dict, ffn: dict, config: dict) -> str:
+    note = (
+        f"attention-only γ={config['gamma_attention']} ({attention['status']}); mean off-diagonal "
+        f"cosine {attention['offdiag_cos_mean_init']:.3f} → "
+        f"{attention['offdiag_cos_mean_final']:.3f}; FFN embeddings for comparison: best "
+        f"ρ_(1),k {ffn['rho1_kstar_final']:.3f} at k={ffn['k_star_final']}, probe "
+        f"{ffn['probe_heldout_corr']:.3f}."
+    )
+    if attention["final_accuracy"] <= ATTENTION_LOW and attention["rho1_kstar_final"] < STRUCTURED:
+        note += (
+            f" Why it misses: the accuracy stays low (loss {attention['final_loss']:.3f} at the "
+            "end), but the embeddings carry no first-order structure: best ρ_(1),k "
+            f"{attention['rho1_kstar_final']:.3f} (init {attention['rho1_kstar_init']:.3f})."
+        )
+    return note
 
 
 def _structure_figure(numbers, ids, runs, config, regime):
@@ -411,27 +429,34 @@ def _fixed_embeddings(ds, null_ds, runs: dict, config: dict, regime: Regime):
     return claims, fixed_figure(numbers, epochs, config, regime), numbers
 
 
+def _reach(res: dict) -> dict:
+    """Epochs to 95% per arm, never reached as ∞."""
+    return {
+        arm: np.inf if res[arm]["epochs_to_95"] is None else res[arm]["epochs_to_95"]
+        for arm in ARMS
+    }
+
+
+def _early_loss(res: dict) -> dict:
+    return {arm: res[arm]["loss_early"] for arm in ARMS}
+
+
+def _first(res: dict) -> bool:
+    """§8.11: the signature arm (i) reaches 95% before the trainable one (ii)."""
+    reach = _reach(res)
+    return bool(reach["i"] < reach["ii"])
+
+
+def _early_order(res: dict) -> bool:
+    """[R] 'at least early': loss (i) < (iii) < (ii) at the early epoch."""
+    loss = _early_loss(res)
+    return bool(loss["i"] < loss["iii"] < loss["ii"])
+
+
 def _order_claims(result: dict, null: dict, config: dict) -> list[Claim]:
+    """The two §8.11 claims on the three arms (``result``) and on the shuffled labels
+    (``null``), each arm's ``epochs_to_95`` and ``loss_early``."""
     early = config["early_epoch"]
-
-    def at(epoch):
-        return np.inf if epoch is None else epoch
-
-    def orders(res):
-        loss = {arm: res[arm]["loss_early"] for arm in ARMS}
-        reach = {arm: at(res[arm]["epochs_to_95"]) for arm in ARMS}
-        return (
-            loss,
-            reach,
-            bool(reach["i"] < reach["ii"]),
-            bool(loss["i"] < loss["iii"] < loss["ii"]),
-        )
-
-    loss, reach, first, early_order = orders(result)
-    null_loss, _, null_first, null_early = orders(null)
-    reach_text = ", ".join(f"({arm}) {_reach_text(result[arm]['epochs_to_95'])}" for arm in ARMS)
-    loss_text = ", ".join(f"({arm}) {loss[arm]:.4f}" for arm in ("i", "iii", "ii"))
-    strict = reach["i"] < reach["iii"] < reach["ii"]
     lambdas = (
         f"Fixed arms train only λ and W_U from mean row norm 1, λ(0) = 1; λ(end): (i) "
         f"{result['i']['lambda_final']:.2f}, (iii) {result['iii']['lambda_final']:.2f}. Final "
@@ -439,67 +464,91 @@ def _order_claims(result: dict, null: dict, config: dict) -> list[Claim]:
         + ", ".join(f"({arm}) {result[arm]['final_accuracy']:.3f}" for arm in ARMS)
         + "."
     )
-    first_note = (
+
+    def reach_text(res):
+        return ", ".join(f"({arm}) {_reach_text(res[arm]['epochs_to_95'])}" for arm in ARMS)
+
+    def loss_text(res):
+        return ", ".join(f"({arm}) {_early_loss(res)[arm]:.4f}" for arm in ("i", "iii", "ii"))
+
+    return [
+        Claim(
+            "§8.11",
+            "fixed signature embedding (i) converges faster than the trainable one (ii)",
+            f"epochs to 95%: {reach_text(result)}",
+            "epochs to 95%: (i) < (ii) (never reached counts as ∞)",
+            note=_first_note(result, null, lambdas),
+            kind="paper",
+            null=f"shuffled labels: epochs to 95% {reach_text(null)}",
+            **scored(_first, result, null),
+        ),
+        Claim(
+            "§8.11",
+            "at least early: fixed λRφv (i) < fixed random (iii) < trainable (ii)",
+            f"loss at epoch {early}: {loss_text(result)}",
+            f"loss at epoch {early} (10% of training): (i) < (iii) < (ii) [R definition of "
+            "'at least early']",
+            note=_early_note(result, null, lambdas, early),
+            kind="project",
+            null=f"shuffled labels: loss at epoch {early} {loss_text(null)}",
+            **scored(_early_order, result, null),
+        ),
+    ]
+
+
+def _first_note(result: dict, null: dict, lambdas: str) -> str:
+    reach = _reach(result)
+    strict = reach["i"] < reach["iii"] < reach["ii"]
+    note = (
         f"strict epochs-to-95% order (i) < (iii) < (ii): {'holds' if strict else 'fails'}. "
         + lambdas
     )
-    if not first:
-        first_note += (
+    if not _first(result):
+        note += (
             " Why it misses: the trainable arm (ii) reaches 95% at "
             f"{_reach_text(result['ii']['epochs_to_95'])}, the signature arm (i) at "
             f"{_reach_text(result['i']['epochs_to_95'])} (final loss (i) "
             f"{result['i']['final_loss']:.3f}, (ii) {result['ii']['final_loss']:.3f})."
         )
-    if null_first:
-        first_note += (
+    if _first(null):
+        note += (
             " On the shuffled labels the fixed arms are fast too (epochs to 95%: "
             + ", ".join(f"({arm}) {_reach_text(null[arm]['epochs_to_95'])}" for arm in ARMS)
             + "), so the speed-up is not specific to mod's structure: over a complete "
             "enumeration of pairs φ^{y;1} encodes any label table (here the shuffled one), and "
             "the fixed rows start at norm 1 while (ii) starts at d^{-γ}."
         )
-    early_note = lambdas
+    return note
+
+
+def _early_note(result: dict, null: dict, lambdas: str, early: int) -> str:
+    loss, null_loss = _early_loss(result), _early_loss(null)
+    note = lambdas
     if null_loss["iii"] < null_loss["ii"]:
-        early_note += (
+        note += (
             f" On shuffled labels (iii) also beats (ii) at epoch {early} ("
             f"{null_loss['iii']:.4f} vs {null_loss['ii']:.4f}): that part of the order comes from "
             "the fixed arms' O(1) scale against the trainable arm's small init, not from the data; "
             "the data-specific part is (i) < (iii)"
             + f" ({null_loss['i']:.4f} vs {null_loss['iii']:.4f} on the null)."
         )
-    if not early_order:
-        early_note += (
+    if not _early_order(result):
+        note += (
             f" Why it misses: the loss at epoch {early} orders the arms as "
             + " < ".join(f"({arm})" for arm in sorted(ARMS, key=loss.get))
             + "."
         )
-    null_reach_text = ", ".join(f"({arm}) {_reach_text(null[arm]['epochs_to_95'])}" for arm in ARMS)
-    null_loss_text = ", ".join(f"({arm}) {null_loss[arm]:.4f}" for arm in ("i", "iii", "ii"))
-    return [
-        Claim(
-            "§8.11",
-            "fixed signature embedding (i) converges faster than the trainable one (ii)",
-            f"epochs to 95%: {reach_text}",
-            "epochs to 95%: (i) < (ii) (never reached counts as ∞)",
-            first,
-            first_note,
-            kind="paper",
-            null=f"shuffled labels: epochs to 95% {null_reach_text}",
-            null_passed=null_first,
-        ),
-        Claim(
-            "§8.11",
-            "at least early: fixed λRφv (i) < fixed random (iii) < trainable (ii)",
-            f"loss at epoch {early}: {loss_text}",
-            f"loss at epoch {early} (10% of training): (i) < (iii) < (ii) [R definition of "
-            "'at least early']",
-            early_order,
-            early_note,
-            kind="project",
-            null=f"shuffled labels: loss at epoch {early} {null_loss_text}",
-            null_passed=null_early,
-        ),
-    ]
+    return note
+
+
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """Every claim from the run's ``numbers`` (as saved in its JSON), tagged with its regime."""
+    claims = _structure_claims(numbers["structure"], config) + _order_claims(
+        numbers["fixed_embeddings"]["trained"], numbers["fixed_embeddings"]["null"], config
+    )
+    for claim in claims:
+        claim.regime = config["regime"]
+    return claims
 
 
 def fixed_figure(numbers, epochs, config, regime):

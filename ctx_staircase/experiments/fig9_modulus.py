@@ -46,6 +46,7 @@ passed on censored runs (M = 3 ∤ 20 among them) while the iff pattern failed.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -54,7 +55,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import paper_ffn, train_configured
+from ctx_staircase.experiments.common import Draws, paper_ffn, scored, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 THRESHOLD = 0.95
@@ -68,6 +69,7 @@ HEATMAP_MS = (4, 7, 19, 20)
 QUICK_MS = (3, 4, 5, 7, 19, 20)
 TINY_MS = (4, 7)  # one divisor of 20 and one not: the smallest null with a relabelling
 TINY_EPOCHS = 300
+MINIMAL_VOCAB = 1 + 20  # every M shares V_min = 21 (tokens 1..N)
 
 
 def _config(full: bool, quick: bool, regime: Regime, tiny: bool = False) -> dict:
@@ -95,6 +97,7 @@ def _config(full: bool, quick: bool, regime: Regime, tiny: bool = False) -> dict
             "epochs (full: 3 seeds, 10000 epochs)"
         ),
         **regime.describe(),
+        vocab_size=regime.vocab_size(MINIMAL_VOCAB) or MINIMAL_VOCAB,
     )
 
 
@@ -130,214 +133,306 @@ def relabellings(n: int, k: int) -> np.ndarray:
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# training: one run per modulus
+
+
+def _modulus_run(M: int, config: dict, regime: Regime) -> tuple[dict, dict]:
+    """One modulus: its JSON entry (the module docstring's measures, per seed) and its figure
+    panels (accuracy curve of seed 0 ``[S]``, ``S^{sig,(0)}`` and the early ``S^emb``
+    ``[N, N]``, the snapshot epochs ``[S]``)."""
+    N, max_epochs = config["N"], config["max_epochs"]
+    ds = regime.make("modulus", N=N, M=M, minimal=MINIMAL_VOCAB)
+    numbers = ds.groups["numbers"]
+    constant, low, S0 = _constant_sig0(ds)
+    train_config = regime.train_config(
+        ds,
+        epochs=max_epochs,
+        snapshots=range(0, max_epochs + 1, config["snapshot_every"]),
+        adam_lr=config["adam_lr"],
+    )
+    result = train_configured(ds, train_config, config, config["seeds"])
+    trajectory = result.trajectory
+    epochs = regime.epochs_of(trajectory.steps[0])
+    accuracy = np.asarray(trajectory.accuracy)  # [seeds, S]
+    hits = [_first_hit(epochs, a, THRESHOLD) for a in accuracy]
+    W_E = np.asarray(trajectory.W_E)
+    collapse = COLLAPSE_EPOCH // config["snapshot_every"]
+    entry = dict(
+        divides=N % M == 0,
+        epochs_to_95=hits,
+        censored=[h is None for h in hits],
+        max_accuracy=[float(a.max()) for a in accuracy],
+        final_accuracy=[float(a[-1]) for a in accuracy],
+        status=result.status,
+        S_sig0_constant=constant,
+        S_sig0_offdiag_min=low,
+        S_sig0_constant_shuffled=_constant_sig0(shuffled_labels(ds, seed=0))[0],
+        early_offdiag_cos=_mean_cos(W_E[:, collapse], numbers),
+        init_offdiag_cos=_mean_cos(W_E[:, 0], numbers),
+    )
+    panels = dict(
+        curve=accuracy[0],
+        S0=S0,
+        S_early=np.asarray(metrics.cosine_matrix(W_E[0, collapse][numbers])),
+        epochs=epochs,
+    )
+    return entry, panels
+
+
+# --------------------------------------------------------------------------------------------
+# learning speed and its permutation null
+
+
+@dataclasses.dataclass(frozen=True)
+class Speeds:
+    """Learning speed per modulus, all ``[moduli]`` in the order of ``Ms``: the seed median of
+    the epochs to 95% (censored runs at ``max_epochs``, a lower bound), whether that median is
+    censored, whether any seed is, and ``1[M | N]``."""
+
+    Ms: np.ndarray
+    epochs: np.ndarray
+    censored: np.ndarray
+    any_censored: np.ndarray
+    divides: np.ndarray
+    max_epochs: int
+
+    @classmethod
+    def of(cls, per_M: dict, max_epochs: int) -> Speeds:
+        """From the JSON entries ``per_M[str(M)]`` (`_modulus_run`)."""
+        entries = list(per_M.values())
+        return cls(
+            Ms=np.asarray([int(M) for M in per_M]),
+            epochs=np.asarray(
+                [
+                    np.median([max_epochs if h is None else h for h in e["epochs_to_95"]])
+                    for e in entries
+                ],
+                dtype=float,
+            ),
+            censored=np.asarray([np.median(e["censored"]) > 0.5 for e in entries]),
+            any_censored=np.asarray([any(e["censored"]) for e in entries]),
+            divides=np.asarray([e["divides"] for e in entries]),
+            max_epochs=max_epochs,
+        )
+
+    @property
+    def log_epochs(self) -> np.ndarray:
+        return np.log(np.maximum(self.epochs, 1.0))
+
+    @property
+    def slow(self) -> np.ndarray:
+        """ "Thousands" of epochs (censored runs count as thousands)."""
+        return self.epochs >= SLOW_EPOCHS
+
+    def slow_iff(self, indicator: np.ndarray) -> bool:
+        """The §8.8 criterion for a divisor indicator ``[moduli]``: slow exactly where it is set."""
+        return bool(np.all(self.slow == indicator))
+
+    def jumps(self, indicator: np.ndarray) -> bool:
+        """The [R] criterion for a divisor indicator ``[moduli]``: a log-jump >= log 3 that is
+        exact or a lower bound (no censored run outside the indicated moduli)."""
+        bound_ok = not (self.any_censored & ~indicator).any()
+        return bool(log_jump(self.log_epochs, indicator) >= MIN_JUMP and bound_ok)
+
+    def bound(self) -> str:
+        """What the censored runs make of the measured jump."""
+        censored, divides = self.any_censored, self.divides
+        if not censored.any():
+            return "exact (no censored run)"
+        if not (censored & ~divides).any():
+            return "a lower bound (censored runs only among M | N)"
+        if not (censored & divides).any():
+            return "an upper bound (censored runs only among M ∤ N)"
+        return "no bound (censored runs in both groups)"
+
+    def jump_uncensored(self) -> float | None:
+        """The jump over the runs no seed of which is censored (None when a group has none)."""
+        done = ~self.any_censored
+        if (done & self.divides).any() and (done & ~self.divides).any():
+            return log_jump(self.log_epochs[done], self.divides[done])
+        return None
+
+    def relabellings(self) -> np.ndarray:
+        """Every other indicator with as many divisors, ``[R, moduli]`` (the permutation null)."""
+        perms = relabellings(self.Ms.size, int(self.divides.sum()))
+        return perms[~np.all(perms == self.divides[None, :], axis=1)]
+
+    def text(self) -> str:
+        """``M=4*: 210; M=7: >6000; ...`` (``*``: M | N; ``>``: censored)."""
+        return "; ".join(
+            f"M={M}{'*' if d else ''}: {'>' if c else ''}{int(e)}"
+            for M, e, c, d in zip(self.Ms, self.epochs, self.censored, self.divides, strict=True)
+        )
+
+
+def _speed_numbers(speeds: Speeds) -> dict:
+    """The jump, its bound and its permutation statistics, for the JSON."""
+    jump = log_jump(speeds.log_epochs, speeds.divides)
+    perm_jumps = np.asarray([log_jump(speeds.log_epochs, p) for p in speeds.relabellings()])
+    return dict(
+        log_jump=jump,
+        log_jump_bound=speeds.bound(),
+        log_jump_uncensored=speeds.jump_uncensored(),
+        log_jump_permutation_p=float(
+            (1 + np.sum(perm_jumps >= jump - 1e-12)) / (1 + perm_jumps.size)
+        ),
+        log_jump_permutation_q95=float(np.quantile(perm_jumps, 0.95)),
+        spearman_M_log_epochs=float(metrics.spearman(speeds.Ms.astype(float), speeds.log_epochs)),
+        misclassified=[int(M) for M in speeds.Ms[speeds.slow != speeds.divides]],
+    )
+
+
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
     config = _config(full, quick, regime, tiny)
-    N, max_epochs = config["N"], config["max_epochs"]
-    snapshots = range(0, max_epochs + 1, config["snapshot_every"])
-    collapse_index = COLLAPSE_EPOCH // config["snapshot_every"]
-    minimal = 1 + N  # every M shares V_min = 21 (tokens 1..N)
-    config["vocab_size"] = regime.vocab_size(minimal) or minimal
-
-    def one(M: int) -> dict:
-        ds = regime.make("modulus", N=N, M=M, minimal=minimal)
-        numbers = ds.groups["numbers"]
-        constant, low, S0 = _constant_sig0(ds)
-        null_constant = _constant_sig0(shuffled_labels(ds, seed=0))[0]
-        train_config = regime.train_config(
-            ds, epochs=max_epochs, snapshots=snapshots, adam_lr=config["adam_lr"]
-        )
-        result = train_configured(ds, train_config, config, config["seeds"])
-        trajectory = result.trajectory
-        epochs = regime.epochs_of(trajectory.steps[0])
-        accuracy = np.asarray(trajectory.accuracy)  # [seeds, S]
-        hits = [_first_hit(epochs, a, THRESHOLD) for a in accuracy]
-        W_E = np.asarray(trajectory.W_E)
-        S_early = np.asarray(metrics.cosine_matrix(W_E[0, collapse_index][numbers]))
-        return dict(
-            divides=N % M == 0,
-            epochs_to_95=hits,
-            censored=[h is None for h in hits],
-            max_accuracy=[float(a.max()) for a in accuracy],
-            final_accuracy=[float(a[-1]) for a in accuracy],
-            status=result.status,
-            S_sig0_constant=constant,
-            S_sig0_offdiag_min=low,
-            S_sig0_constant_shuffled=null_constant,
-            early_offdiag_cos=_mean_cos(W_E[:, collapse_index], numbers),
-            init_offdiag_cos=_mean_cos(W_E[:, 0], numbers),
-            _curve=accuracy[0],
-            _S0=S0,
-            _S_early=S_early,
-            _epochs=epochs,
-        )
-
     with ThreadPoolExecutor(max_workers=2) as pool:
-        per_M = dict(zip(config["Ms"], pool.map(one, config["Ms"]), strict=True))
-    steps = per_M[config["Ms"][0]]["_epochs"]
-    curves = {M: per_M[M]["_curve"] for M in config["Ms"]}
-    S_sig0 = {M: per_M[M]["_S0"] for M in config["Ms"] if M in HEATMAP_MS}
-    S_emb_early = {M: per_M[M]["_S_early"] for M in config["Ms"] if M in HEATMAP_MS}
-    for entry in per_M.values():
-        for key in [k for k in entry if k.startswith("_")]:
-            del entry[key]
-
-    # learning speed per M: the median over seeds, censored runs at max_epochs (a lower bound)
-    Ms = np.asarray(config["Ms"])
-    divides = np.asarray([per_M[M]["divides"] for M in Ms])
-    epochs = np.asarray(
-        [np.median([max_epochs if h is None else h for h in per_M[M]["epochs_to_95"]]) for M in Ms],
-        dtype=float,
+        trained = list(pool.map(lambda M: _modulus_run(M, config, regime), config["Ms"]))
+    per_M = {str(M): entry for M, (entry, _) in zip(config["Ms"], trained, strict=True)}
+    panels = dict(zip(config["Ms"], (p for _, p in trained), strict=True))
+    speeds = Speeds.of(per_M, config["max_epochs"])
+    numbers = dict(
+        Ms=speeds.Ms.tolist(),
+        epochs_to_95_median=speeds.epochs.tolist(),
+        censored=speeds.censored.tolist(),
+        divides=speeds.divides.tolist(),
+        **_speed_numbers(speeds),
+        early_offdiag_cos=[float(np.mean(e["early_offdiag_cos"])) for e in per_M.values()],
+        init_offdiag_cos=[float(np.mean(e["init_offdiag_cos"])) for e in per_M.values()],
+        per_M=per_M,
     )
-    censored = np.asarray([np.median(per_M[M]["censored"]) > 0.5 for M in Ms])
-    any_censored = np.asarray([any(per_M[M]["censored"]) for M in Ms])
-    log_epochs = np.log(np.maximum(epochs, 1.0))
-    jump = log_jump(log_epochs, divides)
-    if not any_censored.any():
-        bound = "exact (no censored run)"
-    elif not (any_censored & ~divides).any():
-        bound = "a lower bound (censored runs only among M | N)"
-    elif not (any_censored & divides).any():
-        bound = "an upper bound (censored runs only among M ∤ N)"
-    else:
-        bound = "no bound (censored runs in both groups)"
-    bound_ok = bound.startswith(("exact", "a lower"))
-    done = ~any_censored
-    jump_uncensored = (
-        log_jump(log_epochs[done], divides[done])
-        if (done & divides).any() and (done & ~divides).any()
-        else None
+    shown = [M for M in config["Ms"] if M in HEATMAP_MS]
+    figures = {
+        "epochs": epochs_figure(
+            speeds.Ms,
+            speeds.epochs,
+            speeds.censored,
+            speeds.divides,
+            np.asarray(numbers["early_offdiag_cos"]),
+            config,
+        ),
+        "curves_heatmaps": heatmap_figure(
+            panels[config["Ms"][0]]["epochs"],
+            {M: p["curve"] for M, p in panels.items()},
+            {M: panels[M]["S0"] for M in shown},
+            {M: panels[M]["S_early"] for M in shown},
+            config,
+        ),
+    }
+    return Outcome(claims(numbers, config), figures, numbers, config)
+
+
+# --------------------------------------------------------------------------------------------
+# claims
+
+
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The four claims of the module docstring from the run's ``numbers`` (as saved in its JSON),
+    each with its null scored by the same criterion."""
+    speeds = Speeds.of(numbers["per_M"], config["max_epochs"])
+    return [
+        _signature_claim(numbers["per_M"], speeds),
+        _iff_claim(numbers, speeds),
+        _jump_claim(numbers, speeds),
+        _collapse_claim(numbers, speeds, config["vocab_size"]),
+    ]
+
+
+def _signature_claim(per_M: dict, speeds: Speeds) -> Claim:
+    constant = np.asarray([e["S_sig0_constant"] for e in per_M.values()])
+    constant_null = np.asarray([e["S_sig0_constant_shuffled"] for e in per_M.values()])
+    return Claim(
+        "§8.8 (data)",
+        "S^{sig,(0)} of the numbers is constant (≡ 1) exactly when M | N",
+        "constant for M = " + ", ".join(str(M) for M in speeds.Ms[constant]),
+        "constant iff M | 20 (exact signatures)",
+        kind="paper",
+        null="shuffled labels: constant for M = "
+        + (", ".join(str(M) for M in speeds.Ms[constant_null]) or "none"),
+        **scored(lambda c: np.all(c == speeds.divides), constant, constant_null),
     )
-    slow = epochs >= SLOW_EPOCHS
-    wrong = [int(M) for M, s, dv in zip(Ms, slow, divides, strict=True) if s != dv]
-    early_cos = np.asarray([np.mean(per_M[M]["early_offdiag_cos"]) for M in Ms])
-    init_cos = np.asarray([np.mean(per_M[M]["init_offdiag_cos"]) for M in Ms])
-    collapsed = early_cos >= COLLAPSE_COS
-    wrong_collapse = [int(M) for M, c, dv in zip(Ms, collapsed, divides, strict=True) if c != dv]
-    init_collapse_ok = bool(np.all((init_cos >= COLLAPSE_COS) == divides))
-    constant = np.asarray([per_M[M]["S_sig0_constant"] for M in Ms])
-    constant_null = np.asarray([per_M[M]["S_sig0_constant_shuffled"] for M in Ms])
 
-    # the permutation null: every other relabelling of which M are "divisors"
-    perms = relabellings(Ms.size, int(divides.sum()))
-    perms = perms[~np.all(perms == divides[None, :], axis=1)]
-    perm_iff = np.all(slow[None, :] == perms, axis=1)
-    perm_jumps = np.asarray([log_jump(log_epochs, p) for p in perms])
-    perm_bound = np.asarray([not (any_censored & ~p).any() for p in perms])
-    perm_jump_pass = (perm_jumps >= MIN_JUMP) & perm_bound
-    p_value = float((1 + np.sum(perm_jumps >= jump - 1e-12)) / (1 + perms.shape[0]))
-    from_censored = [int(M) for M in Ms[any_censored]]
 
-    def fmt(M, e, c):
-        return f"M={M}{'*' if N % M == 0 else ''}: {'>' if c else ''}{int(e)}"
-
-    measured_epochs = "; ".join(fmt(M, e, c) for M, e, c in zip(Ms, epochs, censored, strict=True))
-    spearman = float(metrics.spearman(Ms.astype(float), log_epochs))
-    iff_note = ""
+def _iff_claim(numbers: dict, speeds: Speeds) -> Claim:
+    wrong, spearman = numbers["misclassified"], numbers["spearman_M_log_epochs"]
+    note = ""
     if wrong:
-        iff_note = f"misclassified M: {wrong}. Spearman(M, log epochs) = {spearman:.2f}" + (
+        note = f"misclassified M: {wrong}. Spearman(M, log epochs) = {spearman:.2f}" + (
             ": the dominant trend is in M itself, not divisibility; see the collapse diagnostic."
             if abs(spearman) >= 0.7
             else "."
         )
-    jump_note = (
-        f"censored (never reached 95%): M = {from_censored}; uncensored-only jump "
-        + ("undefined (a group has no uncensored run)" if jump_uncensored is None else "")
-        + ("" if jump_uncensored is None else f"{jump_uncensored:.2f}")
+    null = Draws(speeds.relabellings(), NULL_LEVEL)
+    return Claim(
+        "§8.8",
+        "epochs to 95% train accuracy are in the thousands iff M | N, hundreds otherwise",
+        speeds.text() + " (* = M | 20; > = never reached, censored)",
+        f"every M | 20 needs >= {SLOW_EPOCHS} epochs (or is censored), every other M "
+        f"< {SLOW_EPOCHS}",
+        note=note,
+        kind="paper",
+        null=f"M | N permuted: {null.share(speeds.slow_iff):.4f} of {len(null.draws)} other "
+        "relabellings meet it",
+        **scored(speeds.slow_iff, speeds.divides, null),
+    )
+
+
+def _jump_claim(numbers: dict, speeds: Speeds) -> Claim:
+    jump, bound = numbers["log_jump"], numbers["log_jump_bound"]
+    uncensored = numbers["log_jump_uncensored"]
+    note = (
+        f"censored (never reached 95%): M = {[int(M) for M in speeds.Ms[speeds.any_censored]]}; "
+        "uncensored-only jump "
+        + ("undefined (a group has no uncensored run)" if uncensored is None else "")
+        + ("" if uncensored is None else f"{uncensored:.2f}")
         + f". Permutation p-value of the jump (relabellings with a jump ≥ the measured one): "
-        f"{p_value:.3f}."
+        f"{numbers['log_jump_permutation_p']:.3f}."
     )
     if jump < MIN_JUMP:
-        jump_note += (
-            " Why it misses: epochs to 95% "
-            + "; ".join(fmt(M, e, c) for M, e, c in zip(Ms, epochs, censored, strict=True))
-            + "."
-        )
-    elif not bound_ok:
-        jump_note += " Why it misses: censored M ∤ N runs make the jump an upper bound."
-    claims = [
-        Claim(
-            "§8.8 (data)",
-            "S^{sig,(0)} of the numbers is constant (≡ 1) exactly when M | N",
-            "constant for M = " + ", ".join(str(M) for M in Ms[constant]),
-            "constant iff M | 20 (exact signatures)",
-            bool(np.all(constant == divides)),
-            kind="paper",
-            null="shuffled labels: constant for M = "
-            + (", ".join(str(M) for M in Ms[constant_null]) or "none"),
-            null_passed=bool(np.all(constant_null == divides)),
-        ),
-        Claim(
-            "§8.8",
-            "epochs to 95% train accuracy are in the thousands iff M | N, hundreds otherwise",
-            measured_epochs + " (* = M | 20; > = never reached, censored)",
-            f"every M | 20 needs >= {SLOW_EPOCHS} epochs (or is censored), every other M "
-            f"< {SLOW_EPOCHS}",
-            not wrong,
-            iff_note,
-            kind="paper",
-            null=f"M | N permuted: {perm_iff.mean():.4f} of {perms.shape[0]} other "
-            "relabellings meet it",
-            null_passed=bool(perm_iff.mean() >= NULL_LEVEL),
-        ),
-        Claim(
-            "§8.8",
-            "log(epochs) regressed on 1[M | N] has a large positive jump",
-            f"jump {jump:.2f} (= x{math.exp(jump):.1f}; censored runs enter at {max_epochs}: "
-            f"{bound}); uncensored only: "
-            + ("undefined" if jump_uncensored is None else f"{jump_uncensored:.2f}"),
-            f"[R] jump >= log 3 = {MIN_JUMP:.2f}, as an exact value or a lower bound",
-            bool(jump >= MIN_JUMP and bound_ok),
-            jump_note,
-            kind="project",
-            null=f"M | N permuted: {perm_jump_pass.mean():.4f} of {perms.shape[0]} other "
-            f"relabellings meet it (95th percentile of the jump "
-            f"{np.quantile(perm_jumps, 0.95):.2f})",
-            null_passed=bool(perm_jump_pass.mean() >= NULL_LEVEL),
-        ),
-        Claim(
-            "mechanism [R]",
-            "embeddings collapse to one direction early exactly when S^{sig,(0)} ≡ 1",
-            "mean off-diag cos at epoch "
-            f"{COLLAPSE_EPOCH}: "
-            + ", ".join(f"M={M}: {c:.2f}" for M, c in zip(Ms, early_cos, strict=True)),
-            f"[R] mean off-diagonal cosine >= {COLLAPSE_COS} iff M | 20",
-            not wrong_collapse,
-            (
-                f"mismatched M: {wrong_collapse}. The early common-mode drive "
-                "C_1 W^{U,T}(φ^{y;0} − 1/V) has a part shared by every token whatever M "
-                f"(labels 0..M−1 of a {config['vocab_size']}-id softmax), so "
-                "collapse is not specific to M | N."
-            )
-            if wrong_collapse
-            else "",
-            kind="project",
-            null=f"init: mean off-diag cos {init_cos.min():.2f}..{init_cos.max():.2f}",
-            null_passed=init_collapse_ok,
-        ),
-    ]
-    numbers = dict(
-        Ms=Ms.tolist(),
-        epochs_to_95_median=epochs.tolist(),
-        censored=censored.tolist(),
-        divides=divides.tolist(),
-        log_jump=jump,
-        log_jump_bound=bound,
-        log_jump_uncensored=jump_uncensored,
-        log_jump_permutation_p=p_value,
-        log_jump_permutation_q95=float(np.quantile(perm_jumps, 0.95)),
-        spearman_M_log_epochs=spearman,
-        misclassified=wrong,
-        early_offdiag_cos=early_cos.tolist(),
-        init_offdiag_cos=init_cos.tolist(),
-        per_M={str(M): v for M, v in per_M.items()},
+        note += " Why it misses: epochs to 95% " + speeds.text() + "."
+    elif not bound.startswith(("exact", "a lower")):
+        note += " Why it misses: censored M ∤ N runs make the jump an upper bound."
+    null = Draws(speeds.relabellings(), NULL_LEVEL)
+    return Claim(
+        "§8.8",
+        "log(epochs) regressed on 1[M | N] has a large positive jump",
+        f"jump {jump:.2f} (= x{math.exp(jump):.1f}; censored runs enter at {speeds.max_epochs}: "
+        f"{bound}); uncensored only: "
+        + ("undefined" if uncensored is None else f"{uncensored:.2f}"),
+        f"[R] jump >= log 3 = {MIN_JUMP:.2f}, as an exact value or a lower bound",
+        note=note,
+        kind="project",
+        null=f"M | N permuted: {null.share(speeds.jumps):.4f} of {len(null.draws)} other "
+        f"relabellings meet it (95th percentile of the jump "
+        f"{numbers['log_jump_permutation_q95']:.2f})",
+        **scored(speeds.jumps, speeds.divides, null),
     )
-    figures = {
-        "epochs": epochs_figure(Ms, epochs, censored, divides, early_cos, config),
-        "curves_heatmaps": heatmap_figure(steps, curves, S_sig0, S_emb_early, config),
-    }
-    return Outcome(claims, figures, numbers, config)
+
+
+def _collapse_claim(numbers: dict, speeds: Speeds, vocab_size: int) -> Claim:
+    early_cos = np.asarray(numbers["early_offdiag_cos"])
+    init_cos = np.asarray(numbers["init_offdiag_cos"])
+    wrong = [int(M) for M in speeds.Ms[(early_cos >= COLLAPSE_COS) != speeds.divides]]
+    return Claim(
+        "mechanism [R]",
+        "embeddings collapse to one direction early exactly when S^{sig,(0)} ≡ 1",
+        "mean off-diag cos at epoch "
+        f"{COLLAPSE_EPOCH}: "
+        + ", ".join(f"M={M}: {c:.2f}" for M, c in zip(speeds.Ms, early_cos, strict=True)),
+        f"[R] mean off-diagonal cosine >= {COLLAPSE_COS} iff M | 20",
+        note=(
+            f"mismatched M: {wrong}. The early common-mode drive "
+            "C_1 W^{U,T}(φ^{y;0} − 1/V) has a part shared by every token whatever M "
+            f"(labels 0..M−1 of a {vocab_size}-id softmax), so "
+            "collapse is not specific to M | N."
+        )
+        if wrong
+        else "",
+        kind="project",
+        null=f"init: mean off-diag cos {init_cos.min():.2f}..{init_cos.max():.2f}",
+        **scored(lambda cos: np.all((cos >= COLLAPSE_COS) == speeds.divides), early_cos, init_cos),
+    )
 
 
 def epochs_figure(Ms, epochs, censored, divides, early_cos, config):

@@ -54,11 +54,7 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
     )
     vocabulary = corpus.vocabulary
     phi_next, _ = signatures.next_token_signature(corpus.train, corpus.vocab_size)
-    data = lm_study.structure(phi_next, vocabulary)
     shuffled_stream = np.random.default_rng(seed).permutation(corpus.train)
-    shuffled = lm_study.structure(
-        signatures.next_token_signature(shuffled_stream, corpus.vocab_size)[0], vocabulary
-    )
     config = lm_text.lm_config(full, tiny)
     if not tiny:
         config = dataclasses.replace(config, steps=1000, snapshot_every=20)
@@ -66,28 +62,62 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
     trajectory, _, curves = lm_study.train_and_measure(
         corpus, config, seed=seed, probe_steps=probe_steps
     )
-    summary = lm_study.summarize(trajectory, curves)
-    learned = {
-        f"{gamma:g}": lm_study.structure(trajectory.final_W_E[g], vocabulary)
-        for g, gamma in enumerate(trajectory.gammas)
-    }
-    small = learned["1"]
-    untrained = lm_study.structure(initial_embedding(config, corpus.vocab_size, seed), vocabulary)
-    found = (
-        "numbers |Spearman| {number_order:.3f}; weekday cycle {weekday_cycle}/7; month cycle "
-        "{month_cycle}/12; category purity {category_purity:.2f}"
+    numbers = dict(
+        signature_structure=lm_study.structure(phi_next, vocabulary),
+        signature_structure_shuffled_stream=lm_study.structure(
+            signatures.next_token_signature(shuffled_stream, corpus.vocab_size)[0], vocabulary
+        ),
+        embedding_structure={
+            f"{gamma:g}": lm_study.structure(trajectory.final_W_E[g], vocabulary)
+            for g, gamma in enumerate(trajectory.gammas)
+        },
+        embedding_structure_init=lm_study.structure(
+            initial_embedding(config, corpus.vocab_size, seed), vocabulary
+        ),
+        summary=lm_study.summarize(trajectory, curves),
+        curves=lm_study.curve_lists(trajectory, curves),
+    )
+    run_config = dict(
+        corpus="builtin",
+        tokens_train=int(corpus.train.size),
+        vocab_size=corpus.vocab_size,
+        gammas=list(lm_study.GAMMAS),
+        seed=seed,
+        probe_steps=probe_steps,
+        **dataclasses.asdict(config),
+    )
+    return Outcome(
+        claims=claims(numbers, run_config),
+        figures={
+            "semantics": lm_study.semantic_figure(phi_next, trajectory.final_W_E[0], vocabulary),
+            "curves": lm_study.curves_figure(
+                trajectory, curves, f"built-in corpus: {get('lm_text').title}"
+            ),
+        },
+        numbers=numbers,
+        config=run_config,
     )
 
-    def keeps(measures: dict) -> bool:
-        return (
-            measures["number_order"] >= EMBEDDING_ORDER_MIN
-            and measures["weekday_cycle"] >= EMBEDDING_CYCLE_MIN
-            and measures["category_purity"] >= EMBEDDING_PURITY_MIN
-        )
 
-    regime = lm_text.regime("built-in corpus", corpus.vocab_size)
-    # (claim, measure, its minimum, measured, criterion, null): scored on the shuffled stream too
-    signature_table = (
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """Fig. 11's claims, the embeddings' and `lm_text`'s from the run's ``numbers`` (as saved in
+    its JSON), each scored on its null by the same criterion."""
+    regime = lm_text.regime("built-in corpus", config["vocab_size"])
+    return [
+        *_signature_claims(
+            numbers["signature_structure"], numbers["signature_structure_shuffled_stream"], regime
+        ),
+        _embedding_claim(
+            numbers["embedding_structure"], numbers["embedding_structure_init"], regime
+        ),
+        *lm_text.claims(numbers["summary"], config["steps"], regime),
+    ]
+
+
+def _signature_claims(data: dict, shuffled: dict, regime: str) -> list[Claim]:
+    """Fig. 11 on the next-token signatures; null: the same on the shuffled stream."""
+    # (claim, measure, its minimum, measured, criterion, null)
+    table = (
         (
             "PC1 of the next-token signatures orders the numbers",
             "number_order",
@@ -106,55 +136,42 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
             "shuffled stream: {weekday_cycle}/7",
         ),
     )
-    claims = [
-        *(
-            Claim(
-                "Fig. 11",
-                statement,
-                measured.format(**data),
-                criterion,
-                **scored(lambda m, k=key, low=minimum: m[k] >= low, data, shuffled),
-                regime=regime,
-                null=null.format(**shuffled),
-            )
-            for statement, key, minimum, measured, criterion, null in signature_table
-        ),
+    return [
         Claim(
-            "Fig. 11 [R]",
-            "after training (gamma = 1) the embeddings keep the structure measurably",
-            found.format(**small) + "; standard init: " + found.format(**learned["0.5"]),
-            f"[R] numbers >= {EMBEDDING_ORDER_MIN}, weekday cycle >= {EMBEDDING_CYCLE_MIN}/7, "
-            f"purity >= {EMBEDDING_PURITY_MIN}",
-            **scored(keeps, small, untrained),
-            kind="project",
+            "Fig. 11",
+            statement,
+            measured.format(**data),
+            criterion,
+            **scored(lambda m, k=key, low=minimum: m[k] >= low, data, shuffled),
             regime=regime,
-            null="init: " + found.format(**untrained),
-        ),
-        *lm_text.claims(summary, config.steps, regime),
+            null=null.format(**shuffled),
+        )
+        for statement, key, minimum, measured, criterion, null in table
     ]
-    return Outcome(
-        claims=claims,
-        figures={
-            "semantics": lm_study.semantic_figure(phi_next, trajectory.final_W_E[0], vocabulary),
-            "curves": lm_study.curves_figure(
-                trajectory, curves, f"built-in corpus: {get('lm_text').title}"
-            ),
-        },
-        numbers=dict(
-            signature_structure=data,
-            signature_structure_shuffled_stream=shuffled,
-            embedding_structure=learned,
-            embedding_structure_init=untrained,
-            summary=summary,
-            curves=lm_study.curve_lists(trajectory, curves),
-        ),
-        config=dict(
-            corpus="builtin",
-            tokens_train=int(corpus.train.size),
-            vocab_size=corpus.vocab_size,
-            gammas=list(lm_study.GAMMAS),
-            seed=seed,
-            probe_steps=probe_steps,
-            **dataclasses.asdict(config),
-        ),
+
+
+def _embedding_claim(learned: dict, untrained: dict, regime: str) -> Claim:
+    """The trained embeddings (gamma = 1) keep the structure; null: the untrained ones."""
+    found = (
+        "numbers |Spearman| {number_order:.3f}; weekday cycle {weekday_cycle}/7; month cycle "
+        "{month_cycle}/12; category purity {category_purity:.2f}"
+    )
+
+    def keeps(measures: dict) -> bool:
+        return (
+            measures["number_order"] >= EMBEDDING_ORDER_MIN
+            and measures["weekday_cycle"] >= EMBEDDING_CYCLE_MIN
+            and measures["category_purity"] >= EMBEDDING_PURITY_MIN
+        )
+
+    return Claim(
+        "Fig. 11 [R]",
+        "after training (gamma = 1) the embeddings keep the structure measurably",
+        found.format(**learned["1"]) + "; standard init: " + found.format(**learned["0.5"]),
+        f"[R] numbers >= {EMBEDDING_ORDER_MIN}, weekday cycle >= {EMBEDDING_CYCLE_MIN}/7, "
+        f"purity >= {EMBEDDING_PURITY_MIN}",
+        **scored(keeps, learned["1"], untrained),
+        kind="project",
+        regime=regime,
+        null="init: " + found.format(**untrained),
     )

@@ -79,6 +79,22 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
     """The item-16 claims for the small-init lane (``"1"``) against standard init (``"0.5"``),
     each with its init null (module docstring); ``regime`` names the fixed setting."""
     small, standard = summary["1"], summary["0.5"]
+    return [
+        *_curve_claims(small, steps, regime),
+        _clearer_claim(small, standard, regime),
+        _probe_claim(small, standard, regime),
+    ]
+
+
+_SHAPE = (
+    "rho_next(0) {rho_next_start:.3f}, peak {rho_next_peak:.3f} at step {rho_next_peak_step}, "
+    "final {rho_next_final:.3f} (lowest after the peak {rho_next_min_after_peak:.3f})"
+)
+
+
+def _curve_claims(small: dict, steps: int, regime: str) -> list[Claim]:
+    """The rho_next shape (rise, early peak, lower level), each rule scored on the small-init
+    curve and on the untrained one, which stays at its step-0 value."""
 
     def rose(curve: dict) -> bool:
         return abs(curve["rho_next_start"]) <= START_MAX and curve["rho_next_peak"] >= PEAK_MIN
@@ -92,41 +108,11 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
 
     start = small["rho_next_start"]  # the untrained curve stays here: peak = final = start
     untrained = small | dict(rho_next_peak=start, rho_next_peak_step=0, rho_next_final=start)
-    flat = f"init: rho_next stays at {start:.3f} (peak = final, at step 0)"
-    margin = small["rho_next_peak"] - standard["rho_next_peak"]
-    margin_init = small["rho_next_start"] - standard["rho_next_start"]
-    shape = (
-        "rho_next(0) {rho_next_start:.3f}, peak {rho_next_peak:.3f} at step {rho_next_peak_step}, "
-        "final {rho_next_final:.3f} (lowest after the peak {rho_next_min_after_peak:.3f})"
-    )
-    probe_passed = small["probe_mse_ratio_median"] < 1
-    probe_null = small["probe_mse_ratio_init"] < 1
-    probe_numbers = (
-        f"readout slope median {small['probe_slope_median']:.2f}; MSE / MSE of the training "
-        f"pairs' mean, median {small['probe_constant_ratio_median']:.2f}; standard init: median "
-        f"ratio {standard['probe_mse_ratio_median']:.2f}"
-    )
-    if not probe_passed:
-        probe_note = (
-            f"fails: the fitted probe predicts the held-out pairs worse than their mean "
-            f"({probe_numbers}); theory/lm.md §5"
-        )
-    elif probe_null:
-        probe_note = (
-            "vacuous: the probe beats the best constant on the untrained embeddings too, so "
-            f"beating it says nothing about training ({probe_numbers})"
-        )
-    else:
-        probe_note = (
-            "the probe beats the best constant after training but not on the untrained init "
-            f"({probe_numbers})"
-        )
-    common = dict(regime=regime)
-    # (claim, measured, criterion, rule): each rule scored on the small-init curve and the flat one
-    curve_table = (
+    # (claim, measured, criterion, rule)
+    table = (
         (
             "rho_next rises from about 0 (small init, gamma = 1)",
-            shape.format(**small),
+            _SHAPE.format(**small),
             f"[R] |rho_next(0)| <= {START_MAX} and peak >= {PEAK_MIN}",
             rose,
         ),
@@ -144,45 +130,73 @@ def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
         ),
     )
     return [
-        *(
-            Claim(
-                "§8.16",
-                claim,
-                measured,
-                criterion,
-                **scored(rule, small, untrained),
-                null=flat,
-                **common,
-            )
-            for claim, measured, criterion, rule in curve_table
-        ),
-        Claim(
-            "§8.16 [R]",
-            "small init shows the rise and peak more clearly than standard init (gamma = 0.5)",
-            "standard init: " + shape.format(**standard) + f"; peak margin {margin:+.3f}",
-            f"[R] small-init peak >= standard-init peak + {CLEARER_MIN}",
-            margin >= CLEARER_MIN,
-            kind="project",
-            null=f"init: margin {margin_init:+.3f} (one draw at two scales: equal cosines)",
-            null_passed=margin_init >= CLEARER_MIN,
-            **common,
-        ),
         Claim(
             "§8.16",
-            "the rank-one first-order (prefix) probe with its linear readout has a low held-out "
-            "MSE",
-            f"held-out MSE / best-constant MSE (held-out variance): median "
-            f"{small['probe_mse_ratio_median']:.2f}, max {small['probe_mse_ratio_max']:.2f}; "
-            f"held-out corr median {small['probe_corr_median']:.2f}, at the rho_next peak "
-            f"{small['probe_corr_at_peak']:.2f}",
-            "[R] median ratio < 1 (better than the best constant)",
-            probe_passed,
-            probe_note,
-            null=f"probe fitted to the init embeddings: ratio {small['probe_mse_ratio_init']:.2f}",
-            null_passed=probe_null,
-            **common,
-        ),
+            claim,
+            measured,
+            criterion,
+            **scored(rule, small, untrained),
+            null=f"init: rho_next stays at {start:.3f} (peak = final, at step 0)",
+            regime=regime,
+        )
+        for claim, measured, criterion, rule in table
     ]
+
+
+def _clearer_claim(small: dict, standard: dict, regime: str) -> Claim:
+    """Small init's peak above standard init's; null: the same margin at step 0."""
+    margin = small["rho_next_peak"] - standard["rho_next_peak"]
+    margin_init = small["rho_next_start"] - standard["rho_next_start"]
+    return Claim(
+        "§8.16 [R]",
+        "small init shows the rise and peak more clearly than standard init (gamma = 0.5)",
+        "standard init: " + _SHAPE.format(**standard) + f"; peak margin {margin:+.3f}",
+        f"[R] small-init peak >= standard-init peak + {CLEARER_MIN}",
+        kind="project",
+        null=f"init: margin {margin_init:+.3f} (one draw at two scales: equal cosines)",
+        **scored(lambda m: m >= CLEARER_MIN, margin, margin_init),
+        regime=regime,
+    )
+
+
+def _probe_claim(small: dict, standard: dict, regime: str) -> Claim:
+    """The prefix probe beats the best constant; null: the probe fitted at init."""
+    verdict = scored(
+        lambda ratio: ratio < 1, small["probe_mse_ratio_median"], small["probe_mse_ratio_init"]
+    )
+    numbers = (
+        f"readout slope median {small['probe_slope_median']:.2f}; MSE / MSE of the training "
+        f"pairs' mean, median {small['probe_constant_ratio_median']:.2f}; standard init: median "
+        f"ratio {standard['probe_mse_ratio_median']:.2f}"
+    )
+    if not verdict["passed"]:
+        note = (
+            f"fails: the fitted probe predicts the held-out pairs worse than their mean "
+            f"({numbers}); theory/lm.md §5"
+        )
+    elif verdict["null_passed"]:
+        note = (
+            "vacuous: the probe beats the best constant on the untrained embeddings too, so "
+            f"beating it says nothing about training ({numbers})"
+        )
+    else:
+        note = (
+            "the probe beats the best constant after training but not on the untrained init "
+            f"({numbers})"
+        )
+    return Claim(
+        "§8.16",
+        "the rank-one first-order (prefix) probe with its linear readout has a low held-out MSE",
+        f"held-out MSE / best-constant MSE (held-out variance): median "
+        f"{small['probe_mse_ratio_median']:.2f}, max {small['probe_mse_ratio_max']:.2f}; "
+        f"held-out corr median {small['probe_corr_median']:.2f}, at the rho_next peak "
+        f"{small['probe_corr_at_peak']:.2f}",
+        "[R] median ratio < 1 (better than the best constant)",
+        note=note,
+        null=f"probe fitted to the init embeddings: ratio {small['probe_mse_ratio_init']:.2f}",
+        **verdict,
+        regime=regime,
+    )
 
 
 def run(

@@ -43,6 +43,9 @@ window only), 9 snapshots; N = 20 is kept.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import jax
 import numpy as np
 
@@ -132,86 +135,154 @@ def _readout(trajectory, ds, inputs):
     return readout, accuracy
 
 
+@dataclasses.dataclass(frozen=True)
+class DataFacts:
+    """The exact zero-order signatures' superposition on the data (`_data_check`) and on the
+    label-shuffled data: accuracy, unique argmax, smallest top-two margin, inputs ``n``."""
+
+    accuracy: float
+    unique: bool
+    min_margin: float
+    null_accuracy: float
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """The trained run against the label-shuffled one, per snapshot ``[S]``: accuracy, loss,
+    ``rho_0`` (Pearson and Spearman over the input tokens, and over the numbers only), and the
+    learned readouts' superposition accuracy, Pearson and JSD against ``phi^{y;0}``; with the
+    split of ``rho_0`` at its early peak into pairs with a control token and number pairs."""
+
+    steps: np.ndarray
+    accuracy: np.ndarray
+    null_accuracy: np.ndarray
+    loss: np.ndarray
+    rho0: Any  # metrics.alignment of S^emb with S^{sig,(0)}: value [S], method
+    rho0_spearman: np.ndarray
+    numbers_alignment: Any
+    readout_accuracy: np.ndarray
+    null_readout_accuracy: np.ndarray
+    readout_pearson: np.ndarray
+    readout_jsd: np.ndarray
+    control_corr: float  # Pearson over the pairs with a control token, at the rho_0 peak
+    control_pairs: int
+    number_pairs: np.ndarray  # S^emb of the number-number pairs at the rho_0 peak
+    numbers_S0_offdiag: float  # S^{sig,(0)} there, constant
+
+    @property
+    def rho0_values(self) -> np.ndarray:
+        return np.asarray(self.rho0.value)
+
+    @property
+    def i_peak(self) -> int:
+        """The snapshot of the largest ``rho_0`` over the early epochs."""
+        return _early_peak(self.steps, self.rho0_values)
+
+    @property
+    def i_read(self) -> int:
+        """The snapshot of the best readout superposition."""
+        return int(np.argmax(self.readout_accuracy))
+
+
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
     config = _config(full, regime, quick, tiny)
-    N = config["N"]
-    ds = regime.make("minmax", N=N)
+    ds = regime.make("minmax", N=config["N"])
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
+    accuracy, unique, min_margin = _data_check(ds)
+    data = DataFacts(accuracy, unique, min_margin, _data_check(shuffled)[0], ds.n)
+    training = _training(ds, shuffled, regime, config)
+    inputs = np.unique(ds.tokens)
     phi0 = signatures.label_signature(ds, 0)  # [V, V]: every token, every label id
-    data_accuracy, unique, min_margin = _data_check(ds)
-    null_data_accuracy, _, _ = _data_check(shuffled)
+    figures = {
+        "superposition": superposition_figure(
+            phi0, np.asarray(metrics.cosine_matrix(phi0[inputs])), inputs, config["N"]
+        ),
+        "training": training_figure(
+            training.steps,
+            training.accuracy,
+            training.null_accuracy,
+            training.rho0_values,
+            training.readout_accuracy,
+            training.readout_pearson,
+            training.readout_jsd,
+            config,
+            regime,
+        ),
+    }
+    return Outcome(
+        _claims(data, training, config, regime), figures, _numbers(data, training, ds), config
+    )
 
+
+def _early_peak(steps: np.ndarray, rho0: np.ndarray) -> int:
+    """The snapshot of the largest ``rho_0`` over the early epochs (``steps`` in epochs)."""
+    return int(np.argmax(np.where(steps <= EARLY_EPOCHS, rho0, -np.inf)))
+
+
+def _training(ds, shuffled, regime: Regime, config: dict) -> Training:
+    """Train on ``ds`` and on ``shuffled`` and measure both (`Training`)."""
+    phi0 = signatures.label_signature(ds, 0)
     inputs = np.unique(ds.tokens)  # 1..N and the controls
     numbers_ids = ds.groups["numbers"]
     S0_all = np.asarray(metrics.cosine_matrix(phi0[inputs]))
     S0_numbers = np.asarray(metrics.cosine_matrix(phi0[numbers_ids]))
-
     trajectory = _train(ds, regime, config)
     null_trajectory = _train(shuffled, regime, config)
     steps = regime.epochs_of(trajectory.steps)
-    accuracy = np.asarray(trajectory.accuracy)
-    null_accuracy = np.asarray(null_trajectory.accuracy)
-    loss = np.asarray(trajectory.loss)
     W_E = np.asarray(trajectory.W_E)
     S_emb = np.asarray(metrics.cosine_matrix(W_E[:, inputs]))
     rho0 = metrics.alignment(S_emb, S0_all)
-    rho0_spearman = metrics.alignment(S_emb, S0_all, "spearman")
-    numbers_alignment = metrics.alignment(
-        np.asarray(metrics.cosine_matrix(W_E[:, numbers_ids])), S0_numbers
-    )
     readout, readout_accuracy = _readout(trajectory, ds, inputs)
-    _, null_readout_accuracy = _readout(null_trajectory, shuffled, inputs)
     match = metrics.distribution_match(phi0[inputs][None], readout[:, inputs])
-    readout_pearson = np.asarray(match.pearson).mean(-1)
-    readout_jsd = np.asarray(match.jsd).mean(-1)
-
-    early = steps <= EARLY_EPOCHS
-    rho0_values = np.asarray(rho0.value)
-    i_peak = int(np.argmax(np.where(early, rho0_values, -np.inf)))
-    i_read = int(np.argmax(readout_accuracy))
-    reached = np.flatnonzero(accuracy >= TRAINED)
     # Why rho_0 can stay low: split the 231 pairs into those with a control token (where
     # S^{sig,(0)} varies) and the number-number pairs (where it is constant).
     iu = np.triu_indices(inputs.size, k=1)
     control_pair = np.isin(inputs[iu[0]], numbers_ids, invert=True) | np.isin(
         inputs[iu[1]], numbers_ids, invert=True
     )
-    emb_pairs = S_emb[i_peak][iu]
-    control_corr = float(metrics.pearson(emb_pairs[control_pair], S0_all[iu][control_pair]))
-    number_pairs = emb_pairs[~control_pair]
-    rho0_note = (
-        f"at epoch {steps[i_peak]}: over the {int(control_pair.sum())} pairs with a control "
-        f"token Pearson {control_corr:.3f}; the {int((~control_pair).sum())} number-number "
-        f"pairs, where S^{{sig,(0)}} is constant ({S0_numbers[0, 1]:.3f}), have S^emb mean "
-        f"{number_pairs.mean():.3f} and std {number_pairs.std():.3f}: that spread is not "
-        "zero-order structure and pulls the Pearson correlation down. The per-token readout "
-        f"matches phi^{{y;0}} closely (mean Pearson {readout_pearson.max():.3f} at epoch "
-        f"{steps[int(np.argmax(readout_pearson))]})."
+    emb_pairs = S_emb[_early_peak(steps, np.asarray(rho0.value))][iu]
+    return Training(
+        steps=steps,
+        accuracy=np.asarray(trajectory.accuracy),
+        null_accuracy=np.asarray(null_trajectory.accuracy),
+        loss=np.asarray(trajectory.loss),
+        rho0=rho0,
+        rho0_spearman=np.asarray(metrics.alignment(S_emb, S0_all, "spearman").value),
+        numbers_alignment=metrics.alignment(
+            np.asarray(metrics.cosine_matrix(W_E[:, numbers_ids])), S0_numbers
+        ),
+        readout_accuracy=readout_accuracy,
+        null_readout_accuracy=_readout(null_trajectory, shuffled, inputs)[1],
+        readout_pearson=np.asarray(match.pearson).mean(-1),
+        readout_jsd=np.asarray(match.jsd).mean(-1),
+        control_corr=float(metrics.pearson(emb_pairs[control_pair], S0_all[iu][control_pair])),
+        control_pairs=int(control_pair.sum()),
+        number_pairs=emb_pairs[~control_pair],
+        numbers_S0_offdiag=float(S0_numbers[0, 1]),
     )
-    i_jsd = int(np.argmin(readout_jsd))
-    readout_note = (
-        "superposition accuracy by epoch: "
-        + ", ".join(f"{a:.2f}@{e}" for a, e in zip(readout_accuracy, steps, strict=True))
-        + f". The readout is closest to phi^{{y;0}} at epoch {steps[i_jsd]} (JSD "
-        f"{readout_jsd[i_jsd]:.3f}, Pearson {readout_pearson[i_jsd]:.3f}), where its "
-        f"superposition gets {readout_accuracy[i_jsd]:.3f} while the model gets "
-        f"{accuracy[i_jsd]:.3f}: the exact signatures win by margins as small as "
-        f"{min_margin:.3f}, which a readout at that distance does not resolve; the model "
-        "solves the remaining inputs beyond the zero-order readout"
-    )
-    claims = [
+
+
+def _claims(data: DataFacts, training: Training, config: dict, regime: Regime) -> list[Claim]:
+    """The four claims of the module docstring, each with its null scored by the same
+    criterion."""
+    t = training
+    steps, accuracy, rho0 = t.steps, t.accuracy, t.rho0_values
+    i_peak, i_read = t.i_peak, t.i_read
+    reached = np.flatnonzero(accuracy >= TRAINED)
+    return [
         Claim(
             "§8.12",
             "argmax of the summed zero-order signatures equals the label on every input",
-            f"{100 * data_accuracy:.1f}% of {ds.n} inputs; argmax unique on all: {unique}; "
-            f"smallest margin {min_margin:.4f}",
+            f"{100 * data.accuracy:.1f}% of {data.n} inputs; argmax unique on all: "
+            f"{data.unique}; smallest margin {data.min_margin:.4f}",
             "100% (exact signatures)",
             kind="paper",
             regime="data only (no training)",
-            null=f"shuffled labels: {100 * null_data_accuracy:.1f}%",
-            **scored(lambda share: share == 1.0, data_accuracy, null_data_accuracy),
+            null=f"shuffled labels: {100 * data.null_accuracy:.1f}%",
+            **scored(lambda share: share == 1.0, data.accuracy, data.null_accuracy),
         ),
         Claim(
             "§7.2 [R]",
@@ -225,79 +296,93 @@ def run(
             + ", ".join(f"{a:.2f}@{e}" for a, e in zip(accuracy, steps, strict=True)),
             kind="project",
             regime=regime.name,
-            null=f"shuffled labels: accuracy {null_accuracy[-1]:.3f}",
-            **scored(lambda final: bool(final >= TRAINED), accuracy[-1], null_accuracy[-1]),
+            null=f"shuffled labels: accuracy {t.null_accuracy[-1]:.3f}",
+            **scored(lambda final: final >= TRAINED, accuracy[-1], t.null_accuracy[-1]),
         ),
         Claim(
             "§7.2 [R]",
             "early embedding geometry aligns with S^{sig,(0)} (rho_0)",
-            f"peak rho_0 (Pearson, 22 input tokens) {rho0_values[i_peak]:.3f} at epoch "
-            f"{steps[i_peak]} (Spearman there {float(np.asarray(rho0_spearman.value)[i_peak]):.3f}"
-            f"); rho_0 at epoch {steps[-1]} {rho0_values[-1]:.3f}",
+            f"peak rho_0 (Pearson, 22 input tokens) {rho0[i_peak]:.3f} at epoch "
+            f"{steps[i_peak]} (Spearman there {float(t.rho0_spearman[i_peak]):.3f}"
+            f"); rho_0 at epoch {steps[-1]} {rho0[-1]:.3f}",
             f"[R] peak over epochs <= {EARLY_EPOCHS} >= {RHO0_EARLY} (§8.3's add/sub threshold)",
-            note=rho0_note,
+            note=_rho0_note(t),
             kind="beyond",
             regime=regime.name,
-            null=f"init: rho_0 {rho0_values[0]:.3f}",
-            **scored(lambda rho0: bool(rho0 >= RHO0_EARLY), rho0_values[i_peak], rho0_values[0]),
+            null=f"init: rho_0 {rho0[0]:.3f}",
+            **scored(lambda value: value >= RHO0_EARLY, rho0[i_peak], rho0[0]),
         ),
         Claim(
             "§7.2 [R]",
             "the learned zero-order readouts softmax(W_U w^E) superpose to solve the task",
-            f"superposition accuracy peak {readout_accuracy[i_read]:.3f} at epoch "
+            f"superposition accuracy peak {t.readout_accuracy[i_read]:.3f} at epoch "
             f"{steps[i_read]} (model accuracy there {accuracy[i_read]:.3f}); readout vs "
-            f"phi^(y;0): mean Pearson {readout_pearson[i_read]:.3f}, JSD "
-            f"{readout_jsd[i_read]:.3f} there; best JSD {readout_jsd.min():.3f} at epoch "
-            f"{steps[int(np.argmin(readout_jsd))]}",
+            f"phi^(y;0): mean Pearson {t.readout_pearson[i_read]:.3f}, JSD "
+            f"{t.readout_jsd[i_read]:.3f} there; best JSD {t.readout_jsd.min():.3f} at epoch "
+            f"{steps[int(np.argmin(t.readout_jsd))]}",
             f"[R] peak superposition accuracy >= {READOUT}",
-            note="" if readout_accuracy[i_read] >= READOUT else readout_note,
+            note="" if t.readout_accuracy[i_read] >= READOUT else _readout_note(data, t),
             kind="project",
             regime=regime.name,
-            null=f"shuffled labels: peak {null_readout_accuracy.max():.3f}",
+            null=f"shuffled labels: peak {t.null_readout_accuracy.max():.3f}",
             **scored(
-                lambda peak: bool(peak >= READOUT),
-                readout_accuracy[i_read],
-                null_readout_accuracy.max(),
+                lambda peak: peak >= READOUT,
+                t.readout_accuracy[i_read],
+                t.null_readout_accuracy.max(),
             ),
         ),
     ]
-    numbers = dict(
-        data_superposition_accuracy=data_accuracy,
-        data_argmax_unique=unique,
-        data_min_margin=min_margin,
-        null_data_superposition_accuracy=null_data_accuracy,
-        vocab_size=int(ds.vocab_size),
-        steps=steps.tolist(),
-        train_accuracy=accuracy.tolist(),
-        train_loss=loss.tolist(),
-        null_train_accuracy=null_accuracy.tolist(),
-        rho0_pearson=rho0_values.tolist(),
-        rho0_method=str(rho0.method),
-        rho0_spearman=np.asarray(rho0_spearman.value).tolist(),
-        rho0_control_pairs_at_peak=control_corr,
-        numbers_only_alignment=np.asarray(numbers_alignment.value).tolist(),
-        numbers_only_method=str(numbers_alignment.method),
-        numbers_S0_offdiag=float(S0_numbers[0, 1]),
-        readout_pearson=readout_pearson.tolist(),
-        readout_jsd=readout_jsd.tolist(),
-        readout_superposition_accuracy=readout_accuracy.tolist(),
-        null_readout_superposition_accuracy=null_readout_accuracy.tolist(),
+
+
+def _rho0_note(t: Training) -> str:
+    return (
+        f"at epoch {t.steps[t.i_peak]}: over the {t.control_pairs} pairs with a control "
+        f"token Pearson {t.control_corr:.3f}; the {t.number_pairs.size} number-number "
+        f"pairs, where S^{{sig,(0)}} is constant ({t.numbers_S0_offdiag:.3f}), have S^emb mean "
+        f"{t.number_pairs.mean():.3f} and std {t.number_pairs.std():.3f}: that spread is not "
+        "zero-order structure and pulls the Pearson correlation down. The per-token readout "
+        f"matches phi^{{y;0}} closely (mean Pearson {t.readout_pearson.max():.3f} at epoch "
+        f"{t.steps[int(np.argmax(t.readout_pearson))]})."
     )
-    figures = {
-        "superposition": superposition_figure(phi0, S0_all, inputs, N),
-        "training": training_figure(
-            steps,
-            accuracy,
-            null_accuracy,
-            rho0_values,
-            readout_accuracy,
-            readout_pearson,
-            readout_jsd,
-            config,
-            regime,
-        ),
-    }
-    return Outcome(claims, figures, numbers, config)
+
+
+def _readout_note(data: DataFacts, t: Training) -> str:
+    i_jsd = int(np.argmin(t.readout_jsd))
+    return (
+        "superposition accuracy by epoch: "
+        + ", ".join(f"{a:.2f}@{e}" for a, e in zip(t.readout_accuracy, t.steps, strict=True))
+        + f". The readout is closest to phi^{{y;0}} at epoch {t.steps[i_jsd]} (JSD "
+        f"{t.readout_jsd[i_jsd]:.3f}, Pearson {t.readout_pearson[i_jsd]:.3f}), where its "
+        f"superposition gets {t.readout_accuracy[i_jsd]:.3f} while the model gets "
+        f"{t.accuracy[i_jsd]:.3f}: the exact signatures win by margins as small as "
+        f"{data.min_margin:.3f}, which a readout at that distance does not resolve; the model "
+        "solves the remaining inputs beyond the zero-order readout"
+    )
+
+
+def _numbers(data: DataFacts, t: Training, ds) -> dict:
+    return dict(
+        data_superposition_accuracy=data.accuracy,
+        data_argmax_unique=data.unique,
+        data_min_margin=data.min_margin,
+        null_data_superposition_accuracy=data.null_accuracy,
+        vocab_size=int(ds.vocab_size),
+        steps=t.steps.tolist(),
+        train_accuracy=t.accuracy.tolist(),
+        train_loss=t.loss.tolist(),
+        null_train_accuracy=t.null_accuracy.tolist(),
+        rho0_pearson=t.rho0_values.tolist(),
+        rho0_method=str(t.rho0.method),
+        rho0_spearman=t.rho0_spearman.tolist(),
+        rho0_control_pairs_at_peak=t.control_corr,
+        numbers_only_alignment=np.asarray(t.numbers_alignment.value).tolist(),
+        numbers_only_method=str(t.numbers_alignment.method),
+        numbers_S0_offdiag=t.numbers_S0_offdiag,
+        readout_pearson=t.readout_pearson.tolist(),
+        readout_jsd=t.readout_jsd.tolist(),
+        readout_superposition_accuracy=t.readout_accuracy.tolist(),
+        null_readout_superposition_accuracy=t.null_readout_accuracy.tolist(),
+    )
 
 
 def superposition_figure(phi0, S0_all, inputs, N):

@@ -64,6 +64,7 @@ import numpy as np
 
 from ctx_staircase import geometry, metrics, plots, sweep, tasks, train
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments.common import scored
 
 EQUAL_TOLERANCE = 0.10
 MARGIN = 0.05  # nats: "lower" means lower by more than this [R]
@@ -78,8 +79,8 @@ REGIME = "one-layer transformer, AdamW lr 1e-3 (wd 0.01), batch 200, minimal V"
 TINY = dict(n=400, steps=60, snapshots=11)
 
 
-def run(full: bool = False, tiny: bool = False) -> Outcome:
-    config = dict(
+def _config(full: bool, tiny: bool) -> dict:
+    return dict(
         task="rb_anchor",
         L=3,
         q=2,
@@ -107,84 +108,93 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         regime=REGIME,
         null="the untrained initialization (step-0 snapshot of the same runs)",
     )
-    steps = config["steps"]
-    snapshots = tuple(int(s) for s in np.linspace(0, steps, config["snapshots"]))
+
+
+def _snapshots(config: dict) -> tuple[int, ...]:
+    return tuple(int(s) for s in np.linspace(0, config["steps"], config["snapshots"]))
+
+
+def _early_index(config: dict) -> int:
+    """The snapshot of the early checkpoint t_e (`early_fraction` of training)."""
+    snapshots = np.asarray(_snapshots(config))
+    return int(np.argmin(np.abs(snapshots - config["early_fraction"] * config["steps"])))
+
+
+def _train(config: dict, gammas, memory_labels: str = "uniform"):
+    """The task (``memory_labels``: [RB]'s F_mem,1 or F_mem,2) and its sweep over ``gammas``."""
+    ds = tasks.make(
+        "rb_anchor", L=config["L"], q=config["q"], n=config["n"], memory_labels=memory_labels
+    )
     train_config = train.TrainConfig(
         optimizer=config["optimizer"],
         lr=config["lr"],
         weight_decay=config["weight_decay"],
-        steps=steps,
+        steps=config["steps"],
         batch_size=config["batch_size"],
-        snapshots=snapshots,
+        snapshots=_snapshots(config),
     )
-    ds = tasks.make("rb_anchor", L=config["L"], q=config["q"], n=config["n"])
     result = sweep.train_sweep(
         "transformer",
         ds,
         train_config,
-        gammas=config["gammas"],
+        gammas=gammas,
         seeds=(config["seed"],),
         d=config["d"],
         d_ff=config["d_ff"],
     )
-    local = tasks.make(
-        "rb_anchor", L=config["L"], q=config["q"], n=config["n"], memory_labels="local"
-    )
-    local_result = sweep.train_sweep(
-        "transformer",
-        local,
-        train_config,
-        gammas=(0.8,),
-        seeds=(config["seed"],),
-        d=config["d"],
-        d_ff=config["d_ff"],
-    )
-    rows_per_epoch = ds.n / config["batch_size"]
-    epochs = np.asarray(snapshots) / rows_per_epoch
-    i_early = int(np.argmin(np.abs(np.asarray(snapshots) - config["early_fraction"] * steps)))
-    chance = math.log(config["key_range"][1] - config["key_range"][0] + 1)
+    return ds, result
 
+
+def run(full: bool = False, tiny: bool = False) -> Outcome:
+    config = _config(full, tiny)
+    ds, result = _train(config, config["gammas"])
+    _, local_result = _train(config, (0.8,), memory_labels=config["memory_labels_control"])
+    i_early = _early_index(config)
+    epochs = np.asarray(_snapshots(config)) / (ds.n / config["batch_size"])
     numbers = {
         "epochs": epochs.round(3).tolist(),
         "early_epoch": float(epochs[i_early]),
-        "chance_ln_Z": chance,
+        "chance_ln_Z": math.log(config["key_range"][1] - config["key_range"][0] + 1),
         "by_gamma": {},
     }
     geometry = {}
     for lane, gamma in enumerate(result.gamma):
         traj = result.lane(lane)
-        entry = {
-            "status": result.status[lane],
-            "loss": {g: np.asarray(traj.sample_loss[g]).round(4).tolist() for g in SUBSETS},
-            "accuracy": {g: np.asarray(traj.sample_accuracy[g]).round(4).tolist() for g in SUBSETS},
-        }
-        entry["loss_early"] = {g: entry["loss"][g][i_early] for g in SUBSETS}
-        entry["loss_final"] = {g: entry["loss"][g][-1] for g in SUBSETS}
+        numbers["by_gamma"][f"{gamma:g}"] = _lane_numbers(traj, result.status[lane], ds, i_early)
         geometry[f"{gamma:g}"] = _anchor_geometry(np.asarray(traj.W_E[-1]), ds)
-        entry["anchor_geometry_final"] = {
-            k: v for k, v in geometry[f"{gamma:g}"].items() if not k.startswith("_")
-        }
-        entry["anchor_geometry_init"] = {
-            k: v
-            for k, v in _anchor_geometry(np.asarray(traj.W_E[0]), ds).items()
-            if not k.startswith("_")
-        }
-        numbers["by_gamma"][f"{gamma:g}"] = entry
-    local_traj = local_result.lane(0)
-    uniform_traj = result.lane(list(result.gamma).index(0.8))
     numbers["memory_labels"] = {
         name: {
             "mem_loss": np.asarray(t.sample_loss["mem"]).round(4).tolist(),
             "mem_accuracy": np.asarray(t.sample_accuracy["mem"]).round(4).tolist(),
         }
-        for name, t in (("uniform (F_mem,1)", uniform_traj), ("local (F_mem,2)", local_traj))
+        for name, t in (
+            ("uniform (F_mem,1)", result.lane(list(result.gamma).index(0.8))),
+            ("local (F_mem,2)", local_result.lane(0)),
+        )
     }
-    claims = _claims(numbers, i_early, chance)
     figures = {
         "losses": loss_figure(numbers, config),
         "anchors": _anchor_figure(geometry, ds),
     }
-    return Outcome(claims, figures, numbers, config)
+    return Outcome(claims(numbers, config), figures, numbers, config)
+
+
+def _lane_numbers(traj, status: str, ds, i_early: int) -> dict:
+    """One γ lane: the loss and accuracy per data subset, their early and final losses, and
+    the anchor geometry at the end and at init."""
+    entry = {
+        "status": status,
+        "loss": {g: np.asarray(traj.sample_loss[g]).round(4).tolist() for g in SUBSETS},
+        "accuracy": {g: np.asarray(traj.sample_accuracy[g]).round(4).tolist() for g in SUBSETS},
+    }
+    entry["loss_early"] = {g: entry["loss"][g][i_early] for g in SUBSETS}
+    entry["loss_final"] = {g: entry["loss"][g][-1] for g in SUBSETS}
+    for when, index in (("final", -1), ("init", 0)):
+        geometry = _anchor_geometry(np.asarray(traj.W_E[index]), ds)
+        entry[f"anchor_geometry_{when}"] = {
+            k: v for k, v in geometry.items() if not k.startswith("_")
+        }
+    return entry
 
 
 def _anchor_geometry(W_E: np.ndarray, ds) -> dict:
@@ -217,83 +227,103 @@ def _faster(fast: float, slow: float) -> bool:
     return bool(fast < slow - MARGIN)
 
 
-def _claims(numbers: dict, i_early: int, chance: float) -> list[Claim]:
-    early_epoch = numbers["early_epoch"]
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The §8.15 claims from the run's ``numbers`` (as saved in its JSON), each scored at the
+    early checkpoint (or the end) and on the untrained init by the same criterion."""
+    i_early = _early_index(config)
+    return [
+        _falls_faster_claim(numbers),
+        _equally_claim(numbers),
+        *_geometry_claims(numbers),
+        _memory_labels_claim(numbers, i_early),
+    ]
+
+
+def _falls_faster_claim(numbers: dict) -> Claim:
     by = numbers["by_gamma"]
-    small, large = by["0.8"], by["0.3"]
-    e8, e3 = small["loss_early"], large["loss_early"]
-    i8 = {g: small["loss"][g][0] for g in SUBSETS}  # init: the null of every loss claim
-    i3 = {g: large["loss"][g][0] for g in SUBSETS}
-
-    def equally(at, init, test_final):
-        gap = abs(at["rsn_train"] - at["mem"]) / at["mem"]
-        fell = _faster(at["rsn_train"], init["rsn_train"]) and _faster(at["mem"], init["mem"])
-        return gap, bool(fell and gap <= EQUAL_TOLERANCE and test_final >= chance)
-
-    gap3, equal_passed = equally(e3, i3, large["loss_final"]["rsn_test"])
-    null_gap3, equal_null = equally(i3, i3, i3["rsn_test"])
-    test_final = large["loss_final"]["rsn_test"]
-    geo, geo0 = small["anchor_geometry_final"], small["anchor_geometry_init"]
+    e8 = by["0.8"]["loss_early"]
+    i8 = {g: by["0.8"]["loss"][g][0] for g in SUBSETS}  # init: the null of every loss claim
     others = "; ".join(
         f"γ={g}: rsn_train {v['loss_early']['rsn_train']:.3f}, rsn_test "
         f"{v['loss_early']['rsn_test']:.3f}, mem {v['loss_early']['mem']:.3f}; final rsn_test "
         f"{v['loss_final']['rsn_test']:.3f}"
         for g, v in by.items()
     )
+    return Claim(
+        "§8.15",
+        "γ=0.8: losses on D_rsn,train and D_rsn,test fall faster than on D_mem",
+        f"loss at epoch {numbers['early_epoch']:.1f}: rsn_train {e8['rsn_train']:.3f}, rsn_test "
+        f"{e8['rsn_test']:.3f}, mem {e8['mem']:.3f}",
+        f"rsn_train and rsn_test each below mem by > {MARGIN} nats at t_e = 25% of training [R]",
+        note=f"per γ at t_e — {others}",
+        kind="paper",
+        regime=REGIME,
+        null=f"init: rsn_train {i8['rsn_train']:.4f}, rsn_test {i8['rsn_test']:.4f}, "
+        f"mem {i8['mem']:.4f}",
+        **scored(
+            lambda at: _faster(at["rsn_train"], at["mem"]) and _faster(at["rsn_test"], at["mem"]),
+            e8,
+            i8,
+        ),
+    )
+
+
+def _equal_gap(at: dict) -> float:
+    return abs(at["rsn_train"] - at["mem"]) / at["mem"]
+
+
+def _equally_claim(numbers: dict) -> Claim:
+    large, chance = numbers["by_gamma"]["0.3"], numbers["chance_ln_Z"]
+    e3 = large["loss_early"]
+    i3 = {g: large["loss"][g][0] for g in SUBSETS}
+    test_final = large["loss_final"]["rsn_test"]
+
+    def equally(measured: tuple[dict, float]) -> bool:
+        """Both losses fell from init, by about as much, and rsn_test stayed at ln|Z|."""
+        at, test = measured
+        fell = _faster(at["rsn_train"], i3["rsn_train"]) and _faster(at["mem"], i3["mem"])
+        return fell and _equal_gap(at) <= EQUAL_TOLERANCE and test >= chance
+
+    null_gap = _equal_gap(i3)
+    return Claim(
+        "§8.15",
+        "γ=0.3: rsn_train and mem fall about equally; rsn_test barely improves",
+        f"loss at epoch {numbers['early_epoch']:.1f}: rsn_train {e3['rsn_train']:.3f}, mem "
+        f"{e3['mem']:.3f} (gap {100 * _equal_gap(e3):.1f}%; at init {i3['rsn_train']:.1f} and "
+        f"{i3['mem']:.1f}); final rsn_test {test_final:.3f} vs ln|Z| = {chance:.3f}",
+        f"both fell (by > {MARGIN} nats), gap ≤ {100 * EQUAL_TOLERANCE:.0f}% of L_mem(t_e), "
+        "and final rsn_test loss ≥ ln|Z| [R]",
+        note=f"later in training rsn_train pulls ahead at γ=0.3 too (final rsn_train "
+        f"{large['loss_final']['rsn_train']:.3f}, mem {large['loss_final']['mem']:.3f}), "
+        "but without generalizing to rsn_test. Without the 'both fell' condition the init "
+        f"would pass (gap {100 * null_gap:.1f}%, rsn_test {i3['rsn_test']:.1f} ≥ ln|Z|)",
+        kind="project",
+        regime=REGIME,
+        null=f"init: gap {100 * null_gap:.1f}%, nothing fell, rsn_test {i3['rsn_test']:.1f}",
+        **scored(equally, (e3, test_final), (i3, i3["rsn_test"])),
+    )
+
+
+def _geometry_claims(numbers: dict) -> list[Claim]:
+    by = numbers["by_gamma"]
+    geo, geo0 = by["0.8"]["anchor_geometry_final"], by["0.8"]["anchor_geometry_init"]
     geometry_all = "; ".join(
         f"γ={g}: Spearman {v['anchor_geometry_final']['rsn_spearman_cos_vs_distance']:.3f}, "
         f"mem mean cos {v['anchor_geometry_final']['mem_cos_mean']:.3f}"
         for g, v in by.items()
     )
-    mem_curves = numbers["memory_labels"]
-    uniform_mem = mem_curves["uniform (F_mem,1)"]["mem_loss"]
-    local_mem = mem_curves["local (F_mem,2)"]["mem_loss"]
     return [
-        Claim(
-            "§8.15",
-            "γ=0.8: losses on D_rsn,train and D_rsn,test fall faster than on D_mem",
-            f"loss at epoch {early_epoch:.1f}: rsn_train {e8['rsn_train']:.3f}, rsn_test "
-            f"{e8['rsn_test']:.3f}, mem {e8['mem']:.3f}",
-            f"rsn_train and rsn_test each below mem by > {MARGIN} nats at t_e = 25% of "
-            "training [R]",
-            _faster(e8["rsn_train"], e8["mem"]) and _faster(e8["rsn_test"], e8["mem"]),
-            f"per γ at t_e — {others}",
-            kind="paper",
-            regime=REGIME,
-            null=f"init: rsn_train {i8['rsn_train']:.4f}, rsn_test {i8['rsn_test']:.4f}, "
-            f"mem {i8['mem']:.4f}",
-            null_passed=_faster(i8["rsn_train"], i8["mem"]) and _faster(i8["rsn_test"], i8["mem"]),
-        ),
-        Claim(
-            "§8.15",
-            "γ=0.3: rsn_train and mem fall about equally; rsn_test barely improves",
-            f"loss at epoch {early_epoch:.1f}: rsn_train {e3['rsn_train']:.3f}, mem "
-            f"{e3['mem']:.3f} (gap {100 * gap3:.1f}%; at init {i3['rsn_train']:.1f} and "
-            f"{i3['mem']:.1f}); final rsn_test {test_final:.3f} vs ln|Z| = {chance:.3f}",
-            f"both fell (by > {MARGIN} nats), gap ≤ {100 * EQUAL_TOLERANCE:.0f}% of L_mem(t_e), "
-            "and final rsn_test loss ≥ ln|Z| [R]",
-            equal_passed,
-            f"later in training rsn_train pulls ahead at γ=0.3 too (final rsn_train "
-            f"{large['loss_final']['rsn_train']:.3f}, mem {large['loss_final']['mem']:.3f}), "
-            "but without generalizing to rsn_test. Without the 'both fell' condition the init "
-            f"would pass (gap {100 * null_gap3:.1f}%, rsn_test {i3['rsn_test']:.1f} ≥ ln|Z|)",
-            kind="project",
-            regime=REGIME,
-            null=f"init: gap {100 * null_gap3:.1f}%, nothing fell, rsn_test {i3['rsn_test']:.1f}",
-            null_passed=equal_null,
-        ),
         Claim(
             "§8.15",
             "γ=0.8: reasoning-anchor cosine decays with |s_i − s_j|",
             f"Spearman(cos, |i−j|) = {geo['rsn_spearman_cos_vs_distance']:.3f}; mean cos by "
             "distance 1..9: " + ", ".join(f"{c:.2f}" for c in geo["rsn_cos_by_distance"]),
             f"Spearman ≤ {RSN_DECAY} [R]",
-            geo["rsn_spearman_cos_vs_distance"] <= RSN_DECAY,
-            f"end of training; all γ — {geometry_all}",
+            note=f"end of training; all γ — {geometry_all}",
             kind="project",
             regime=REGIME,
             null=f"init: Spearman {geo0['rsn_spearman_cos_vs_distance']:.3f}",
-            null_passed=geo0["rsn_spearman_cos_vs_distance"] <= RSN_DECAY,
+            **scored(lambda g: g["rsn_spearman_cos_vs_distance"] <= RSN_DECAY, geo, geo0),
         ),
         Claim(
             "§8.15",
@@ -301,29 +331,36 @@ def _claims(numbers: dict, i_early: int, chance: float) -> list[Claim]:
             f"mean pairwise cosine {geo['mem_cos_mean']:.3f} (std {geo['mem_cos_std']:.3f}); "
             f"Spearman with |i−j| {geo['mem_spearman_cos_vs_distance']:.3f}",
             f"mean cosine ≥ {MEM_SIMILAR} [R] (random init ≈ 0)",
-            geo["mem_cos_mean"] >= MEM_SIMILAR,
             kind="project",
             regime=REGIME,
             null=f"init: mean cosine {geo0['mem_cos_mean']:.3f}",
-            null_passed=geo0["mem_cos_mean"] >= MEM_SIMILAR,
-        ),
-        Claim(
-            "§8.15 (optional)",
-            "F_mem,2 (local labels) is learned faster than F_mem,1 (uniform labels)",
-            f"γ=0.8 memory loss at epoch {early_epoch:.1f}: local {local_mem[i_early]:.3f} vs "
-            f"uniform {uniform_mem[i_early]:.3f}; final: local {local_mem[-1]:.3f} vs uniform "
-            f"{uniform_mem[-1]:.3f}",
-            f"local below uniform by > {MARGIN} nats at t_e and at the end",
-            _faster(local_mem[i_early], uniform_mem[i_early])
-            and _faster(local_mem[-1], uniform_mem[-1]),
-            "part of the gap is the label range: local labels spread over 2Σa+1 ≤ 77 values "
-            "around z_p (ln 77 = 4.34 nats for a uniform guess there), uniform ones over 100",
-            kind="paper",
-            regime=REGIME,
-            null=f"init: local {local_mem[0]:.4f} vs uniform {uniform_mem[0]:.4f}",
-            null_passed=_faster(local_mem[0], uniform_mem[0]),
+            **scored(lambda g: g["mem_cos_mean"] >= MEM_SIMILAR, geo, geo0),
         ),
     ]
+
+
+def _memory_labels_claim(numbers: dict, i_early: int) -> Claim:
+    curves = numbers["memory_labels"]
+    uniform, local = curves["uniform (F_mem,1)"]["mem_loss"], curves["local (F_mem,2)"]["mem_loss"]
+    return Claim(
+        "§8.15 (optional)",
+        "F_mem,2 (local labels) is learned faster than F_mem,1 (uniform labels)",
+        f"γ=0.8 memory loss at epoch {numbers['early_epoch']:.1f}: local {local[i_early]:.3f} vs "
+        f"uniform {uniform[i_early]:.3f}; final: local {local[-1]:.3f} vs uniform "
+        f"{uniform[-1]:.3f}",
+        f"local below uniform by > {MARGIN} nats at t_e and at the end",
+        note="part of the gap is the label range: local labels spread over 2Σa+1 ≤ 77 values "
+        "around z_p (ln 77 = 4.34 nats for a uniform guess there), uniform ones over 100",
+        kind="paper",
+        regime=REGIME,
+        null=f"init: local {local[0]:.4f} vs uniform {uniform[0]:.4f}",
+        # the null replaces both checkpoints, t_e and the end, by the init (module docstring)
+        **scored(
+            lambda at: all(_faster(local[i], uniform[i]) for i in at),
+            (i_early, -1),
+            (0, 0),
+        ),
+    )
 
 
 def loss_figure(numbers: dict, config: dict):
