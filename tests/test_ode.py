@@ -89,6 +89,26 @@ def test_rk4_converges_at_fourth_order():
         assert abs(coarse / fine / 16 - 1) < 0.15
 
 
+def test_heun_is_the_explicit_trapezoid_and_converges_at_second_order():
+    """On ``y' = -y`` one Heun step multiplies by ``1 - h + h^2/2`` exactly; on the logistic
+    field halving the step quarters the error."""
+    ts = jnp.array([0.0, 1.0])
+    sol = ode.heun(lambda t, y, args: -y, jnp.asarray(1.0), ts, substeps=4)
+    assert float(sol.ys[-1]) == pytest.approx((1 - 0.25 + 0.25**2 / 2) ** 4, rel=1e-14)
+    assert int(sol.num_steps) == 4
+    ts, y0 = jnp.array([0.0, 2.0, 4.0]), jnp.asarray(0.1)
+    errors = [
+        float(
+            jnp.max(
+                jnp.abs(ode.heun(logistic_field, y0, ts, substeps=n).ys - logistic_exact(ts, y0))
+            )
+        )
+        for n in (16, 32, 64)
+    ]
+    for coarse, fine in itertools.pairwise(errors):
+        assert abs(coarse / fine / 4 - 1) < 0.15
+
+
 def test_integrate_agrees_with_rk4_on_nonlinear_pytree():
     keys = jax.random.split(jax.random.key(0), 3)
     V, d = 5, 3
@@ -214,10 +234,11 @@ def test_integrate_bad_input_names_parameter(kwargs, name):
         ({"ts": jnp.array([1.0, 0.0])}, "ts"),
     ],
 )
-def test_rk4_bad_input_names_parameter(kwargs, name):
+@pytest.mark.parametrize("solve", [ode.rk4, ode.heun], ids=["rk4", "heun"])
+def test_fixed_step_bad_input_names_parameter(kwargs, name, solve):
     call = {"ts": jnp.linspace(0.0, 1.0, 3), **kwargs}
     with pytest.raises(ValueError, match=name):
-        ode.rk4(logistic_field, jnp.asarray(0.1), **call)
+        solve(logistic_field, jnp.asarray(0.1), **call)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """The second escape (theory/second_escape.md): the Hessian-vector product, the band, the reduced
-flow on the symmetric manifold, the plateau flow, and the prediction against training."""
+flow on the symmetric manifold, the plateau flow, the split-unit flow, and the prediction against
+training."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ctx_staircase import activations, train
+from ctx_staircase import activations, ode, train
 from ctx_staircase import second_escape as se
 from ctx_staircase.experiments.regime import PRIMARY
 
@@ -275,3 +276,28 @@ def test_the_split_unit_flow_takes_over_at_t_c_plus_start_after():
     before = split.ts[:common] <= t_s
     np.testing.assert_array_equal(split.rho0[:common][before], alone.rho0[:common][before])
     assert not np.array_equal(split.rho0[:common][~before], alone.rho0[:common][~before])
+
+
+def test_the_split_unit_path_is_its_flow_read_save_by_save():
+    """L1's path against the split-unit flow integrated here with the public pieces: Heun at
+    `SPLIT_STEP` over each save, rho_0 of the whole ``W_E`` (`split_weights`, `rho0`); the
+    compiled path reads rho_0 on the split and held columns in another order."""
+    ds, problem, W_E, W_U = split_case(task=("mod", {"N": 8}), d=6)
+    t0, horizon = 50.0, 250.0
+    predicted = se.predict_second_escape(W_E, W_U, problem, t0=t0, horizon=horizon, band_modes=None)
+    layout = se.split_layout(W_E, problem)
+    arrays = se.split_arrays(layout, problem, ds.vocab_size)
+    y = jax.tree.map(jnp.asarray, se.split_state(W_E, W_U, layout, problem))
+    rho = [se.rho0(W_E, problem.geometry_ids)]
+    for t in predicted.ts[:-1]:
+        ts = jnp.array([t, t + se.SAVE_EVERY])
+        path = ode.heun(
+            lambda t, s, a: se.split_field(t, s, a, problem.activation), y, ts, arrays,
+            max_step=se.SPLIT_STEP,
+        )  # fmt: skip
+        y = jax.tree.map(lambda leaf: leaf[-1], path.ys)
+        rho.append(se.rho0(se.split_weights(y, layout, problem, W_E), problem.geometry_ids))
+    np.testing.assert_allclose(predicted.rho0, rho, rtol=0, atol=1e-12)
+    # it escapes near t = 151 and stops at the first save below the level
+    assert predicted.rho0[-1] < se.LEVEL and np.all(predicted.rho0[:-1] >= se.LEVEL)
+    assert predicted.ts[-1] < horizon
