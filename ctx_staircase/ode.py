@@ -348,23 +348,18 @@ def rk4(
     return _fixed_steps(_solve_rk4, vector_field, y0, ts, args, substeps, max_step)
 
 
-def heun(
-    vector_field: VectorField,
-    y0: Any,
-    ts: Any,
-    args: Any = None,
-    *,
-    substeps: int = 10,
-    max_step: float | None = None,
-) -> Solution:
+def heun(vector_field: VectorField, y0: Any, ts: Any, args: Any = None, **steps) -> Solution:
     """Heun's method (the explicit trapezoid: ``k1 = f(t, y)``, ``k2 = f(t + h, y + h k1)``,
-    ``y <- y + h (k1 + k2) / 2``) on the step grid of `rk4`, with the same arguments and
-    `Solution`. Second order for a smooth field at half RK4's calls per step; on a field that jumps
-    (ReLU gates) both converge at first order, and the step is set by measurement."""
-    return _fixed_steps(_solve_heun, vector_field, y0, ts, args, substeps, max_step)
+    ``y <- y + h (k1 + k2) / 2``) on the step grid of `rk4`, with the same arguments (``steps``:
+    ``substeps`` or ``max_step``) and `Solution`. Second order for a smooth field at half RK4's
+    calls per step; on a field that jumps (ReLU gates) both converge at first order, and the
+    step is set by measurement."""
+    return _fixed_steps(_solve_heun, vector_field, y0, ts, args, **steps)
 
 
-def _fixed_steps(solve, vector_field, y0, ts, args, substeps, max_step) -> Solution:
+def _fixed_steps(
+    solve, vector_field, y0, ts, args, substeps: int = 10, max_step: float | None = None
+) -> Solution:
     """The checks of `rk4` and `heun`, then ``solve``."""
     ts = _check_ts(ts)
     substeps = check_int(substeps, "substeps")
