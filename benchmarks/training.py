@@ -509,18 +509,28 @@ def time_jit_loop(bench: Bench, graphdef, lanes, sweep_loss: np.ndarray) -> dict
         trajectory = jax.block_until_ready(single(state, lr, key, data))
         losses.append(np.asarray(trajectory.loss))
     subset_s = time.perf_counter() - start
-    check = float(np.max(np.abs(np.stack(losses) - sweep_loss)))
-    print(
-        f"jitted single-run loop: {subset_s:.1f} s for {bench.subset.size} lanes -> "
-        f"{subset_s * bench.scale:.1f} s for {bench.total_lanes} ({bench.loop_note}); first call "
-        f"{first:.2f} s (compile records {compile_s:.2f} s); max |loss - sweep| {check:.2e}",
-        flush=True,
-    )
+    check = loss_gap(losses, sweep_loss)
+    detail = f" ({bench.loop_note}); first call {first:.2f} s (compile records {compile_s:.2f} s)"
+    print(loop_line("jitted single-run loop", bench, subset_s, detail, check), flush=True)
     return bench.extrapolated(
         subset_s,
         first_call_s=first,
         compile_s_jax_records=compile_s,
         max_abs_loss_diff_vs_sweep=check,
+    )
+
+
+def loss_gap(losses, sweep_loss: np.ndarray) -> float:
+    """The largest ``|loss - sweep loss|`` over the loop's lanes and snapshots (NaN-blind)."""
+    return float(np.nanmax(np.abs(np.stack(losses) - sweep_loss)))
+
+
+def loop_line(name: str, bench: Bench, subset_s: float, detail: str, check: float) -> str:
+    """The printed row of a loop over the subset's lanes, extrapolated to all of them."""
+    return (
+        f"{name}: {subset_s:.1f} s for {bench.subset.size} lanes -> "
+        f"{subset_s * bench.scale:.1f} s for {bench.total_lanes}{detail}; max |loss - sweep| "
+        f"{check:.2e}"
     )
 
 
@@ -584,13 +594,8 @@ def torch_loop(bench: Bench, torch, data, initial, sweep_loss: np.ndarray) -> di
     losses = [torch_run(torch, data, *w, steps, LR, bench.cfg.snapshots) for w in initial]
     subset_s = time.perf_counter() - start
     finite = np.isfinite(np.stack(losses)[:, -1])
-    check = float(np.nanmax(np.abs(np.stack(losses) - sweep_loss)))
-    print(
-        f"torch loop: {subset_s:.1f} s for {bench.subset.size} lanes -> "
-        f"{subset_s * bench.scale:.1f} s for {bench.total_lanes}; max |loss - sweep| "
-        f"{check:.2e}",
-        flush=True,
-    )
+    check = loss_gap(losses, sweep_loss)
+    print(loop_line("torch loop", bench, subset_s, "", check), flush=True)
     return bench.extrapolated(
         subset_s,
         lanes_timed=int(bench.subset.size),

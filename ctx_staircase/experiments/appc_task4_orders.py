@@ -59,7 +59,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, train_configured
+from ctx_staircase.experiments.common import paper_ffn, scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 HIGH = 0.7  # [R] "both high"
@@ -116,14 +116,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict
 
 
 def _train(ds, regime: Regime, config: dict, seeds):
-    return train_configured(
-        ds,
-        regime.train_config(
-            ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
-        ),
-        config,
-        seeds,
-    )
+    return train_in_regime(ds, regime, config, seeds)
 
 
 def _curves(S_emb, phi, S0, S1_flat, probe: dict):

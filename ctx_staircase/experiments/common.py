@@ -74,6 +74,28 @@ def reported(measured: Any) -> None:
     return None
 
 
+def train_in_regime(
+    ds: TokenDataset,
+    regime,
+    config: dict,
+    seeds: Sequence[int],
+    activation: str | None = None,
+    *,
+    epochs: int | None = None,
+    snapshots: Sequence[int] | None = None,
+) -> sweep.SweepResult:
+    """`train_configured` under ``regime``'s optimizer (`regime.Regime.train_config`) at
+    ``config["adam_lr"]``, for ``epochs`` with ``snapshots`` (default: ``config["epochs"]``,
+    ``config["snapshots"]``)."""
+    train_config = regime.train_config(
+        ds,
+        epochs=config["epochs"] if epochs is None else epochs,
+        snapshots=config["snapshots"] if snapshots is None else snapshots,
+        adam_lr=config["adam_lr"],
+    )
+    return train_configured(ds, train_config, config, seeds, activation)
+
+
 def scored(criterion: Callable[[Any], Any], run: Any, null: Any) -> dict[str, Any]:
     """``passed`` and ``null_passed`` of a `Claim`: the same ``criterion`` applied to the run's
     measurement and to its null control's, so the two can never drift apart.

@@ -42,7 +42,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import reported, scored, train_configured
+from ctx_staircase.experiments.common import reported, scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 from ctx_staircase.experiments.regime import parse as parse_regime
 
@@ -150,12 +150,7 @@ def _task_run(task: str, cfg: dict, regime: Regime) -> tuple[dict, tuple]:
     phi0 = signatures.label_signature(ds, 0, alphas=alphas, labels=ds.groups["labels"])
     S_sig = np.asarray(metrics.cosine_matrix(phi0))
     sig_pca = metrics.pca(phi0, k=2)
-    result = train_configured(
-        ds,
-        regime.train_config(ds, epochs=cfg["epochs"], snapshots=cfg["snapshots"], adam_lr=ADAM_LR),
-        cfg,
-        cfg["seeds"],
-    )
+    result = train_in_regime(ds, regime, cfg, cfg["seeds"])
     traj = result.trajectory
     epochs = regime.epochs_of(traj.steps[0])
     at = int(np.flatnonzero(epochs == EPOCH)[0])

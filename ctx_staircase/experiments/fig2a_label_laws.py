@@ -42,7 +42,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import scored, train_configured
+from ctx_staircase.experiments.common import scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
@@ -143,11 +143,8 @@ def run(
         anchor = int(ds.groups["anchors"][0])
         p = tasks.label_law_distribution(law, cfg["x_max"])
         phi0 = signatures.label_signature(ds, 0, alphas=[anchor], labels=X)[0]
-        result = train_configured(
-            ds,
-            regime.train_config(ds, epochs=EPOCHS, snapshots=(0, EPOCHS), adam_lr=ADAM_LR),
-            cfg,
-            list(cfg["seeds"]),
+        result = train_in_regime(
+            ds, regime, cfg, list(cfg["seeds"]), epochs=EPOCHS, snapshots=(0, EPOCHS)
         )
         traj = result.trajectory
         runs = []

@@ -66,7 +66,7 @@ from ctx_staircase import geometry, metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import train_configured
+from ctx_staircase.experiments.common import train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TASKS = ("add", "mod")
@@ -191,14 +191,7 @@ def run(
         ds = regime.make(task, N=cfg["N"])
         sig = signatures_of(ds)
         for tag, dataset in (("trained", ds), ("shuffled", regime_mod.shuffled_labels(ds, 0))):
-            result = train_configured(
-                dataset,
-                regime.train_config(
-                    ds, epochs=cfg["epochs"], snapshots=cfg["snapshots"], adam_lr=ADAM_LR
-                ),
-                cfg,
-                [cfg["seed"]],
-            )
+            result = train_in_regime(dataset, regime, cfg, [cfg["seed"]])
             data[(task, tag)] = measure(sig, result.lane(0), regime, cfg)
             data[(task, tag)]["status"] = result.status[0]
         data[(task, "trained")]["vocab_size"] = int(ds.vocab_size)

@@ -66,7 +66,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import scored, train_configured
+from ctx_staircase.experiments.common import scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 from ctx_staircase.experiments.regime import parse as parse_regime
 
@@ -208,10 +208,7 @@ def run(
     data = {}
     for task, activation, seeds in runs:
         ds = regime.make(task, N=config["N"])
-        train_config = regime.train_config(
-            ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
-        )
-        result = train_configured(ds, train_config, config, seeds, activation)
+        result = train_in_regime(ds, regime, config, seeds, activation)
         data[(task, activation)] = _analyse(ds, result, config, regime)
 
     def public(rows):

@@ -58,7 +58,7 @@ import numpy as np
 from ctx_staircase import plots
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import scored, train_configured
+from ctx_staircase.experiments.common import scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LEARNED = 0.95  # [R] "≈ 1"
@@ -136,12 +136,8 @@ def _cosines(W: np.ndarray) -> np.ndarray:
 
 def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
     snapshots = list(range(0, epochs + 1, config["snapshot_every"]))
-    result = train_configured(
-        ds,
-        regime.train_config(ds, epochs=epochs, snapshots=snapshots, adam_lr=config["adam_lr"]),
-        config,
-        [config["seed"]],
-        f"z^{K}",
+    result = train_in_regime(
+        ds, regime, config, [config["seed"]], f"z^{K}", epochs=epochs, snapshots=snapshots
     )
     trajectory = result.lane(0)
     numbers = ds.groups["numbers"]

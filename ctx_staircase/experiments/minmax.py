@@ -52,7 +52,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, train_configured
+from ctx_staircase.experiments.common import paper_ffn, scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TRAINED = 0.99  # [R]
@@ -113,14 +113,7 @@ def _data_check(ds) -> tuple[float, bool, float]:
 
 
 def _train(ds, regime: Regime, config: dict):
-    result = train_configured(
-        ds,
-        regime.train_config(
-            ds, epochs=config["epochs"], snapshots=config["snapshots"], adam_lr=ADAM_LR
-        ),
-        config,
-        [config["seed"]],
-    )
+    result = train_in_regime(ds, regime, config, [config["seed"]])
     return result.lane(0)
 
 
