@@ -135,14 +135,20 @@ def gamma_handles(gammas) -> list[Line2D]:
 
 def figure(nrows: int = 1, ncols: int = 1, *, panel=(4.0, 3.4), suptitle: str | None = None, **kw):
     """A constrained-layout figure of ``nrows × ncols`` panels, each ``panel`` inches (w, h),
-    under `RC`; ``kw`` goes to `plt.subplots` (``squeeze=False`` for a 2-D array).
-    Returns ``(fig, axes)``."""
+    under `RC`; ``kw`` goes to `plt.subplots`. Returns ``(fig, axes)``, ``axes`` squeezed as
+    `plt.subplots` does (`grid` keeps it 2-D)."""
     kw.setdefault("figsize", (panel[0] * ncols, panel[1] * nrows))
     with plt.rc_context(RC):
         fig, axes = plt.subplots(nrows, ncols, layout="constrained", **kw)
     if suptitle:
         fig.suptitle(suptitle)
     return fig, axes
+
+
+def grid(nrows: int, ncols: int, **kw):
+    """`figure` whose ``axes`` is always the 2-D array ``[nrows, ncols]``, whatever the sizes
+    (panels indexed ``axes[row, column]`` even for one row or column)."""
+    return figure(nrows, ncols, squeeze=False, **kw)
 
 
 def axis_labels(ax, x: str | None = None, y: str | None = None, title: str | None = None) -> None:
@@ -305,11 +311,10 @@ def pca_scatter(
 def signature_geometry_figure(geometry: SignatureGeometry, task: str):
     """Heatmaps (top) and PCA (bottom) of every signature geometry in ``geometry``."""
     names = list(geometry.similarity)
-    fig, axes = figure(
+    fig, axes = grid(
         2,
         len(names),
         panel=(3.3, 3.3),
-        squeeze=False,
         suptitle=f"{task}: signature geometry of the '{geometry.group}' tokens",
     )
     for column, name in enumerate(names):
@@ -390,7 +395,7 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
 
     alphas = curves.alphas
     columns = len(snapshot_indices) + 1
-    fig, axes = figure(2, columns, panel=(3.3, 3.3), squeeze=False, suptitle=title)
+    fig, axes = grid(2, columns, panel=(3.3, 3.3), suptitle=title)
     S_emb = np.asarray(metrics.cosine_matrix(np.asarray(W_E)[:, alphas]))
     for column, s in enumerate(snapshot_indices):
         image = heatmap(axes[0, column], S_emb[s], alphas, f"$S^{{emb}}$ at step {steps[s]}")

@@ -59,7 +59,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 HIGH = 0.7  # [R] "both high"
@@ -74,6 +74,12 @@ TINY = dict(  # a smoke run; after compilation, the probe fits are its largest c
     snapshots=[0, 10, 100, 200, 300],
     probe=dict(steps=100, restarts=2),
 )
+
+REDUCTION = {  # what each size of run leaves out of the paper's
+    "tiny": "tiny: d = 32, 300 epochs, 5 snapshots, probe fits of 100 steps from 2 starts",
+    "quick": "quick: 9 snapshots instead of 23 (fewer probe fits; same training and claims)",
+    "paper": "none in training (the paper's 1000 epochs); sizes are [GAP] (n_x=20, n_a=10)",
+}
 
 
 def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
@@ -104,13 +110,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict
         late_fraction=LATE_FRACTION,
         null_checkpoint="the untrained initialization (epoch 0), held-out probes",
         null_trajectory="the same training on the label-shuffled data set (seed 0, one seed)",
-        reduction=(
-            "tiny: d = 32, 300 epochs, 5 snapshots, probe fits of 100 steps from 2 starts"
-            if tiny
-            else "quick: 9 snapshots instead of 23 (fewer probe fits; same training and claims)"
-            if quick
-            else "none in training (the paper's 1000 epochs); sizes are [GAP] (n_x=20, n_a=10)"
-        ),
+        reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
     )
 
@@ -411,11 +411,10 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
 def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime):
     shown = [int(np.flatnonzero(steps == e)[0]) for e in (10, 100, 200, 1000) if e in steps]
     columns = len(shown) + 2
-    fig, axes = plots.figure(
+    fig, axes = plots.grid(
         2,
         columns,
         panel=(3.0, 3.0),
-        squeeze=False,
         suptitle=f"Task 4 ($n_x$=20, $n_a$=10): anchor embedding geometry (seed 0); {regime.label}",
     )
     for column, t in enumerate(shown):

@@ -515,7 +515,7 @@ def _fmt(x, spec: str = ".1f") -> str:
 
 
 def _curves_figure(by_task: dict):
-    fig, axes = plots.figure(1, len(by_task), panel=(6.0, 4.2), squeeze=False)
+    fig, axes = plots.grid(1, len(by_task), panel=(6.0, 4.2))
     for ax, (name, rows) in zip(axes[0], by_task.items(), strict=True):
         for r in rows:
             for kind, role in (("trained", "training"), ("theory", "ode")):

@@ -42,7 +42,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import scored, train_in_regime
+from ctx_staircase.experiments.common import scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
@@ -52,6 +52,12 @@ JSD_MAX = 0.05  # claim §8.4 [R]
 ADAM_LR = 1e-3
 EPOCHS = 200
 TINY_D = 32
+
+REDUCTION = {  # what each size of run leaves out of the paper's
+    "tiny": f"tiny: laws uniform and normal only, d = {TINY_D}",
+    "quick": "quick: laws uniform and normal only",
+    "paper": "none",
+}
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
@@ -119,13 +125,7 @@ def run(
         dtype="float32",
         readout="softmax over X of W_U relu(w_a) (anchor alone through the FFN)",
         null="the untrained initialization (epoch 0), same readout and criterion",
-        reduction=(
-            f"tiny: laws uniform and normal only, d = {TINY_D}"
-            if tiny
-            else "quick: laws uniform and normal only"
-            if quick
-            else "none"
-        ),
+        reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
     )
     numbers: dict = {"laws": {}}
@@ -255,11 +255,10 @@ def laws_figure(curves: dict, numbers: dict, regime: Regime, d: int = 128):
     """Prescribed $p_a$ against the learned readout $\\hat p_a$ (trained and at init), one panel
     per label law of the width-``d`` model; ``curves[law]`` holds ``p``, ``trained``, ``init``
     [labels]."""
-    fig, axes = plots.figure(
+    fig, axes = plots.grid(
         2,
         2,
         panel=(4.6, 3.3),
-        squeeze=False,
         suptitle=(
             f"Task 1, epoch {EPOCHS}: $p_a$ vs "
             "$\\hat p_a=\\mathrm{softmax}(W^U\\sigma(w^E_a))$ "

@@ -66,7 +66,7 @@ from ctx_staircase import geometry, metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import train_in_regime
+from ctx_staircase.experiments.common import size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TASKS = ("add", "mod")
@@ -85,6 +85,12 @@ TINY = dict(  # a smoke run: a tenth of the horizon, the checkpoints scaled with
     early=10,
     late=110,
 )
+
+REDUCTION = {  # what each size of run leaves out of the paper's
+    "tiny": "tiny: N = 8, d = 16, 120 epochs, 4 probe snapshots",
+    "quick": "quick: 7 probe snapshots instead of 12, no figures",
+    "paper": "none (the paper's sizes: N = 40, 1200 epochs)",
+}
 
 
 def signatures_of(ds) -> dict:
@@ -177,13 +183,7 @@ def run(
         dtype="float32",
         null_checkpoint="the untrained initialization (epoch 0 of the same run)",
         null_trajectory="the same training on the label-shuffled data set (seed 0)",
-        reduction=(
-            "tiny: N = 8, d = 16, 120 epochs, 4 probe snapshots"
-            if tiny
-            else "quick: 7 probe snapshots instead of 12, no figures"
-            if quick
-            else "none (the paper's sizes: N = 40, 1200 epochs)"
-        ),
+        reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
     )
     data: dict = {}

@@ -66,7 +66,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import scored, train_in_regime
+from ctx_staircase.experiments.common import scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 from ctx_staircase.experiments.regime import parse as parse_regime
 
@@ -79,6 +79,12 @@ OWN_MATCH_MIN = 0.8  # [R]
 ADAM_LR = 1e-3
 TINY_EPOCHS = 200
 
+
+REDUCTION = {  # what each size of run leaves out of the paper's
+    "tiny": f"tiny: 2 seeds, d = 16, {TINY_EPOCHS} epochs (seed study at {TINY_EPOCHS})",
+    "quick": "quick: 3 seeds instead of 10, no GELU diagnostic",
+    "paper": "none",
+}
 
 # ------------------------------------------------------------------------------------------------
 
@@ -183,13 +189,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict
         k0_scale="k = 0 on mod is scored 1 - MSE (S^{sig,(1)}_0 constant); other entries Pearson",
         null="the untrained initialization (epoch-0 snapshot of the same runs)",
         gd_horizon="the paper's epochs, not lengthened (the GD mod plateau ends by ~800)",
-        reduction=(
-            f"tiny: 2 seeds, d = 16, {TINY_EPOCHS} epochs (seed study at {TINY_EPOCHS})"
-            if tiny
-            else "quick: 3 seeds instead of 10, no GELU diagnostic"
-            if quick
-            else "none"
-        ),
+        reduction=REDUCTION[size(tiny, quick)],
         dtype="float32",
         **regime.describe(),
     )
@@ -641,11 +641,10 @@ def _seed_pca_figure(data: dict, config: dict, regime: Regime):
     ]
     n = len(config["seeds"])
     N = config["N"]
-    fig, axes = plots.figure(
+    fig, axes = plots.grid(
         4,
         n,
         panel=(2.6, 2.3),
-        squeeze=False,
         suptitle=(
             f"App. D, mod: PCA of each seed's embeddings (epoch {config['seed_epoch']}) above its "
             "own $k^*$ component;\ngrey lines: predicted ring $a \\to a + k^{*-1}$ mod N (when "

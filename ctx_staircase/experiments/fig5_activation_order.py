@@ -448,7 +448,7 @@ def cosine_figure(cells, config, regime):
     title = (
         f"$S^{{emb}}$ of the numbers 1..{N} at the final epoch (red titles: K < L); {regime.label}"
     )
-    fig, axes = plots.figure(len(Ls), len(Ks), panel=(2.4, 2.4), squeeze=False, suptitle=title)
+    fig, axes = plots.grid(len(Ls), len(Ks), panel=(2.4, 2.4), suptitle=title)
     for i, L in enumerate(Ls):
         for j, K in enumerate(Ks):
             ax = axes[i, j]

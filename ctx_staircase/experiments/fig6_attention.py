@@ -511,7 +511,7 @@ def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime, config: dict):
         f"$\\gamma$={cfg['primary_gamma']} (heatmaps, thick curves); thin with crosses: "
         "the other $\\gamma$"
     )
-    fig, axes = plots.figure(len(tasks_), 5, panel=(3.8, 3.9), squeeze=False, suptitle=title)
+    fig, axes = plots.grid(len(tasks_), 5, panel=(3.8, 3.9), suptitle=title)
     for row, task in enumerate(tasks_):
         p = panels[task]
         early = cfg["early_epoch"]

@@ -55,7 +55,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import Draws, paper_ffn, scored, train_configured
+from ctx_staircase.experiments.common import Draws, paper_ffn, scored, size, train_configured
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 THRESHOLD = 0.95
@@ -70,6 +70,13 @@ QUICK_MS = (3, 4, 5, 7, 19, 20)
 TINY_MS = (4, 7)  # one divisor of 20 and one not: the smallest null with a relabelling
 TINY_EPOCHS = 300
 MINIMAL_VOCAB = 1 + 20  # every M shares V_min = 21 (tokens 1..N)
+
+REDUCTION = {  # what each size of run leaves out of the paper's
+    "tiny": f"tiny: M in {{4, 7}}, {TINY_EPOCHS} epochs, 1 seed",
+    "quick": "quick: M in {3, 4, 5, 7, 19, 20}, 2000 epochs, 1 seed",
+    "paper": "paper sizes (N=20, all pairs); CPU default runs 1 seed and censors at 6000 "
+    "epochs (full: 3 seeds, 10000 epochs)",
+}
 
 
 def _config(full: bool, quick: bool, regime: Regime, tiny: bool = False) -> dict:
@@ -88,14 +95,7 @@ def _config(full: bool, quick: bool, regime: Regime, tiny: bool = False) -> dict
         collapse_epoch=COLLAPSE_EPOCH,
         vocabulary="shared by every M: V_min = 21 (1 + max id), the regime's V from it",
         null="M | N indicator permuted over the M values (exact enumeration)",
-        reduction=(
-            f"tiny: M in {{4, 7}}, {TINY_EPOCHS} epochs, 1 seed"
-            if tiny
-            else "quick: M in {3, 4, 5, 7, 19, 20}, 2000 epochs, 1 seed"
-            if quick
-            else "paper sizes (N=20, all pairs); CPU default runs 1 seed and censors at 6000 "
-            "epochs (full: 3 seeds, 10000 epochs)"
-        ),
+        reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
         vocab_size=regime.vocab_size(MINIMAL_VOCAB) or MINIMAL_VOCAB,
     )
@@ -479,11 +479,10 @@ def heatmap_figure(steps, curves, S_sig0, S_emb_early, config):
     """$S^{sig,(0)}$ (top) and the early $S^{emb}$ (bottom) per modulus, and accuracy curves;
     ``S_sig0[M]``, ``S_emb_early[M]`` [N, N], ``curves[M]`` [T] on ``steps`` [T]."""
     Ms = sorted(S_sig0)
-    fig, axes = plots.figure(
+    fig, axes = plots.grid(
         2,
         len(Ms) + 1,
         panel=(3.0, 2.9),
-        squeeze=False,
         suptitle=(
             "zero-order signature geometry (top) and early embedding geometry (bottom); "
             f"{config['regime_label']}"

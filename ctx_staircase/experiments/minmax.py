@@ -52,7 +52,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TRAINED = 0.99  # [R]
@@ -66,6 +66,12 @@ QUICK_SNAPSHOTS = (0, 2, 5, 10, 20, 50, 100, 200, 300, 500, 1000)
 TINY_SNAPSHOTS = (0, 1, 2, 5, 10, 20, 50, 100, EARLY_EPOCHS)
 TINY_D = 32
 SYMLOG = 1  # linear below epoch 1 on the log-time axes (epoch 0 shown)
+
+REDUCTION = {  # what each size of run leaves out of the paper's
+    "tiny": f"tiny: d = {TINY_D}, {EARLY_EPOCHS} epochs, {len(TINY_SNAPSHOTS)} snapshots",
+    "quick": "quick: 11 snapshots instead of 20 (training and claims unchanged)",
+    "paper": "none (paper-scale N=20; the training protocol itself is [R])",
+}
 
 
 def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
@@ -86,13 +92,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict
         readout_threshold=READOUT,
         null_learned="the same training on the label-shuffled data set (seed 0)",
         null_geometry="the untrained initialization (epoch 0)",
-        reduction=(
-            f"tiny: d = {TINY_D}, {EARLY_EPOCHS} epochs, {len(TINY_SNAPSHOTS)} snapshots"
-            if tiny
-            else "quick: 11 snapshots instead of 20 (training and claims unchanged)"
-            if quick
-            else "none (paper-scale N=20; the training protocol itself is [R])"
-        ),
+        reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
     )
 
