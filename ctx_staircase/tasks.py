@@ -356,51 +356,38 @@ def _pairs(N: int) -> np.ndarray:
     return _grid(numbers, numbers)
 
 
-def _arithmetic(pairs: np.ndarray, labels: np.ndarray) -> _Parts:
+def _labelled_pairs(pairs: np.ndarray, labels: np.ndarray) -> _Parts:
     return _Parts(pairs, labels, {"numbers": np.unique(pairs)})
 
 
-@_register(
-    "add",
-    "Task 2 (paper App. A, Figs. 2-4): all (x1, x2) in {1..N}^2, y = x1 + x2",
-    samples=_all_pairs,
-    N=20,
-)
-def _add(*, N: int) -> _Parts:
-    """F_add (paper App. A; closed forms: theory/signatures.md §2): ``y = x1 + x2``, all ``N^2``
-    pairs, x1 major."""
-    pairs = _pairs(N)
-    return _arithmetic(pairs, pairs[:, 0] + pairs[:, 1])
+def _arithmetic(label: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., _Parts]:
+    """The builder of a Task 2 operation (paper App. A): all ``N^2`` pairs ``(x1, x2)``, x1
+    major, labelled ``y = label(x1, x2)``; the numbers ``1..N`` are the group ``"numbers"``."""
+
+    def build(*, N: int) -> _Parts:
+        pairs = _pairs(N)
+        return _labelled_pairs(pairs, label(pairs[:, 0], pairs[:, 1]))
+
+    return build
 
 
-@_register(
-    "sub",
-    "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = |x1 - x2|",
-    samples=_all_pairs,
-    N=20,
-)
-def _sub(*, N: int) -> _Parts:
-    """F_sub (paper App. A): ``y = |x1 - x2|`` (0 on the diagonal), all ``N^2`` pairs."""
-    pairs = _pairs(N)
-    return _arithmetic(pairs, np.abs(pairs[:, 0] - pairs[:, 1]))
-
-
-@_register(
-    "mul",
-    "Task 2 (paper App. A, Fig. 2): all (x1, x2) in {1..N}^2, y = x1 * x2",
-    samples=_all_pairs,
-    N=20,
-)
-def _mul(*, N: int) -> _Parts:
-    """F_mul (paper App. A): ``y = x1 * x2``, all ``N^2`` pairs (the vocabulary reaches ``N^2``)."""
-    pairs = _pairs(N)
-    return _arithmetic(pairs, pairs[:, 0] * pairs[:, 1])
+for _name, _figures, _formula, _label in (  # closed forms of add: theory/signatures.md §2
+    ("add", "Figs. 2-4", "x1 + x2", np.add),
+    ("sub", "Fig. 2", "|x1 - x2|", lambda x1, x2: np.abs(x1 - x2)),
+    ("mul", "Fig. 2", "x1 * x2", np.multiply),  # the vocabulary reaches N^2
+):
+    _register(
+        _name,
+        f"Task 2 (paper App. A, {_figures}): all (x1, x2) in {{1..N}}^2, y = {_formula}",
+        samples=_all_pairs,
+        N=20,
+    )(_arithmetic(_label))
 
 
 @_register(
     "mod",
     "Task 2 (paper App. A, Figs. 3, 4, 8): all (x1, x2) in {1..N}^2, y = (x1 + x2 + 1) mod N",
-    samples=lambda p: p["N"] ** 2,
+    samples=_all_pairs,
     N=40,
     convention="main",
 )
@@ -416,7 +403,7 @@ def _mod(*, N: int, convention: str) -> _Parts:
     convention = check_choice(convention, "convention", ("main", "appendix"))
     total = pairs[:, 0] + pairs[:, 1]
     labels = (total + 1) % N if convention == "main" else 1 + total % N
-    return _arithmetic(pairs, labels)
+    return _labelled_pairs(pairs, labels)
 
 
 @_register(
@@ -457,7 +444,7 @@ def _modsum(*, N: int, L: int) -> _Parts:
 @_register(
     "modulus",
     "Fig. 9 (paper §7.1): all (x1, x2) in {1..N}^2, y = (x1 + x2) mod M",
-    samples=lambda p: p["N"] ** 2,
+    samples=_all_pairs,
     N=20,
     M=4,
 )
@@ -469,7 +456,7 @@ def _modulus(*, N: int, M: int) -> _Parts:
     """
     pairs = _pairs(N)
     M = check_int(M, "M", 2)
-    return _arithmetic(pairs, (pairs[:, 0] + pairs[:, 1]) % M)
+    return _labelled_pairs(pairs, (pairs[:, 0] + pairs[:, 1]) % M)
 
 
 # ------------------------------------------------------------------------------------------------
