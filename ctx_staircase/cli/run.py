@@ -22,7 +22,10 @@ def handler(args: argparse.Namespace) -> int:
             raise ValueError(f"--list takes no experiment name; got {args.name!r}")
         for experiment in experiments.REGISTRY:
             print(f"{experiment.name:24s} {experiment.title}")
-        print("\nevery experiment takes --tiny: a smoke run of at most about 20 s")
+        print(
+            "\nevery experiment takes --tiny: a smoke run of every stage at small sizes "
+            "(5-35 s each on 2 CPU cores; its verdicts are smoke checks)"
+        )
         return 0
     name = experiments.FLAGSHIP if args.name is None else args.name
     # an unknown name or an option that does not apply fails here, before anything is written
@@ -109,7 +112,7 @@ COMMAND = Command(
         flag("--list", action="store_true", help="list the experiments and exit"),
         flag("--full", action="store_true", help="the paper's sizes (for a GPU)"),
         flag("--tiny", action="store_true",
-             help="a smoke run (at most about 20 s; every experiment)"),
+             help="a smoke run of every stage at small sizes (5-35 s on 2 cores)"),
         flag("--text", type=Path, default=None,
              help="the UTF-8 text file lm_text needs (no default; sims/lm_text.py passes one)"),
         flag("--strict", action="store_true", help="exit 1 when a claim fails"),

@@ -308,7 +308,7 @@ def execute(
     """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
 
     ``tiny`` shrinks every size to a smoke run (every stage and claim at the smallest sizes
-    that exercise it, at most about 20 s), which writes its figures as PNG only; ``options`` go
+    that exercise it, 5-35 s on 2 CPU cores), which writes its figures as PNG only; ``options`` go
     to the experiment's ``run`` (``text_path=`` for the ones that need a ``"corpus"``).
     ``regime`` (a `regime.Regime` name) and ``quick`` apply to the experiments of
     `with_regimes`; a run in a non-primary regime, or a quick one, writes
