@@ -139,6 +139,17 @@ def test_reference_line_and_legend_helpers():
     plots.plt.close(fig)
 
 
+@pytest.mark.parametrize("rows, columns", [(1, 1), (1, 3), (3, 1), (2, 2)])
+def test_grid_axes_are_rows_by_columns_whatever_the_sizes(rows, columns):
+    """`plots.grid` indexes panels ``axes[row, column]`` even for one row or column, sized
+    ``panel`` per panel (``figure`` squeezes them as `plt.subplots` does)."""
+    fig, axes = plots.grid(rows, columns, panel=(2.0, 1.5))
+    assert axes.shape == (rows, columns)
+    assert tuple(fig.get_size_inches()) == (2.0 * columns, 1.5 * rows)
+    _, squeezed = plots.figure(rows, columns)
+    assert np.shape(squeezed) == tuple(n for n in (rows, columns) if n > 1)
+
+
 def test_epoch_axis_is_symlog_from_zero():
     fig, ax = plots.figure()
     ax.plot([0, 10, 100], [0, 1, 2])
