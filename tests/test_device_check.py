@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ctx_staircase import results
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "device_check.py"
 
 
+@pytest.mark.slow  # the benchmark script end to end: over 20 s
 def test_device_check_small_writes_every_ratio(tmp_path):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     out = tmp_path / "check.json"

@@ -284,6 +284,7 @@ def test_cli_measure_on_a_tiny_lm_run_equals_its_rho_next(tmp_path):
     assert set(np.load(out / "curves.npz").files) >= {"steps", "rho_next", "null_rho_next"}
 
 
+@pytest.mark.slow  # trains, exports and measures through the CLI: over 20 s
 def test_cli_measure_on_a_task_export(tmp_path, capsys):
     run = tmp_path / "train"
     argv = ["train", "add", "--param", "N=8", "--steps", "40", "--snapshot-steps", "0", "20", "40"]

@@ -164,6 +164,7 @@ def test_validation_note_names_the_unvalidated_settings():
     assert unknown.startswith("no escape law is validated") and "\n" not in unknown
 
 
+@pytest.mark.slow  # trains and solves every ReLU theory through the CLI: over 20 s
 def test_cli_theory_reports_the_gated_law_and_the_unvalidated_gamma(tmp_path, capsys):
     import json
 
