@@ -105,3 +105,15 @@ def test_numpy_verdicts_of_a_vacuous_claim_are_reported_vacuous():
     assert out["passed"] is True and out["null_passed"] is True
     assert verdict(Claim("x", "c", "m", "k", **out)) == "vacuous"
     assert scored(reported, 0.9, 0.1) == {"passed": None, "null_passed": None}
+
+
+def test_a_tiny_run_is_tiny_even_when_quick_too():
+    """`size` keys what a run leaves out: tiny wins over quick, and neither is the paper's."""
+    from ctx_staircase.experiments.common import size
+
+    assert [size(t, q) for t in (False, True) for q in (False, True)] == [
+        "paper",
+        "quick",
+        "tiny",
+        "tiny",
+    ]

@@ -21,12 +21,6 @@ def paper_ffn(adam_lr: float) -> dict:
     return dict(model="ffn", d=128, activation="relu", adam_lr=adam_lr, gamma=1.0)
 
 
-def reduction(tiny: bool, quick: bool, *, tiny_run: str, quick_run: str, paper_run: str) -> str:
-    """The ``reduction`` a config states: what a ``tiny`` run (which wins over ``quick``), a
-    ``quick`` run or the default run leaves out of the paper's."""
-    return tiny_run if tiny else quick_run if quick else paper_run
-
-
 def size(tiny: bool, quick: bool) -> str:
     """The size of a run, as experiments key what it leaves out of the paper's: ``"tiny"``
     (which wins over ``quick``), ``"quick"`` or ``"paper"``."""
