@@ -44,6 +44,12 @@ LOW, HIGH = 0.5, 2.0
         ("8GiB", 8 * GiB),
         ("8 gib", 8 * GiB),
         ("500MB", 500 * 10**6),
+        ("500kB", 500 * 10**3),
+        ("3 KiB", 3 * 2**10),
+        ("2k", 2 * 2**10),
+        ("1.5GB", 1_500_000_000),
+        ("1TB", 10**12),
+        ("4 MiB", 4 * 2**20),
         ("1.5G", int(1.5 * GiB)),
         ("2T", 2 * 2**40),
         ("123", 123),
@@ -399,3 +405,21 @@ def test_each_more_lane_holds_its_recorded_weights_twice():
         extra[record] = two - one
     assert extra[False] > 0
     assert extra[True] - extra[False] == 2 * 4 * 3 * (2 * ds.vocab_size * d)
+
+
+def test_ode_lanes_hold_working_memory_only_for_the_lanes_in_flight():
+    """`theory.Size.ode_bytes`: the trajectories of every lane, and the solver's copies and the
+    field's temporaries of the lanes in flight only (more in flight than lanes adds nothing)."""
+    from ctx_staircase import theory
+
+    def size(G, in_flight):
+        return theory.Size(G, 50, 100, 2, 10, 8, 10, 10, (0,), "uniform", in_flight)
+
+    state, field = 160, 1000
+    one = size(8, 1).ode_bytes(state, field)
+    two = size(8, 2).ode_bytes(state, field)
+    per_lane = two - one
+    assert per_lane == 8 * (theory.SOLVER_COPIES * state + field)
+    assert size(8, 8).ode_bytes(state, field) == one + 7 * per_lane
+    assert size(8, 64).ode_bytes(state, field) == size(8, 8).ode_bytes(state, field)
+    assert one == 8 * 8 * 50 * state + per_lane  # every lane's trajectory, one lane's work

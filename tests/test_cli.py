@@ -285,3 +285,36 @@ def test_a_smoke_run_compiles_without_backend_optimization_unless_the_user_says(
     before = os.environ.get("XLA_FLAGS")
     cli.compile_for_smoke_runs()  # JAX is imported here: too late, nothing changes
     assert os.environ.get("XLA_FLAGS") == before
+
+
+def test_param_values_are_python_literals_and_split_at_the_first_equals_sign():
+    """``--param KEY=VALUE``: the key is what precedes the first ``=``; the value is everything
+    after it, a Python literal where it reads as one, else the text as given."""
+    from ctx_staircase.cli import common
+
+    params = common.parse_params(["N=20", "law=poisson", "x=1.5", "heldout=(1, 2)", "eq=a=b==c"])
+    assert params == {"N": 20, "law": "poisson", "x": 1.5, "heldout": (1, 2), "eq": "a=b==c"}
+    assert common.parse_params(["s='1=2'"]) == {"s": "1=2"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        common.parse_params(["=3"])
+
+
+def test_train_summary_is_of_the_last_snapshot(tmp_path, capsys, monkeypatch):
+    """``metrics.json`` of ``ctx-staircase train``: each lane's final loss and accuracy are those
+    of its last snapshot in ``sweep/arrays.npz`` (the figures are skipped: they hold no number)."""
+    from ctx_staircase import plots
+
+    monkeypatch.setattr(plots, "save_figure", lambda figure, path: None)
+    for name in ("training_figure", "embedding_geometry_figure"):
+        monkeypatch.setattr(plots, name, lambda *args, **kwargs: None)
+    out = tmp_path / "train"
+    flags = "--gamma 0.5 --steps 40 --snapshot-steps 0 40 --d 8 --lr 0.05 --probe-snapshots 0"
+    argv = ["train", "add", "--param", "N=4", *flags.split(), "--out", str(out)]
+    assert cli.main(argv) == 0
+    capsys.readouterr()
+    summary = json.loads((out / "metrics.json").read_text())
+    with np.load(out / "sweep" / "arrays.npz") as arrays:
+        loss, accuracy = arrays["loss"], arrays["accuracy"]
+    np.testing.assert_array_equal(summary["final_loss"], loss[:, -1])
+    np.testing.assert_array_equal(summary["final_accuracy"], accuracy[:, -1])
+    assert accuracy[0, -1] > accuracy[0, 0]  # it learned: the two ends differ

@@ -340,3 +340,117 @@ def test_fig4_own_match_without_a_testable_seed_has_no_verdict_on_either_side():
         seed["rho_k_star"] = 0.1
     own = next(c for c in fig4.claims(record["numbers"], record["config"]) if c.item == "App. D")
     assert own.passed is None and own.null_passed is None and own.note == "not testable"
+
+
+# ------------------------------------------------------------------ measures and nulls by hand
+
+
+def test_fig9_censored_runs_bound_the_jump_from_the_side_they_are_on():
+    """Censored runs (a lower bound on their epochs) among M | N can only raise the jump (a lower
+    bound); among the others only lower it (an upper bound); in both groups, no bound."""
+    from ctx_staircase.experiments import fig9_modulus as fig9
+
+    def speeds(censored):
+        return fig9.Speeds.of(
+            {str(M): dict(divides=M in (4, 5), epochs_to_95=[None if M in censored else 99],
+                          censored=[M in censored]) for M in (3, 4, 5, 7)},
+            max_epochs=6000,
+        )  # fmt: skip
+
+    assert speeds(()).bound().startswith("exact")
+    assert speeds((4,)).bound().startswith("a lower bound")
+    assert speeds((7,)).bound().startswith("an upper bound")
+    assert speeds((4, 7)).bound().startswith("no bound")
+
+
+def test_fig5_top_share_is_the_largest_eigenvalue_over_the_trace():
+    from ctx_staircase.experiments import fig5_activation_order as fig5
+
+    n = 6
+    assert fig5.top_share(np.ones((n, n))) == pytest.approx(1.0)  # rank one
+    assert fig5.top_share(np.eye(n)) == pytest.approx(1 / n)
+    S = np.diag([3.0, 1.0, 0.5, 0.5])
+    assert fig5.top_share(S) == pytest.approx(0.6)
+
+
+def test_unordered_label_shuffle_gives_each_input_multiset_one_label():
+    """The unordered null permutes labels across the input multisets: ``(a, b)`` and ``(b, a)``
+    keep one shared label, and the multiset's label marginal is kept."""
+    ds = tasks.make("add", N=7)
+    null = regimes.shuffled_labels(ds, seed=1, unordered=True)
+    key = np.sort(ds.tokens, axis=1)
+    label_of = {}
+    for row, label in zip(map(tuple, key), null.labels.tolist(), strict=True):
+        assert label_of.setdefault(row, label) == label
+    _, first = np.unique(key, axis=0, return_index=True)  # one sample per multiset
+    np.testing.assert_array_equal(np.sort(null.labels[first]), np.sort(ds.labels[first]))
+    assert np.mean(null.labels == ds.labels) < 0.3
+
+
+def test_staircase_epochs_scale_with_a_shorter_horizon_and_the_early_phase_ends_at_half():
+    """On a run shorter than the paper's 1200 epochs, ``EARLY`` scales by the horizon's ratio
+    to the nearest snapshot; the early phase ends at the first snapshot with accuracy >= 0.5."""
+    from ctx_staircase.experiments import staircase_claims as sc
+
+    steps = np.arange(0, 601, 10)
+    d = {"steps": steps, "accuracy": np.minimum(steps / 400, 1.0)}
+    assert sc.early_epoch(d) == round(sc.EARLY * 600 / sc.HORIZON / 10) * 10
+    assert sc.early_epoch({"steps": np.arange(0, 1201, 10)}) == sc.EARLY
+    assert sc.end_of_early_phase(d) == 200  # accuracy exactly 0.5 there
+    assert sc.end_of_early_phase({**d, "accuracy": np.zeros(steps.size)}) == 600
+
+
+def test_order1_onset_up_crossing_interpolates_linearly_after_start():
+    from ctx_staircase.experiments import order1_onset
+
+    ts, values = [0.0, 1.0, 2.0, 3.0], [0.0, 0.2, 1.0, 0.0]
+    assert order1_onset.up_crossing(ts, values, 0.4) == pytest.approx(1.25)
+    assert order1_onset.up_crossing(ts, values, 0.1) == pytest.approx(0.5)
+    assert order1_onset.up_crossing(ts, values, 0.1, start=1.5) == 2.0  # already above at 1.5
+    assert order1_onset.up_crossing(ts, values, 2.0) is None
+
+
+def test_order1_onset_drive_ratio_is_the_ratio_of_root_mean_square_drives():
+    """R(t) (eq. O2): RMS over the tokens of the order-1 drive's norm over that of order 0,
+    from `flows.order_contributions` written out here."""
+    from ctx_staircase import flows, signatures
+    from ctx_staircase.experiments import order1_onset
+
+    ds = tasks.make("add", N=4)
+    sigs = signatures.signature_set(ds, 1)
+    rng = np.random.default_rng(2)
+    W_E, W_U = rng.normal(size=(2, 3, ds.vocab_size, 5))
+    tokens = ds.groups["numbers"]
+    coefficients = (1.0, 0.5)
+    ratio = order1_onset.drive_ratio(W_E, W_U, sigs, coefficients, tokens)
+    for t in range(3):
+        c = np.asarray(flows.order_contributions(W_E[t], W_U[t], sigs, coefficients))[:, tokens]
+        rms = np.sqrt(np.mean(np.sum(c**2, axis=-1), axis=-1))
+        assert ratio[t] == pytest.approx(rms[1] / rms[0], rel=1e-10)
+
+
+def test_fig8_fixed_embeddings_have_number_rows_of_mean_norm_one():
+    from ctx_staircase.experiments import fig8_role
+
+    ds = tasks.make("mod", N=6)
+    numbers = ds.groups["numbers"]
+    for E in fig8_role.signature_embedding(ds, d=8, seed=3):
+        assert E.shape == (ds.vocab_size, 8)
+        assert np.linalg.norm(E[numbers], axis=1).mean() == pytest.approx(1.0, rel=1e-12)
+        others = np.setdiff1d(np.arange(ds.vocab_size), numbers)
+        np.testing.assert_array_equal(E[others], 0.0)
+
+
+def test_selector_target_is_the_position_of_the_anchor_the_selector_names():
+    """The selector task's target is one position per sample: the A-anchor's when the selector
+    is 61, the B-anchor's when it is 62, and the label is that anchor's parity."""
+    from ctx_staircase.experiments import attention_departure
+
+    ds, target = attention_departure.selector_parity(n=300, L=6, seed=4)
+    assert target.shape == ds.tokens.shape and np.all(target.sum(axis=1) == 1)
+    chosen = ds.tokens[target]  # the targeted token of each sample
+    selector = ds.tokens[:, -1]
+    assert np.all(np.isin(chosen[selector == 61], ds.groups["anchors_a"]))
+    assert np.all(np.isin(chosen[selector == 62], ds.groups["anchors_b"]))
+    np.testing.assert_array_equal(ds.labels, chosen % 2)
+    assert set(selector.tolist()) == {61, 62}

@@ -777,3 +777,68 @@ def test_prefix_probe_fits_on_training_pairs_and_scores_held_out_pairs_only():
     prediction = probe.slope * x_held + probe.intercept
     assert float(probe.heldout_mse) == pytest.approx(np.mean((prediction - s_held) ** 2), rel=1e-6)
     assert float(probe.heldout_corr) == pytest.approx(-1.0, abs=1e-6)  # the held-out relation
+
+
+def test_embedding_alignment_holds_out_the_given_share_of_the_tracked_tokens():
+    """``heldout_fraction`` of the A = 8 tokens are held out: at 0.25 two tokens, one held-out
+    pair (its variance is 0); at 0.75 six tokens, so the fit sees two training tokens, one pair,
+    which its readout line passes through exactly (training MSE 0)."""
+    rng = np.random.default_rng(0)
+    A, K = 8, 5
+    prefix = rng.random((A, 3, K))
+    S_emb = np.asarray(metrics.cosine_matrix(rng.normal(size=(A, 4))))
+    S_next = np.asarray(metrics.cosine_matrix(rng.normal(size=(A, 6))))
+    kwargs = dict(seed=0, probe_steps=5)
+    _, few = lm.embedding_alignment(S_emb, S_next, prefix, heldout_fraction=0.25, **kwargs)
+    assert float(few.variance) == 0.0 and float(few.train_mse) > 0.0
+    _, many = lm.embedding_alignment(S_emb, S_next, prefix, heldout_fraction=0.75, **kwargs)
+    assert float(many.variance) > 0.0 and float(many.train_mse) == 0.0
+
+
+def _lm_record(rho_next, probe_mse, baseline):
+    """A one-lane `lm.LMTrajectory` and `lm.LMCurves` over ``len(rho_next)`` snapshots."""
+    S = len(rho_next)
+    G, A, layers = 1, 4, 2
+    zeros = np.zeros((G, S))
+    trajectory = lm.LMTrajectory(
+        gammas=np.array([1.0]),
+        steps=np.arange(S) * 10,
+        tracked=np.arange(A),
+        loss=zeros + 2.0,
+        validation_loss=zeros + 2.5,
+        W_E=np.zeros((G, S, A, 3)),
+        W_U=np.zeros((G, S, A, 3)),
+        value_path=np.zeros((G, S, layers, A, 3)),
+        S_attention_signature=np.zeros((G, S, layers, A, A)),
+        final_W_E=np.zeros((G, A, 3)),
+        diverged_step=np.array([-1]),
+    )
+    curves = lm.LMCurves(
+        rho_next=np.asarray([rho_next]),
+        rho_previous=zeros + 0.1,
+        rho_attention=np.zeros((G, S, layers)),
+        probe_mse=np.asarray([probe_mse]),
+        probe_corr=zeros + 0.5,
+        probe_baseline_mse=np.asarray([baseline]),
+        probe_constant_mse=np.asarray([baseline]),
+        probe_slope=zeros + 1.0,
+        loss=trajectory.loss,
+        validation_loss=trajectory.validation_loss,
+    )
+    return trajectory, curves
+
+
+def test_lm_summary_reads_the_shape_after_the_peak_and_the_trained_probe_only():
+    """`lm_study.summarize`: the minimum after the peak ignores the start (below it), and the
+    probe's MSE ratios are over the trained snapshots (step 0, the untrained null, excluded)."""
+    from ctx_staircase import lm_study
+
+    rho = [-0.2, 0.3, 0.9, 0.6, 0.7]
+    trajectory, curves = _lm_record(rho, [9.0, 0.2, 0.4, 0.6, 0.8], [1.0] * 5)
+    summary = lm_study.summarize(trajectory, curves)["1"]
+    assert summary["rho_next_start"] == -0.2 and summary["rho_next_peak"] == 0.9
+    assert summary["rho_next_peak_step"] == 20 and summary["rho_next_final"] == 0.7
+    assert summary["rho_next_min_after_peak"] == 0.6
+    assert summary["probe_mse_ratio_median"] == pytest.approx(0.5)
+    assert summary["probe_mse_ratio_max"] == pytest.approx(0.8)
+    assert summary["probe_mse_ratio_init"] == 9.0

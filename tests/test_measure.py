@@ -398,3 +398,45 @@ def test_results_keep_the_given_order_and_the_figure_draws_by_step(stream, next_
     for line in figure.axes[0].lines[:2] + figure.axes[1].lines[:1]:
         assert list(line.get_xdata()) == [0, 512, 2000]
     plt.close(figure)
+
+
+def test_stream_null_relabels_the_tracked_tokens_of_both_axes():
+    """The null is the alignment of ``S^emb`` with its tracked tokens relabelled: rows and
+    columns permuted together, a similarity matrix again. Here ``S^emb = S^next = I`` plus one
+    pair at 1 (tokens 0 and 1 have one successor and one embedding), so the null's matrix has that
+    pair elsewhere or in place: Pearson ``-1/14`` or 1 over the 15 pairs, whatever the seed."""
+    pattern = [0, 7, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11]  # tokens 0-5 tracked, each then a successor
+    ids = np.tile(pattern, 30)
+    W_E = np.zeros((12, 6))
+    W_E[np.arange(6), [0, 0, 2, 3, 4, 5]] = 1.0  # rows 0 and 1 equal, the others orthogonal
+    for seed in range(2):
+        measured = measure.measure_snapshots(
+            ids, [W_E], tracked=np.arange(6), context_length=12, probe_steps=2, seed=seed
+        )
+        assert measured.alignment["rho_next"][0] == pytest.approx(1.0, abs=1e-12)
+        null = float(measured.null["rho_next"][0])
+        assert min(abs(null - 1.0), abs(null + 1 / 14)) < 1e-12, (seed, null)
+
+
+def test_task_nulls_of_every_order_are_on_the_shuffled_geometry():
+    """An embedding on the frequency-1 ring of ``mod`` has ``rho_(1),1 = 1``; the null permutes the
+    number rows, which breaks the ring, so the null's ``rho_(1),1`` is far below it (it equals
+    the run's only if the null were the unshuffled rows)."""
+    ds = tasks.make("mod", N=10)
+    numbers = ds.groups["numbers"]
+    W_E = np.zeros((ds.vocab_size, 2))
+    angle = 2 * np.pi * numbers / len(numbers)
+    W_E[numbers] = np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    measured = measure.measure_snapshots(ds, [W_E], seed=0)
+    assert measured.alignment["rho_1_k1"][0] == pytest.approx(1.0, abs=1e-6)
+    assert measured.null["rho_1_k1"][0] < 0.8
+
+
+def test_snapshot_step_is_the_last_step_named_in_the_path():
+    """The step of a snapshot is the one its own name states, not a folder's above it."""
+    assert checkpoints.snapshot_step("step1000") == 1000
+    assert checkpoints.snapshot_step("out/checkpoint-500") == 500
+    assert checkpoints.snapshot_step("embeddings/step_000120.safetensors") == 120
+    assert checkpoints.snapshot_step("runs/step_100/checkpoint-500/model.safetensors") == 500
+    assert checkpoints.snapshot_step("run_iter3/W_E_step42.npy") == 42
+    assert checkpoints.snapshot_step("final/model.safetensors") is None

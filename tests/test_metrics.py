@@ -520,3 +520,31 @@ def test_the_held_out_probe_score_is_the_mean_over_folds_only():
     # in sample the probe fits the noise; held out it does not
     assert abs(float(result.heldout_corr)) < 0.25
     assert float(result.fit_corr) > float(result.heldout_corr) + 0.2
+
+
+def test_ring_order_fraction_is_blind_to_the_direction_of_the_ring():
+    """The ring a -> a + k^{-1} is the same ring walked either way: a PCA plane may come out
+    mirrored (a sign of PC2), and a mirrored ring is still the frequency-k ring."""
+    N = 11
+    tokens = np.arange(N)
+    for k in (1, 3, 5):
+        angles = 2 * np.pi * k * tokens / N
+        for sign in (1.0, -1.0):  # counter-clockwise and clockwise
+            scores = np.stack([np.cos(angles), sign * np.sin(angles)], axis=1)
+            assert metrics.ring_order_fraction(scores, tokens, k, N) == 1.0, (k, sign)
+
+
+def test_cosine_matrix_zeroes_rows_only_below_the_rounding_tolerance():
+    """A row at most ``tol`` times the largest row norm is a zero row, one above it is a genuine
+    direction (module docstring): the norms are compared, not their squares with ``tol``."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(4, 3))
+    largest = np.linalg.norm(X, axis=1).max()
+    small = X[1] / np.linalg.norm(X[1]) * largest
+    X = np.stack([X[0], X[1], 1e-9 * small, 1e-14 * small])  # 1e-9 is far above tol = 1e-12
+    S = np.asarray(metrics.cosine_matrix(X))
+    np.testing.assert_allclose(S[1, 2], 1.0, rtol=0, atol=1e-15)  # same direction as row 1
+    np.testing.assert_allclose(S[2, 0], S[1, 0], rtol=0, atol=1e-15)
+    assert S[2, 2] == 1.0
+    np.testing.assert_array_equal(S[3], 0.0)  # 1e-14 of the largest: rounding, a zero row
+    np.testing.assert_array_equal(S[:, 3], 0.0)

@@ -414,6 +414,10 @@ def test_each_spec_states_the_facts_of_its_model(spec):
         for d in (8, 12):
             count = sum(p.size for p in jax.tree.leaves(nnx.state(_built(spec, d=d), nnx.Param)))
             assert spec.parameters(models.Sizes(V=6, L=4, d=d)) == count, d
+        if "positional" in needs:  # no positional table: its L d parameters are not counted
+            model = _built(spec, d=8, positional=False)
+            count = sum(p.size for p in jax.tree.leaves(nnx.state(model, nnx.Param)))
+            assert spec.parameters(models.Sizes(V=6, L=4, d=8, positional=False)) == count
 
 
 def test_spec_of_refuses_what_is_not_a_model():
@@ -560,6 +564,18 @@ def test_activation_derivative_matches_autodiff(spec):
         z_np = np.asarray(z)
         power_sum = sum(c * z_np**k for k, c in enumerate(activation.coefficients, start=1))
         np.testing.assert_allclose(activations.apply(activation, z), power_sum, rtol=1e-13)
+
+
+def test_gelu_effective_coefficients_are_its_taylor_series_to_degree_4():
+    """GELU's signature-flow coefficients truncate the series of ``z Phi(z)``: the error of the
+    degree-4 polynomial is the next term, ``z^6 / (40 sqrt(2 pi))``, at small ``z``."""
+    coefficients = activations.effective_coefficients("gelu")
+    assert len(coefficients) == 4
+    z = np.array([0.05, 0.1, 0.2, -0.1])
+    polynomial = sum(c * z**k for k, c in enumerate(coefficients, start=1))
+    exact = np.asarray(activations.apply(activations.get("gelu"), jnp.asarray(z, F64)))
+    next_term = z**6 / (40 * math.sqrt(2 * math.pi))
+    np.testing.assert_allclose(exact - polynomial, next_term, rtol=0.05, atol=1e-17)
 
 
 def test_relu_derivative_is_zero_at_zero_and_dtype_is_kept():

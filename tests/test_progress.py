@@ -97,3 +97,16 @@ def test_plain_log_writes_nothing_for_a_block_that_fails_at_once():
     with pytest.raises(ValueError), progress.plain_log("work", lines.append):
         raise ValueError("a refused input")
     assert lines == []
+
+
+def test_plain_log_clock_reads_hours_minutes_and_seconds():
+    """Elapsed time and the ETA past an hour: ``1h02m05s``, minutes below 60."""
+    lines, clock = [], _Clock()
+    log = progress.PlainLog("long", lines.append, clock=clock, every=1e9, fraction=0.5)
+    log.expect(4)
+    clock.now += 3725.0  # 1 h 2 min 5 s
+    log.advance(2)  # half done: the ETA is the elapsed time again
+    assert lines[-1] == "long: 2/4 (50%), 1h02m05s elapsed, ETA 1h02m05s"
+    clock.now += 7322.0
+    log.finish()
+    assert lines[-1] == "long: 2/4 (50%), 3h04m07s elapsed, done"

@@ -275,3 +275,35 @@ def test_an_interrupted_write_leaves_no_file_and_no_temporary(tmp_path, monkeypa
     monkeypatch.undo()
     assert results.read_json(path) == {"old": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+def test_source_fingerprint_covers_the_sources_of_every_subpackage(tmp_path):
+    """A stored unit is reused only under the fingerprint of the code that made it, so a change
+    in any source file of the package, a subpackage's included (``cli/``, ``experiments/``),
+    changes it; other files do not."""
+    import importlib.util
+    import shutil
+
+    package = tmp_path / "package"
+    (package / "sub" / "deeper").mkdir(parents=True)
+    shutil.copy(results.__file__, package / "results.py")
+    (package / "top.py").write_text("A = 1\n")
+    (package / "sub" / "mod.py").write_text("B = 1\n")
+    (package / "sub" / "deeper" / "leaf.py").write_text("C = 1\n")
+    (package / "notes.txt").write_text("not a source\n")
+    spec = importlib.util.spec_from_file_location("copied_results", package / "results.py")
+    copied = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copied)
+
+    seen = {copied.source_fingerprint()}
+    for path, text in (
+        ("top.py", "A = 2\n"),
+        ("sub/mod.py", "B = 2\n"),
+        ("sub/deeper/leaf.py", "C = 2\n"),
+    ):
+        (package / path).write_text(text)
+        seen.add(copied.source_fingerprint())
+    assert len(seen) == 4  # each edit gave a new fingerprint
+    (package / "notes.txt").write_text("edited\n")
+    assert copied.source_fingerprint() in seen  # unchanged by a non-source file
+    assert len(copied.source_fingerprint()) == 16

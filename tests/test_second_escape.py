@@ -67,6 +67,26 @@ def test_fourier_label_names_a_planted_frequency():
     assert k[0] == 5 and share[0] > 0.95
 
 
+@pytest.mark.parametrize("A", [8, 9])
+def test_fourier_label_shares_are_fractions_of_the_rows_power(A):
+    """Each frequency's share of the number rows' power (Parseval: ``k`` and ``A - k`` are one
+    frequency; ``k = 0`` and, for even ``A``, the Nyquist ``k = A / 2`` have no partner): 60% at
+    ``k = 1`` and 40% at the highest frequency name ``k = 1`` with a share of 0.6."""
+    j = np.arange(A)[:, None]
+    top = A // 2
+    rows = np.sqrt(1.2) * np.cos(2 * np.pi * j / A) * np.array([[1.0, 0.0]])
+    if A % 2 == 0:  # the alternating row has all its power at k = A / 2
+        rows = rows + np.sqrt(0.4) * np.cos(np.pi * j) * np.array([[0.0, 1.0]])
+    else:
+        rows = rows + np.sqrt(0.8) * np.cos(2 * np.pi * top * j / A) * np.array([[0.0, 1.0]])
+    k, share = se.fourier_label(rows[None])
+    assert k[0] == 1
+    np.testing.assert_allclose(share[0], 0.6, rtol=1e-12)
+    k, share = se.fourier_label(rows[None, :, ::-1] * np.array([2.0, 1.0]))  # 1.6 at the top
+    assert k[0] == top
+    np.testing.assert_allclose(share[0], 1.6 / 2.2, rtol=1e-12)
+
+
 def symmetric_state(ds, problem, d=4, seed=0):
     rng = np.random.default_rng(seed)
     W_E, W_U = (0.3 * rng.standard_normal((ds.vocab_size, d)) for _ in range(2))

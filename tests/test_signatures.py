@@ -489,3 +489,20 @@ def test_positions_lie_in_minus_L_to_L_minus_one():
             ValueError, match=rf"^positions must be an int in \[-{ds.L}, {ds.L - 1}\]"
         ):
             signatures.positional_signature(ds, (outside,))
+
+
+def test_fourier_projection_zeroes_exactly_what_is_rounding_of_its_scale():
+    """``|h| <= ROUNDING_RTOL * sum_p |phi_p c_p|`` is rounding and exactly 0; a value above it
+    is genuine and kept (the module docstring's threshold, on a short axis)."""
+    p = 8
+    rng = np.random.default_rng(3)
+    flat = np.full((5, p), 0.25)
+    for relative, zero in ((1e-14, True), (1e-13, True), (1e-6, False)):
+        phi = flat * (1 + relative * rng.standard_normal((5, p)))
+        h = signatures.fourier_projection(phi, [1, 2, 3])
+        raw = np.tensordot(phi, signatures.fourier_basis(p, [1, 2, 3]), axes=([-1], [1])).T
+        basis = np.abs(signatures.fourier_basis(p, [1, 2, 3]))
+        scale = np.tensordot(np.abs(phi), basis, axes=([-1], [1])).T
+        kept = np.abs(raw) > signatures.ROUNDING_RTOL * scale
+        np.testing.assert_array_equal(h, np.where(kept, raw, 0.0))
+        assert (not kept.any()) if zero else kept.all(), relative

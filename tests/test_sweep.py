@@ -367,8 +367,16 @@ SMALL_GRID = dict(gammas=[0.5, 1.0], seeds=[0], lrs=[0.5])
         dict(kwargs=dict(F64, activation="poly:1,-0.5")),
         dict(data=lambda ds: tasks.make("add", N=8, vocab_size=2 * ds.vocab_size)),
         dict(data=lambda ds: dataclasses.replace(ds, labels=np.roll(ds.labels, 1))),
+        dict(data=lambda ds: dataclasses.replace(ds, weights=np.linspace(1.0, 3.0, ds.n))),
     ],
-    ids=["optimizer", "schedule", "model_kwargs", "wide_vocabulary", "same_name_other_labels"],
+    ids=[
+        "optimizer",
+        "schedule",
+        "model_kwargs",
+        "wide_vocabulary",
+        "same_name_other_labels",
+        "same_name_other_weights",
+    ],
 )
 def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkeypatch, change):
     """units.UnitStore policy: an unfinished sweep of other settings in the folder is restarted
@@ -408,3 +416,16 @@ def test_resume_with_changed_settings_recomputes_or_refuses(ds, tmp_path, monkey
     with pytest.raises(ValueError, match="finished run of other settings"):
         sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
     assert computed == []
+
+
+def test_a_finished_sweep_summarizes_its_last_snapshot(ds, tmp_path):
+    """``metrics.json`` of a finished sweep: each lane's status and its loss and accuracy at the
+    last snapshot, as the returned trajectory holds them."""
+    from ctx_staircase import results
+
+    run = sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
+    summary = results.read_json(tmp_path / "metrics.json")
+    assert summary["status"] == run.status
+    np.testing.assert_array_equal(summary["final_loss"], run.trajectory.loss[:, -1])
+    np.testing.assert_array_equal(summary["final_accuracy"], run.trajectory.accuracy[:, -1])
+    assert not np.array_equal(run.trajectory.loss[:, 0], run.trajectory.loss[:, -1])

@@ -337,3 +337,16 @@ def test_warmup_cosine_schedule_follows_its_closed_form():
     expected = [warmup_cosine(i, steps, warmup, ratio) for i in range(steps)]
     assert expected[0] == 0 and expected[warmup] == 1 and expected[-1] < 0.25
     np.testing.assert_allclose(rates, expected, rtol=1e-6, atol=1e-7)
+
+
+def test_default_snapshots_hold_every_nth_of_the_run_and_log_spaced_early_steps():
+    """The linear part is ``n_linear`` equal intervals of ``[0, steps]``; the log part reaches the
+    first steps; 0 and ``steps`` are always there, each step once, in order."""
+    for steps, n_log, n_linear in ((1600, 24, 16), (1000, 10, 8), (37, 5, 4)):
+        snaps = train.default_snapshots(steps, n_log, n_linear)
+        assert list(snaps) == sorted(set(snaps)) and snaps[0] == 0 and snaps[-1] == steps
+        linear = np.round(np.arange(n_linear + 1) * steps / n_linear).astype(int)
+        assert set(linear.tolist()) <= set(snaps), (steps, n_linear)
+        assert 1 in snaps
+        log_part = [s for s in snaps if s not in set(linear.tolist())]
+        assert len(log_part) <= n_log
