@@ -153,6 +153,17 @@ def test_lanes_in_flight_mirrors_the_sweep_layout():
     assert budget.lanes_in_flight(8, platform="gpu", devices=2) == 8
 
 
+def test_lanes_in_flight_never_exceeds_the_concurrent_calls():
+    """An uneven split of a device's lanes over its concurrent calls: 7 lanes over 2 calls run
+    as calls of 4 and 3; one lane at a time per call (``lanes_per_batch=1``) holds 2 lanes, one
+    per call, never a third call's."""
+    one_at_a_time = dict(platform="gpu", devices=1, lanes_per_batch=1)
+    assert budget.lanes_in_flight(7, concurrent_calls=2, **one_at_a_time) == 2
+    assert budget.lanes_in_flight(7, concurrent_calls=3, **one_at_a_time) == 3
+    # every lane of each call vmapped at once: calls of ceil(7 / 2) = 4 lanes (the last padded)
+    assert budget.lanes_in_flight(7, platform="gpu", devices=1, concurrent_calls=2) == 8
+
+
 # --------------------------------------------------------------------------------------------
 # calibration against XLA and NumPy
 

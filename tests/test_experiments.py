@@ -410,6 +410,52 @@ def test_order1_onset_up_crossing_interpolates_linearly_after_start():
     assert order1_onset.up_crossing(ts, values, 2.0) is None
 
 
+def test_order1_onset_within_needs_every_ratio_and_at_least_one():
+    from ctx_staircase.experiments import order1_onset
+
+    assert order1_onset.within([1.04, 0.96], 0.05)
+    assert not order1_onset.within([1.04, 0.9], 0.05)
+    assert not order1_onset.within([1.0, None], 0.05)
+    assert not order1_onset.within([], 0.05)  # nothing measured is no pass
+
+
+def test_order1_onset_guarded_freezes_the_flow_once_the_embedding_reaches_the_cap():
+    """The guarded field is the field while max |W_E| < cap and zero from there on, whatever
+    W_U holds."""
+    import jax.numpy as jnp
+
+    from ctx_staircase.experiments import order1_onset
+
+    def field(t, y, args):
+        return {k: 2.0 * v + t for k, v in y.items()}
+
+    guarded = order1_onset.guarded(field, 3.0)
+    below = {"W_E": jnp.array([[1.0, -2.9]]), "W_U": jnp.array([[50.0, -7.0]])}
+    at = {"W_E": jnp.array([[1.0, -3.0]]), "W_U": jnp.array([[0.1, 0.2]])}
+    moved = guarded(0.5, below, None)
+    for k in below:
+        np.testing.assert_array_equal(moved[k], 2.0 * below[k] + 0.5)
+    frozen = guarded(0.5, at, None)
+    for k in at:
+        np.testing.assert_array_equal(frozen[k], np.zeros_like(at[k]))
+
+
+def test_minmax_superposition_sums_the_rows_of_the_inputs_tokens():
+    """``sum_s phi_{x_s}`` by hand; on minmax each exact zero-order row sums to 1, so each
+    input's scores sum to L."""
+    from ctx_staircase import signatures
+    from ctx_staircase.experiments import minmax
+
+    rows = np.arange(12.0).reshape(4, 3) ** 2
+    tokens = np.array([[0, 1, 3], [2, 2, 2]])
+    np.testing.assert_array_equal(
+        minmax.superposition(rows, tokens), [rows[0] + rows[1] + rows[3], 3 * rows[2]]
+    )
+    ds = tasks.make("minmax", N=5)
+    scores = minmax.superposition(signatures.label_signature(ds, 0), ds.tokens)
+    np.testing.assert_allclose(scores.sum(axis=1), ds.L, rtol=1e-12)
+
+
 def test_order1_onset_drive_ratio_is_the_ratio_of_root_mean_square_drives():
     """R(t) (eq. O2): RMS over the tokens of the order-1 drive's norm over that of order 0,
     from `flows.order_contributions` written out here."""

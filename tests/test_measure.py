@@ -381,6 +381,19 @@ def test_semantic_structure_of_the_word_groups_a_tokenizer_has(tmp_path):
     assert "weekdays" not in measure.word_group_ids(strings)
 
 
+def test_word_group_ids_take_the_lowest_id_of_a_word():
+    """A word that several tokens spell (``"monday"`` and GPT-2's ``" Monday"``) gets the
+    lowest of their ids, in either order of the two spellings."""
+    words = [w for group in text.BUILTIN_GROUPS.values() for w in group]
+    spelled = [" " + w.capitalize() for w in words]
+    for strings in (["<pad>", *words, *spelled], ["<pad>", *spelled, *words]):
+        groups = measure.word_group_ids(strings)
+        assert set(groups) == set(text.BUILTIN_GROUPS)
+        for group, ids in groups.items():  # the first of the two spellings is at 1 + index
+            lowest = [1 + words.index(w) for w in text.BUILTIN_GROUPS[group]]
+            np.testing.assert_array_equal(ids, lowest)
+
+
 def test_results_keep_the_given_order_and_the_figure_draws_by_step(stream, next_token):
     """rho_next lists the snapshots in the order given (a glob's order is not the step order);
     the figure's curves run in step order."""

@@ -1,5 +1,8 @@
 """Tests of the similarity and alignment metrics (paper §4.2, §4.5, App. A; theory/metrics.md)."""
 
+import itertools
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -520,6 +523,20 @@ def test_the_held_out_probe_score_is_the_mean_over_folds_only():
     # in sample the probe fits the noise; held out it does not
     assert abs(float(result.heldout_corr)) < 0.25
     assert float(result.fit_corr) > float(result.heldout_corr) + 0.2
+
+
+def test_token_split_keeps_the_pairs_inside_each_side_and_drops_the_mixed_pairs():
+    """A pair trains when both its tokens are kept, is held out when both are held out, and a
+    pair with one token of each side is in neither (an independent enumeration of the pairs)."""
+    A, held = 6, [1, 4]
+    train, heldout = metrics.token_split(np.asarray(held), A)
+    pairs = list(itertools.combinations(range(A), 2))  # np.triu_indices(A, 1)'s order
+    kept = [a not in held and b not in held for a, b in pairs]
+    both_held = [a in held and b in held for a, b in pairs]
+    np.testing.assert_array_equal(train[0], kept)
+    np.testing.assert_array_equal(heldout[0], both_held)
+    assert train.sum() == math.comb(A - len(held), 2) and heldout.sum() == 1
+    assert not np.any(train & heldout)
 
 
 def test_ring_order_fraction_is_blind_to_the_direction_of_the_ring():

@@ -180,6 +180,18 @@ def test_windows_shapes_and_contents():
         text.windows(np.zeros((2, 5), dtype=np.int32), 3)
 
 
+def test_sample_windows_draw_every_start_including_the_last():
+    """The starts are uniform over ``0 .. N - T - 1``: on a stream of ``T + 3`` tokens the three
+    windows ``stream[i : i + T + 1]``, i = 0, 1, 2, all appear, the last one too."""
+    T = 4
+    stream = np.arange(T + 3, dtype=np.int32)
+    drawn = text.sample_windows(stream, T, 300, np.random.default_rng(0))
+    starts = drawn[:, 0]
+    np.testing.assert_array_equal(drawn, starts[:, None] + np.arange(T + 1))
+    assert set(starts.tolist()) == {0, 1, 2}
+    assert np.all(np.bincount(starts) > 60)  # about 100 each
+
+
 def test_batches_deterministic():
     stream = np.arange(1000, dtype=np.int32)
     first, second = text.batches(stream, 8, 4, seed=3), text.batches(stream, 8, 4, seed=3)
