@@ -565,3 +565,40 @@ def test_cosine_matrix_zeroes_rows_only_below_the_rounding_tolerance():
     assert S[2, 2] == 1.0
     np.testing.assert_array_equal(S[3], 0.0)  # 1e-14 of the largest: rounding, a zero row
     np.testing.assert_array_equal(S[:, 3], 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# direct tests of the public helpers (each one planted-bug checked, tests/README.md)
+
+
+def test_is_constant_reads_only_the_positively_weighted_entries():
+    x = np.array([[0.0, 1.0, 5.0], [2.0, 2.0, 2.0]])
+    assert np.asarray(metrics.is_constant(x)).tolist() == [False, True]
+    # a zero weight drops the entry, a positive one keeps it
+    assert bool(metrics.is_constant(x[0], weights=np.array([1.0, 0.0, 0.0])))
+    assert not bool(metrics.is_constant(x[0], weights=np.array([1.0, 0.0, 1e-9])))
+    assert bool(metrics.is_constant(x[0], weights=np.array([0.0, 2.0, 0.0])))
+    # an empty selection counts as constant
+    assert bool(metrics.is_constant(x[0], weights=np.zeros(3)))
+
+
+def test_is_constant_tolerance_is_relative_above_one_and_absolute_below():
+    """``max - min <= tol * max(1, |max|)`` with tol = ROUNDING_RTOL in float64."""
+    tol = signatures.ROUNDING_RTOL
+    big = 1e6
+    assert bool(metrics.is_constant(np.array([big, big + 0.5 * tol * big])))
+    assert not bool(metrics.is_constant(np.array([big, big + 4 * tol * big])))
+    # below 1 the scale is 1, not |max|: a spread of tol/2 on numbers near 1e-6 is constant
+    assert bool(metrics.is_constant(np.array([1e-6, 1e-6 + 0.5 * tol])))
+    assert not bool(metrics.is_constant(np.array([0.0, 4 * tol])))
+    # a negative maximum scales by its magnitude
+    assert bool(metrics.is_constant(np.array([-big, -big - 0.5 * tol * big])))
+
+
+def test_probe_restarts_is_four_at_order_one_and_eight_above():
+    assert [metrics.probe_restarts(m) for m in (1, 2, 3)] == [4, 8, 8]
+
+
+def test_probe_init_std_is_the_inverse_root_of_each_context_size():
+    assert metrics.probe_init_std([4, 16, 1]) == [0.5, 0.25, 1.0]
+    assert metrics.probe_init_std([]) == []

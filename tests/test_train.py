@@ -350,3 +350,64 @@ def test_default_snapshots_hold_every_nth_of_the_run_and_log_spaced_early_steps(
         assert 1 in snaps
         log_part = [s for s in snaps if s not in set(linear.tolist())]
         assert len(log_part) <= n_log
+
+
+# --------------------------------------------------------------------------------------------
+# direct tests of the public helpers (each one planted-bug checked, tests/README.md)
+
+
+def test_time_axis_is_lr_times_step_with_a_leading_lane_axis():
+    steps = np.array([0, 1, 10])
+    np.testing.assert_array_equal(train.time_axis(steps, 0.5), [0.0, 0.5, 5.0])
+    lrs = np.array([0.1, 2.0])
+    t = train.time_axis(steps, lrs)
+    assert t.shape == (2, 3) and t.dtype == np.float64
+    np.testing.assert_array_equal(t, np.outer(lrs, steps))
+
+
+@pytest.mark.parametrize("lr", [0.0, -0.1, np.nan, np.inf, [0.1, 0.0], [], "fast", None])
+def test_check_lr_refuses_a_rate_not_finite_and_positive(lr):
+    with pytest.raises(ValueError, match="lr must be finite and > 0"):
+        train.check_lr(lr)
+
+
+@pytest.mark.parametrize("lr", [1e-300, 0.1, 5, [0.1, 3.0], np.float32(0.5)])
+def test_check_lr_accepts_finite_positive_rates(lr):
+    assert train.check_lr(lr) is None
+
+
+def _trajectory(logit_scale):
+    S, V, d, L = 3, 4, 2, 2
+    rng = np.random.default_rng(0)
+    return train.Trajectory(
+        steps=np.array([0, 5, 10]),
+        loss=rng.random(S),
+        accuracy=rng.random(S),
+        W_E=rng.random((S, V, d)),
+        W_U=rng.random((S, V, d)),
+        group_norms={"numbers": rng.random(S), "labels": rng.random(S)},
+        attention_position=rng.random((S, L)),
+        attention_group={"numbers": rng.random(S)},
+        sample_loss={"held_out": rng.random(S)},
+        sample_accuracy={"held_out": rng.random(S), "train": rng.random(S)},
+        diverged_step=np.array(-1),
+        logit_scale=logit_scale,
+    )
+
+
+@pytest.mark.parametrize("logit_scale", [None, np.array([1.0, 2.0, 3.0])])
+def test_trajectory_arrays_round_trip(logit_scale):
+    original = _trajectory(logit_scale)
+    arrays = train.trajectory_arrays(original)
+    assert "group_norms/numbers" in arrays and "sample_accuracy/train" in arrays
+    back = train.trajectory_from_arrays(arrays)
+    for field in train.Trajectory._fields:
+        a, b = getattr(original, field), getattr(back, field)
+        if a is None:
+            assert b is None, field
+        elif isinstance(a, dict):
+            assert a.keys() == b.keys(), field
+            for g in a:
+                np.testing.assert_array_equal(a[g], b[g])
+        else:
+            np.testing.assert_array_equal(a, b)
