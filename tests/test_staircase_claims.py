@@ -85,3 +85,82 @@ def test_the_flagship_and_fig3_score_one_claim_alike():
                 shared += 1
                 assert claim == twin
     assert shared == 4  # §8.3, both §8.5 and the mod collapse
+
+
+# --------------------------------------------------------------------------------------------
+# direct tests of the claim functions at their thresholds (planted-bug checked, tests/README.md)
+
+
+def peaked(peak_epoch: int, peak: float, final: float, horizon: int = 1200) -> dict:
+    """A measurement whose rho_0 is 0.5 except ``peak`` at ``peak_epoch`` and ``final`` last."""
+    d = measurement(0.5, 0.9)
+    d["steps"] = np.arange(0, horizon + 1, 100)
+    d["rho0"] = np.full(d["steps"].size, 0.5)
+    d["rho0"][np.flatnonzero(d["steps"] == peak_epoch)[0]] = peak
+    d["rho0"][-1] = final
+    return d
+
+
+def test_rho0_peak_claim_passes_exactly_at_its_thresholds():
+    peak, by, decline = scoring.PEAK_MIN, scoring.PEAK_BY, scoring.DECLINE
+    flat = peaked(0, 0.5, 0.5)
+    claim = scoring.rho0_peak_claim(peaked(by, peak, peak - decline), flat, 10, "r")
+    assert claim.passed is True and claim.null_passed is False
+    # one snapshot late, a hair below PEAK_MIN, or a decline a hair short: fails
+    assert scoring.rho0_peak_claim(peaked(by + 100, peak, 0.5), flat, 10, "r").passed is False
+    assert scoring.rho0_peak_claim(peaked(by, peak - 1e-9, 0.5), flat, 10, "r").passed is False
+    short = peaked(by, peak, peak - decline + 1e-9)
+    assert scoring.rho0_peak_claim(short, flat, 10, "r").passed is False
+
+
+def test_rho0_peak_claim_scales_peak_by_to_a_shorter_horizon():
+    """On a 600-epoch run PEAK_BY = 400 becomes 200: a peak at 200 passes, at 300 it fails."""
+    flat = peaked(0, 0.5, 0.5, 600)
+    assert scoring.rho0_peak_claim(peaked(200, 1.0, 0.5, 600), flat, 10, "r").passed is True
+    assert scoring.rho0_peak_claim(peaked(300, 1.0, 0.5, 600), flat, 10, "r").passed is False
+
+
+def with_peaks(rho0_epoch: int, probe_epoch: int) -> dict:
+    d = measurement(0.5, 0.9)
+    d["rho0"] = np.where(d["steps"] == rho0_epoch, 0.99, 0.5)
+    d["probe_corr"] = np.where(d["probe_steps"] == probe_epoch, 0.99, 0.5)
+    return d
+
+
+def test_peak_order_claim_counts_a_tie_as_ordered():
+    null = with_peaks(1200, 100)
+    for rho0_epoch, probe_epoch, passed in [(600, 600, True), (100, 600, True), (1200, 600, False)]:
+        claim = scoring.peak_order_claim(with_peaks(rho0_epoch, probe_epoch), null, "add", "r")
+        assert claim.passed is passed, (rho0_epoch, probe_epoch)
+        assert claim.null_passed is False
+
+
+def collapsed(accuracy: float, mean_s: float) -> dict:
+    """Accuracy and mean off-diagonal S^emb 0 at init and the given values from epoch 100 on."""
+    d = measurement(0.5, 0.9)
+    d["accuracy"] = np.where(d["steps"] >= scoring.EARLY, accuracy, 0.0)
+    d["mean_offdiag_S_emb"] = np.where(d["steps"] >= scoring.EARLY, mean_s, 0.0)
+    return d
+
+
+def test_collapse_claim_passes_exactly_at_two_over_n_and_collapse():
+    N, c = 10, scoring.COLLAPSE
+    claim = scoring.collapse_claim(collapsed(2 / N, c), N, "r")
+    assert claim.passed is True
+    assert claim.null_passed is False  # the init: accuracy 0 but no collapse
+    assert scoring.collapse_claim(collapsed(2 / N + 1e-9, c), N, "r").passed is False
+    assert scoring.collapse_claim(collapsed(2 / N, c - 1e-9), N, "r").passed is False
+
+
+def test_low_frequency_claim_passes_at_early_k_max_and_not_one_above():
+    K = scoring.EARLY_K_MAX + 3
+    constant = np.zeros(K, dtype=bool)
+
+    def spike(k):
+        return np.where(np.arange(K) == k, 0.9, 0.1)
+
+    top = scoring.EARLY_K_MAX
+    claim = scoring.low_frequency_claim(spike(top), spike(top + 1), constant, "add", "r")
+    assert claim.passed is True and claim.null_passed is False
+    above = scoring.low_frequency_claim(spike(top + 1), spike(0), constant, "add", "r")
+    assert above.passed is False and above.null_passed is True
