@@ -216,3 +216,56 @@ def test_selector_departure_is_predicted_within_25_percent():
     theory = exp.theory_path(ds, target, 0.6, tables, lr=exp.LR, t_max=400.0)
     assert trained.departure.sign == theory.departure.sign == 1
     assert abs(theory.departure.time / trained.departure.time - 1) <= exp.TOLERANCE
+
+
+# --------------------------------------------------------------------------------------------
+# direct tests of the public helpers (planted-bug checked, tests/README.md)
+
+
+def test_uniform_mass_is_the_expected_share_of_target_positions():
+    target = np.array([[True, False, False, False], [True, True, False, True]])
+    assert ad.uniform_mass([0.25, 0.75], target) == 0.25 * 0.25 + 0.75 * 0.75
+
+
+def _random_attention_problem(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    V, d, d_k, n, L = 6, 4, 3, 5, 4
+    params = {
+        "W_E": rng.normal(size=(V, d)),
+        "W_Q": rng.normal(size=(d_k, d)),
+        "W_K": rng.normal(size=(d_k, d)),
+    }
+    tokens = rng.integers(0, V, size=(n, L))
+    probabilities = rng.dirichlet(np.ones(n))
+    target = np.isin(tokens, [1, 2])
+    return params, tokens, probabilities, target
+
+
+def test_target_attention_matches_a_numpy_softmax():
+    params, tokens, p, target = _random_attention_problem()
+    W_E, W_Q, W_K = params["W_E"], params["W_Q"], params["W_K"]
+    expected = 0.0
+    for n in range(tokens.shape[0]):
+        h = W_E[tokens[n]]  # [L, d]
+        z = (h @ W_K.T) @ (W_Q @ h[-1]) / np.sqrt(W_E.shape[1])
+        a = np.exp(z - z.max())
+        a /= a.sum()
+        expected += p[n] * a[target[n]].sum()
+    got = float(ad.target_attention(params, tokens, p, target))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_target_attention_is_the_uniform_mass_when_queries_vanish_and_maps_leading_axes():
+    params, tokens, p, target = _random_attention_problem(1)
+    zero_q = {**params, "W_Q": np.zeros_like(params["W_Q"])}
+    np.testing.assert_allclose(
+        float(ad.target_attention(zero_q, tokens, p, target)),
+        ad.uniform_mass(p, target),
+        rtol=1e-12,
+    )
+    # a trajectory axis [T, ...] maps lane by lane
+    stacked = {k: np.stack([zero_q[k], params[k]]) for k in params}
+    both = np.asarray(ad.target_attention(stacked, tokens, p, target))
+    assert both.shape == (2,)
+    np.testing.assert_allclose(both[0], ad.uniform_mass(p, target), rtol=1e-12)
+    np.testing.assert_allclose(both[1], float(ad.target_attention(params, tokens, p, target)))

@@ -275,3 +275,9 @@ def test_drive_matrix_vocab_size_must_cover_every_id():
         ValueError, match=rf"^vocab_size must be an int >= {needed}; got {needed - 1}"
     ):
         flows.drive_matrix(sigs, needed - 1)
+
+
+def test_signature_order_is_l_minus_one_for_a_linear_readout_else_the_largest_order():
+    assert flows.signature_order(4, (1, 2), "linear") == 3
+    assert flows.signature_order(4, (2, 1), "softmax") == 2
+    assert flows.signature_order(6, (0, 3, 1), "full") == 3

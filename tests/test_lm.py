@@ -842,3 +842,26 @@ def test_lm_summary_reads_the_shape_after_the_peak_and_the_trained_probe_only():
     assert summary["probe_mse_ratio_median"] == pytest.approx(0.5)
     assert summary["probe_mse_ratio_max"] == pytest.approx(0.8)
     assert summary["probe_mse_ratio_init"] == 9.0
+
+
+# --------------------------------------------------------------------------------------------
+# direct tests of the public helpers (planted-bug checked, tests/README.md)
+
+
+def test_most_frequent_takes_the_top_counts_breaking_ties_by_the_smaller_id():
+    windows = np.array([[1, 1, 1, 3], [3, 3, 2, 2], [4, 4, 0, 4]])
+    # counts: id 0 x1, 1 x3, 2 x2, 3 x3, 4 x3, 5 x0
+    assert lm.most_frequent(windows, 6, 1).tolist() == [1]
+    assert lm.most_frequent(windows, 6, 3).tolist() == [1, 3, 4]
+    assert lm.most_frequent(windows, 6, 4).tolist() == [1, 2, 3, 4]
+    # a count beyond the tokens present fills with the absent ids, smallest first
+    assert lm.most_frequent(windows, 6, 6).tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_most_frequent_agrees_with_a_brute_force_ranking():
+    rng = np.random.default_rng(3)
+    windows = rng.integers(0, 9, size=(40, 5)) % 6  # ids 0..5 with many ties
+    counts = {v: int(np.sum(windows == v)) for v in range(12)}
+    for count in (1, 3, 5, 8):
+        ranked = sorted(counts, key=lambda v: (-counts[v], v))[:count]
+        assert lm.most_frequent(windows, 12, count).tolist() == sorted(ranked)

@@ -429,3 +429,51 @@ def test_a_finished_sweep_summarizes_its_last_snapshot(ds, tmp_path):
     np.testing.assert_array_equal(summary["final_loss"], run.trajectory.loss[:, -1])
     np.testing.assert_array_equal(summary["final_accuracy"], run.trajectory.accuracy[:, -1])
     assert not np.array_equal(run.trajectory.loss[:, 0], run.trajectory.loss[:, -1])
+
+
+# --------------------------------------------------------------------------------------------
+# direct tests of the public helpers (planted-bug checked, tests/README.md)
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 2])
+def test_resumable_map_loads_saved_lanes_and_runs_the_rest_in_lane_order(tmp_path, chunk):
+    from ctx_staircase import units
+
+    store = sweep.LaneStore(units.UnitStore(tmp_path, {"what": "affine"}, done="done.json"))
+    # lanes 1 and 3 were saved by an earlier run (with values fn would never give)
+    store.save(1, {"y": np.array(-100.0)})
+    store.save(3, {"y": np.array(-300.0)})
+    seen = []
+    records = sweep.resumable_map(
+        lambda x, a: {"y": a * x + 1.0},
+        jnp.arange(6.0),
+        store=store,
+        shared=(2.0,),
+        chunk=chunk,
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert [float(r["y"]) for r in records] == [1.0, -100.0, 5.0, -300.0, 9.0, 11.0]
+    assert seen[0] == (2, 6) and seen[-1] == (6, 6)
+    # every lane is now saved: a second call loads all six
+    again = sweep.resumable_map(
+        lambda x, a: {"y": 0 * x}, jnp.arange(6.0), store=store, shared=(2.0,)
+    )
+    assert [float(r["y"]) for r in again] == [1.0, -100.0, 5.0, -300.0, 9.0, 11.0]
+
+
+def test_units_cached_store_is_none_outside_caching_and_one_folder_per_spec(tmp_path):
+    from ctx_staircase import units
+
+    assert units.cached_store("sweep", {"a": 1}) is None
+    with units.caching(tmp_path / "outer") as root:
+        assert root == tmp_path / "outer"
+        first = units.cached_store("sweep", {"a": 1, "b": 2})
+        same = units.cached_store("sweep", {"b": 2, "a": 1})
+        other = units.cached_store("sweep", {"a": 2, "b": 2})
+        kind = units.cached_store("lm", {"a": 1, "b": 2})
+        assert first.root == same.root and first.root.parent == root
+        assert len({first.root, other.root, kind.root}) == 3
+        with units.caching(tmp_path / "inner"):
+            assert units.cached_store("sweep", {"a": 1}).root.parent == tmp_path / "inner"
+        assert units.cached_store("sweep", {"a": 1}).root.parent == root
+    assert units.cached_store("sweep", {"a": 1}) is None
