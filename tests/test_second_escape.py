@@ -321,3 +321,52 @@ def test_the_split_unit_path_is_its_flow_read_save_by_save():
     # it escapes near t = 151 and stops at the first save below the level
     assert predicted.rho0[-1] < se.LEVEL and np.all(predicted.rho0[:-1] >= se.LEVEL)
     assert predicted.ts[-1] < horizon
+
+
+# --------------------------------------------------------------------------------------------
+# direct test of measured_second_escape on a hand-built path (planted-bug checked, tests/README.md)
+
+
+def _numpy_rho0(rows) -> float:
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    S = unit @ unit.T
+    i, j = np.triu_indices(len(rows), 1)
+    return float(1.0 - np.mean((S[i, j] - 1.0) ** 2))
+
+
+def test_measured_second_escape_reads_collapse_escape_and_frequency_of_a_hand_built_path():
+    """Six number rows (ids 1..6 of V = 8, d = 2): spread at t = 0, collapsed onto (1, 0) at
+    t = 10, then leaving along the k = 2 Fourier pattern, slightly at t = 20, far at t = 30."""
+    A, V, ids = 6, 8, np.arange(1, 7)
+    wave = np.cos(2 * np.pi * 2 * np.arange(A) / A)
+    frames = [
+        np.stack([np.cos(np.arange(A)), np.sin(np.arange(A))], axis=1),
+        np.stack([np.ones(A), np.zeros(A)], axis=1),
+        np.stack([np.ones(A), 0.1 * wave], axis=1),
+        np.stack([np.ones(A), 1.0 * wave], axis=1),
+    ]
+    W_E = np.full((len(frames), V, 2), 7.0)  # the other ids are never read
+    W_E[:, ids] = frames
+    ts = np.array([0.0, 10.0, 20.0, 30.0])
+    empty = np.zeros(0, dtype=np.int64)
+    problem = se.PlateauProblem(
+        tokens=np.zeros((1, 2), np.int64),
+        labels=np.zeros(1, np.int64),
+        weights=np.ones(1),
+        geometry_ids=ids,
+        tied=(ids,),
+        label_ids=empty,
+        other_ids=empty,
+        activation="relu",
+    )
+    result = se.measured_second_escape(ts, W_E, problem)
+    rho = [_numpy_rho0(f) for f in frames]
+    assert rho[0] < se.COLLAPSED and rho[1] == 1.0 and rho[2] > se.LEVEL > rho[3]
+    np.testing.assert_allclose(result.rho0, rho, rtol=1e-12)
+    assert result.t_collapse == 10.0
+    expected_t1 = 20.0 + (rho[2] - se.LEVEL) / (rho[2] - rho[3]) * 10.0
+    np.testing.assert_allclose(result.t1, expected_t1, rtol=1e-12)
+    assert result.k == 2 and np.isnan(result.rate) and result.level == se.LEVEL
+    # a path that never collapses has no escape and no frequency
+    never = se.measured_second_escape(ts[[0, 3]], W_E[[0, 3]], problem)
+    assert np.isnan(never.t_collapse) and np.isnan(never.t1) and never.k == -1
