@@ -494,3 +494,30 @@ def test_the_attention_plateau_scales_as_d_to_the_2_gamma_minus_1(gamma):
     s = np.linalg.svd(np.asarray(M), compute_uv=False)[0] / ds.L
     expected = 1 / (2 * s * np.sqrt((32**-gamma * np.sqrt(32)) ** 4))  # depth 4: u0^-1/2 / (2 s)
     assert closed_form.attention_plateau(ds, gamma, 32) == pytest.approx(expected, rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# direct test of escape.closed_form_escape (planted-bug checked, tests/README.md)
+
+
+def test_closed_form_escape_is_the_pure_exponential_crossing_of_one_mode():
+    """M = diag(s, 0, 0), d = 1, W_E0 = W_U0 = eps e_0 and one sample [token 0]: the top mode
+    grows as e^{C_1 s t} in both matrices, the centred logit of the linear readout is
+    (2/3) C_1 eps^2 e^{2 C_1 s t}, and it reaches the threshold at
+    t* = ln(threshold / ((2/3) C_1 eps^2)) / (2 C_1 s): exact under the log-linear crossing."""
+    from ctx_staircase import escape, theory
+    from ctx_staircase.dataset import TokenDataset
+
+    s, C1, threshold = 2.0, 0.5, 3.0
+    eps = np.array([1e-2, 1e-3])  # two lanes
+    M = np.diag([s, 0.0, 0.0])
+    W0 = np.zeros((eps.size, 3, 1))
+    W0[:, 0, 0] = eps
+    ds = TokenDataset(np.array([[0]]), np.array([1]), vocab_size=3)
+    setting = theory.Setting(None, np.zeros(eps.size), (1,), "linear", "linear", (C1,))
+    problem = theory.Problem(
+        setting, ds, 1, {}, {"W_E": W0, "W_U": W0.copy()}, M, s, threshold, None, None, {}
+    )
+    predicted = escape.closed_form_escape(problem)
+    expected = np.log(threshold / (2 / 3 * C1 * eps**2)) / (2 * C1 * s)
+    np.testing.assert_allclose(predicted.escape, expected, rtol=1e-9)
