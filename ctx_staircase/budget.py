@@ -274,8 +274,9 @@ def dataset_bytes(task: str, params: dict) -> int:
     n = dataset_samples(task, params)
     if n is None or n <= 0:
         return 0
-    L = {**tasks.describe(task), **params}.get("L", 3)
-    L = L if isinstance(L, int) and L > 0 else 3
+    L = tasks.sequence_length(task, params)
+    if L is None or L <= 0:
+        return 0
     return int(_BUILD_COPIES * n * (4 * L + 4 + 8))
 
 

@@ -44,6 +44,8 @@ __all__ = [
     "make",
     "names",
     "random_dataset",
+    "sample_count",
+    "sequence_length",
     "summary",
 ]
 
@@ -102,20 +104,26 @@ class _Task(NamedTuple):
     defaults: dict[str, Any]
     summary: str
     samples: Callable[[dict[str, Any]], int]
+    length: Callable[[dict[str, Any]], int]
 
 
 _REGISTRY: dict[str, _Task] = {}
 
 
 def _register(
-    name: str, summary: str, *, samples: Callable[[dict[str, Any]], int], **defaults: Any
+    name: str,
+    summary: str,
+    *,
+    samples: Callable[[dict[str, Any]], int],
+    length: Callable[[dict[str, Any]], int],
+    **defaults: Any,
 ) -> Callable:
-    """Register a task: its builder, one-line summary, parameter defaults and ``samples``, the
-    sample count ``n`` as a function of its full parameters (what the memory estimate reads
-    before the task is built)."""
+    """Register a task: its builder, one-line summary, parameter defaults, and as functions of
+    its full parameters ``samples``, the sample count ``n``, and ``length``, the sequence length
+    ``L`` (what the memory estimate reads before the task is built)."""
 
     def decorate(builder: Callable[..., _Parts]) -> Callable[..., _Parts]:
-        _REGISTRY[name] = _Task(builder, defaults, summary, samples)
+        _REGISTRY[name] = _Task(builder, defaults, summary, samples, length)
         return builder
 
     return decorate
@@ -123,6 +131,18 @@ def _register(
 
 def _all_pairs(params: dict[str, Any]) -> int:
     return params["N"] ** 2
+
+
+def _two(params: dict[str, Any]) -> int:
+    return 2
+
+
+def _three(params: dict[str, Any]) -> int:
+    return 3
+
+
+def _param_L(params: dict[str, Any]) -> int:
+    return params["L"]
 
 
 def _task(name: Any) -> _Task:
@@ -148,6 +168,15 @@ def sample_count(name: str, params: dict[str, Any]) -> int | None:
     ``None`` for parameters that are not plain numbers (then `make` validates them)."""
     try:
         return int(_task(name).samples({**describe(name), **params}))
+    except (TypeError, ValueError, KeyError, OverflowError):
+        return None
+
+
+def sequence_length(name: str, params: dict[str, Any]) -> int | None:
+    """The sequence length ``L`` of ``make(name, **params)``, without building it; ``None`` for
+    parameters that are not plain numbers (then `make` validates them)."""
+    try:
+        return int(_task(name).length({**describe(name), **params}))
     except (TypeError, ValueError, KeyError, OverflowError):
         return None
 
@@ -290,6 +319,7 @@ def label_law_distribution(
     "label_law",
     "Task 1 (paper Fig. 2A): (anchor, x1, x2), x_i in {0..x_max}; y ~ p_a, a prescribed law",
     samples=lambda p: (p["x_max"] + 1) ** (3 if p["labels"] == "expected" else 2),
+    length=_three,
     law="uniform",
     anchor=100,
     x_max=50,
@@ -380,6 +410,7 @@ for _name, _figures, _formula, _label in (  # closed forms of add: theory/signat
         _name,
         f"Task 2 (paper App. A, {_figures}): all (x1, x2) in {{1..N}}^2, y = {_formula}",
         samples=_all_pairs,
+        length=_two,
         N=20,
     )(_arithmetic(_label))
 
@@ -388,6 +419,7 @@ for _name, _figures, _formula, _label in (  # closed forms of add: theory/signat
     "mod",
     "Task 2 (paper App. A, Figs. 3, 4, 8): all (x1, x2) in {1..N}^2, y = (x1 + x2 + 1) mod N",
     samples=_all_pairs,
+    length=_two,
     N=40,
     convention="main",
 )
@@ -410,6 +442,7 @@ def _mod(*, N: int, convention: str) -> _Parts:
     "modsum",
     "Fig. 5 (paper §4.7, App. A.1.7): all (x_1..x_L) in {1..N}^L, y = 1 + (sum_i x_i mod N)",
     samples=lambda p: p["N"] ** p["L"],
+    length=_param_L,
     N=50,
     L=4,
 )
@@ -445,6 +478,7 @@ def _modsum(*, N: int, L: int) -> _Parts:
     "modulus",
     "Fig. 9 (paper §7.1): all (x1, x2) in {1..N}^2, y = (x1 + x2) mod M",
     samples=_all_pairs,
+    length=_two,
     N=20,
     M=4,
 )
@@ -467,6 +501,7 @@ def _modulus(*, N: int, M: int) -> _Parts:
     "anchor_parity",
     "Task 3 (paper App. A, Fig. 6I-L): one anchor among L-1 noise tokens; y = parity of the anchor",
     samples=lambda p: p["n"],
+    length=_param_L,
     L=8,
     n=10000,
     anchor_low=11,
@@ -520,6 +555,7 @@ def _anchor_parity(
     "task4",
     "Task 4 (paper App. C): all (a1, a2, x), y = (v(a1) + v(a2) + x) mod n_x",
     samples=lambda p: p["n_x"] * p["n_a"] ** 2,
+    length=_three,
     n_x=20,
     n_a=10,
 )
@@ -546,6 +582,7 @@ def _task4(*, n_x: int, n_a: int) -> _Parts:
     "minmax",
     "Min-max selection (paper §7.2, Fig. 10): (c, x1, x2); y = max if c = a else min",
     samples=lambda p: 2 * p["N"] ** 2,
+    length=_three,
     N=20,
 )
 def _minmax(*, N: int) -> _Parts:
@@ -578,6 +615,7 @@ _RANGE_LOW = 30
     "[RB] (arXiv 2502.04375, Fig. 3): key z_p then q anchors among noise keys; reasoning"
     " y = z_p + sum(anchors), memory y = a fixed random label",
     samples=lambda p: p["n"],
+    length=_param_L,
     L=9,
     q=2,
     n=200000,

@@ -473,11 +473,6 @@ def test_dataset_bytes_is_a_whole_number_of_copies_of_the_built_arrays():
     assert len(ratios) == 1 and ratios.pop() >= 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library: dataset_bytes takes L = 3 for a task without an L parameter, but add, sub, "
-    "mul, mod and modulus build L = 2 sequences (a 1.2x overestimate)",
-)
 def test_dataset_bytes_reads_the_sequence_length_the_task_builds():
     ds = tasks.make("add", N=5)
     n, L = ds.tokens.shape

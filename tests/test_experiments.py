@@ -595,12 +595,6 @@ def test_theory_gammas_nest_tiny_in_default_in_full():
     assert staircase.theory_gammas(full=True, tiny=True) == tiny
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library: rho0_departure counts a gap of exactly `drop` as departed (gap < drop is "
-    "'not departed'), but its docstring and theory/order1_onset.md (O8) say 'stays more than "
-    "drop below'",
-)
 def test_rho0_departure_needs_more_than_drop():
     from ctx_staircase.experiments import order1_onset
 

@@ -637,3 +637,14 @@ def test_each_task_states_its_own_sample_count(name):
         name, {k: 7 for k in ("N", "n", "x_max", "n_x") if k in tasks.describe(name)}
     )
     assert tasks.make(name, **other).n == tasks.sample_count(name, other), other
+
+
+@pytest.mark.parametrize("name", tasks.names())
+def test_each_task_states_its_own_sequence_length(name):
+    """`tasks.sequence_length` (what the memory estimate reads) is the built dataset's L, at the
+    small sizes and at another L where the task takes one."""
+    assert tasks.sequence_length(name, SMALL[name]) == tasks.make(name, **SMALL[name]).L
+    if "L" in tasks.describe(name):
+        other = {**SMALL[name], "L": 5 if name != "modsum" else 2}
+        assert tasks.sequence_length(name, other) == tasks.make(name, **other).L == other["L"]
+    assert tasks.sequence_length(name, {"L": "five"}) is None or "L" not in tasks.describe(name)

@@ -143,7 +143,7 @@ def rho0_departure(ts, rho0, start, drop) -> float | None:
     ts, rho0 = np.asarray(ts), np.asarray(rho0)
     keep = ts >= start
     ts, gap = ts[keep], np.maximum.accumulate(rho0[keep]) - rho0[keep]
-    below = np.flatnonzero(gap < drop)
+    below = np.flatnonzero(gap <= drop)  # departed: more than ``drop`` below
     if below.size == 0 or below[-1] == ts.size - 1:
         return None
     i = below[-1]
