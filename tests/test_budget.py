@@ -505,3 +505,28 @@ def test_model_parameters_counts_the_built_models_parameters(model, kwargs, size
 def test_model_parameters_refuses_a_model_without_a_count():
     with pytest.raises(ValueError, match="model must be one of"):
         budget.model_parameters("gpt", vocab_size=7, L=3)
+
+
+def test_lm_estimate_holds_the_second_embedding_only_when_untied():
+    """Untying the GPT's unembedding adds its ``V d`` parameters to every one of the ``1 + (3 +
+    1.5 * 2)`` parameter copies the estimate holds (parameters, gradient, update, AdamW's two
+    moments), counted from the built `models.GPT` of each kind."""
+    import dataclasses
+
+    from flax import nnx
+
+    from ctx_staircase import models
+
+    config, V = lm_text.lm_config(tiny=True), 50
+
+    def parameters(tied: bool) -> int:
+        gpt = models.GPT(
+            V, config.context_length, config.d, n_layers=config.n_layers,
+            n_heads=config.n_heads, tied=tied, rngs=nnx.Rngs(0),
+        )  # fmt: skip
+        return sum(int(np.size(p)) for p in jax.tree.leaves(nnx.state(gpt, nnx.Param)))
+
+    tied, untied = (budget.lm_lane_bytes(dataclasses.replace(config, tied=t), V) for t in (1, 0))
+    expected = 4 * (1 + 3 + 1.5 * 2) * (parameters(False) - parameters(True))
+    assert parameters(False) - parameters(True) == V * config.d
+    assert abs((untied - tied) - expected) <= 1  # each estimate is truncated to whole bytes

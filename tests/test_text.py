@@ -304,3 +304,37 @@ def test_shakespeare_loads(shakespeare_path):
     assert corpus.vocabulary.tokens[0] == "<unk>"
     assert corpus.train.size + corpus.validation.size == len(words)
     assert corpus.vocabulary.decode(corpus.train[:4]) == words[:4]  # "first citizen : before"
+
+
+def test_the_validation_tail_is_the_rounded_fraction():
+    """``round(fraction * N)`` tokens, not truncated: 0.15 of 10 words is 2 (1.5 rounds to even),
+    0.25 of 10 is 2 and 0.35 of 10 is 4 (3.5 rounds to even), 0.27 of 10 is 3."""
+    words = " ".join(f"w{i}" for i in range(10))
+    for fraction, expected in [(0.15, 2), (0.25, 2), (0.27, 3), (0.35, 4)]:
+        corpus = text.prepare_corpus(words, vocab_size=None, validation_fraction=fraction)
+        assert (corpus.train.size, corpus.validation.size) == (10 - expected, expected), fraction
+
+
+def test_the_builtin_corpus_states_true_order_relations():
+    """Every "after a comes b", "before b comes a", "x is more/less than y" sentence of the
+    built-in text is true of the numbers one..twenty (the facts its signatures encode)."""
+    import re
+
+    names = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    value = {w: i + 1 for i, w in enumerate((names + "fifteen sixteen seventeen eighteen "
+                                              "nineteen twenty").split())}  # fmt: skip
+    corpus = text.builtin_corpus(n_sentences=3000, seed=1)
+    checked = 0
+    for sentence in corpus.split(" ."):
+        words = sentence.split()
+        if len(words) == 4 and words[0] in ("after", "before") and words[2] == "comes":
+            a, b = value.get(words[1]), value.get(words[3])
+            if a is not None and b is not None:
+                assert b - a == (1 if words[0] == "after" else -1), sentence
+                checked += 1
+        match = re.fullmatch(r"(\w+) is (more|less) than (\w+)", sentence.strip())
+        if match and match[1] in value and match[3] in value:
+            x, y = value[match[1]], value[match[3]]
+            assert (x > y) == (match[2] == "more"), sentence
+            checked += 1
+    assert checked > 200
