@@ -844,6 +844,25 @@ def test_lm_summary_reads_the_shape_after_the_peak_and_the_trained_probe_only():
     assert summary["probe_mse_ratio_init"] == 9.0
 
 
+def test_lm_summary_reads_each_curve_at_its_own_extremes():
+    """rho_previous's peak is its own maximum (not its value at rho_next's peak) and its final
+    value its last; the attention's early maximum is over the first quarter of the snapshots
+    (at least two), per layer."""
+    from ctx_staircase import lm_study
+
+    trajectory, curves = _lm_record([0.1, 0.9, 0.5, 0.4], [0.5] * 4, [1.0] * 4)
+    rho_attention = np.zeros((1, 4, 2))
+    rho_attention[0, :, 0] = [0.3, 0.6, 0.9, 0.1]  # its maximum after the first two snapshots
+    rho_attention[0, :, 1] = [0.7, 0.2, 0.0, 0.0]
+    curves = curves._replace(
+        rho_previous=np.array([[0.2, 0.1, 0.8, 0.3]]), rho_attention=rho_attention
+    )
+    summary = lm_study.summarize(trajectory, curves)["1"]
+    assert summary["rho_next_peak_step"] == 10
+    assert summary["rho_previous_peak"] == 0.8 and summary["rho_previous_final"] == 0.3
+    assert summary["rho_attention_early_max"] == [0.6, 0.7]
+
+
 # --------------------------------------------------------------------------------------------
 # direct tests of the public helpers (planted-bug checked, tests/README.md)
 
