@@ -133,6 +133,18 @@ def test_alignment_curves_match_their_primitives_and_the_planted_geometry(add):
     np.testing.assert_array_equal(none.rho0, curves.rho0)
 
 
+def test_probe_snapshots_are_the_nearest_to_an_even_spread(add):
+    """8 probes over 10 snapshots sit at the rounded positions of ``linspace(0, 9, 8)`` (0, 1.29,
+    2.57, ...: 0, 1, 3, 4, 5, 6, 8, 9), the ends included; more probes than snapshots take all."""
+    W_E = np.random.default_rng(2).normal(size=(1, 10, add.vocab_size, 3))
+    steps = np.arange(10) * 7
+    curves = geometry.alignment_curves(W_E, steps, add, probe_snapshots=8, seed=0)
+    np.testing.assert_array_equal(curves.probe_steps, steps[[0, 1, 3, 4, 5, 6, 8, 9]])
+    assert curves.probe_corr.shape == (1, 8)
+    every = geometry.alignment_curves(W_E[:, :4], steps[:4], add, probe_snapshots=9, seed=0)
+    np.testing.assert_array_equal(every.probe_steps, steps[:4])
+
+
 def test_alignment_orders_rho0_agrees_with_alignment_curves(add):
     rng = np.random.default_rng(6)
     W_E = rng.normal(size=(3, add.vocab_size, 4))
