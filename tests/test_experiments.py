@@ -601,3 +601,23 @@ def test_rho0_departure_needs_more_than_drop():
     ts = np.arange(4.0)
     rho0 = np.array([1.0, 1.0, 0.875, 0.875])  # exactly drop = 0.125 below, never more
     assert order1_onset.rho0_departure(ts, rho0, 0.0, 0.125) is None
+
+
+@pytest.mark.parametrize(("peak", "at_epoch", "passes"), [(0.95, 0.5, True), (0.5, 0.95, False)])
+def test_fig6_zero_order_claim_is_scored_on_the_early_peak(peak, at_epoch, passes):
+    """fig6's §8.3 analogue reads the peak of ρ0 over the early window, not ρ0 at the one early
+    epoch it also reports: on the saved record with the two set on either side of the
+    threshold, the verdict follows the peak."""
+    import copy
+
+    from ctx_staircase.experiments import fig6_attention as fig6
+
+    record = copy.deepcopy(_saved("fig6_attention"))
+    cfg = record["config"]["arithmetic"]
+    for task in cfg["tasks"]:
+        main = record["numbers"]["arithmetic"][task]["by_gamma"][f"{cfg['primary_gamma']:g}"]
+        main["rho0_early_peak"], main["rho0_at_early_epoch"] = peak, at_epoch
+    claims = fig6.claims(record["numbers"], record["config"])
+    zero_order = [c for c in claims if "early geometry is zero-order" in c.claim]
+    assert len(zero_order) == len(cfg["tasks"])
+    assert all(c.passed is passes for c in zero_order)
