@@ -166,12 +166,17 @@ def symmetric_part(W_E, W_U, problem: PlateauProblem):
 
 def rho0(W_E, ids) -> np.ndarray:
     """``rho_0 = 1 - MSE`` of the cosines of the rows ``ids`` against the all-ones geometry, for
-    ``W_E [..., V, d]``; shape ``[...]`` (the collapsed geometry scores 1)."""
-    W = np.asarray(W_E, dtype=np.float64)[..., ids, :]
-    W = W / np.linalg.norm(W, axis=-1, keepdims=True)
-    S = W @ np.swapaxes(W, -1, -2)
-    upper = np.triu_indices(len(ids), 1)
-    return 1.0 - np.mean((S[..., upper[0], upper[1]] - 1.0) ** 2, axis=-1)
+    ``W_E [..., V, d]``; shape ``[...]`` (the collapsed geometry scores 1). Float64."""
+    with jax.enable_x64(True):
+        return np.asarray(_collapse_score(jnp.asarray(W_E, jnp.float64)[..., np.asarray(ids), :]))
+
+
+def _collapse_score(rows: jax.Array) -> jax.Array:
+    """`rho0` of ``rows [..., n, d]`` (jit-safe): ``1 - mean_{i<j} (cos(r_i, r_j) - 1)^2``."""
+    rows = rows / jnp.linalg.norm(rows, axis=-1, keepdims=True)
+    S = rows @ jnp.swapaxes(rows, -1, -2)
+    upper = np.triu_indices(rows.shape[-2], 1)
+    return 1.0 - jnp.mean((S[..., upper[0], upper[1]] - 1.0) ** 2, axis=-1)
 
 
 class Band(NamedTuple):
@@ -663,11 +668,7 @@ def _split_run(y, t_start, arrays: SplitArrays, ids, group, saves, *, activation
         return split_field(t, state, arrays, activation)
 
     def rho_of(state):  # rho_0 is blind to the order of the columns
-        rows = jnp.concatenate([state["A"][ids], state["u"][group]], axis=1)
-        rows = rows / jnp.linalg.norm(rows, axis=1, keepdims=True)
-        upper = jnp.triu(jnp.ones((ids.size, ids.size), bool), 1)
-        pairs = ids.size * (ids.size - 1) / 2
-        return 1.0 - jnp.sum(jnp.where(upper, (rows @ rows.T - 1.0) ** 2, 0.0)) / pairs
+        return _collapse_score(jnp.concatenate([state["A"][ids], state["u"][group]], axis=1))
 
     def running(carry):
         i, _, _, rho = carry
