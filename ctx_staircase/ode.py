@@ -278,31 +278,42 @@ def integrate(
     )
 
 
+def _axpy(y, h, k):
+    """y + h k, leaf-wise, with h cast to each leaf's dtype (strict promotion)."""
+    return jax.tree.map(lambda yi, ki: yi + h.astype(yi.dtype) * ki, y, k)
+
+
+def _rk4_step(vector_field, y, t, h, args):
+    k1 = vector_field(t, y, args)
+    k2 = vector_field(t + h / 2, _axpy(y, h / 2, k1), args)
+    k3 = vector_field(t + h / 2, _axpy(y, h / 2, k2), args)
+    k4 = vector_field(t + h, _axpy(y, h, k3), args)
+    slope = jax.tree.map(lambda a, b, c, d: a + 2 * b + 2 * c + d, k1, k2, k3, k4)
+    return _axpy(y, h / 6, slope)
+
+
+def _heun_step(vector_field, y, t, h, args):
+    k1 = vector_field(t, y, args)
+    k2 = vector_field(t + h, _axpy(y, h, k1), args)
+    return _axpy(y, h / 2, jax.tree.map(jnp.add, k1, k2))
+
+
 @eqx.filter_jit
 def _solve_rk4(vector_field, y0, ts, args, substeps, max_step=None):
-    return _solve_fixed(vector_field, y0, ts, args, substeps, max_step, "rk4")
+    return _solve_fixed(_rk4_step, vector_field, y0, ts, args, substeps, max_step)
 
 
 @eqx.filter_jit
 def _solve_heun(vector_field, y0, ts, args, substeps, max_step=None):
-    return _solve_fixed(vector_field, y0, ts, args, substeps, max_step, "heun")
+    return _solve_fixed(_heun_step, vector_field, y0, ts, args, substeps, max_step)
 
 
-def _solve_fixed(vector_field, y0, ts, args, substeps, max_step, method: str):
-    def axpy(y, h, k):
-        """y + h k, leaf-wise, with h cast to each leaf's dtype (strict promotion)."""
-        return jax.tree.map(lambda yi, ki: yi + h.astype(yi.dtype) * ki, y, k)
+def _solve_fixed(method, vector_field, y0, ts, args, substeps, max_step):
+    """``method(vector_field, y, t, h, args)`` steps over each save interval (``substeps``
+    equal steps, or as few as keep them ``<= max_step``)."""
 
     def step(y, t, h):
-        k1 = vector_field(t, y, args)
-        if method == "heun":
-            k2 = vector_field(t + h, axpy(y, h, k1), args)
-            return axpy(y, h / 2, jax.tree.map(jnp.add, k1, k2))
-        k2 = vector_field(t + h / 2, axpy(y, h / 2, k1), args)
-        k3 = vector_field(t + h / 2, axpy(y, h / 2, k2), args)
-        k4 = vector_field(t + h, axpy(y, h, k3), args)
-        slope = jax.tree.map(lambda a, b, c, d: a + 2 * b + 2 * c + d, k1, k2, k3, k4)
-        return axpy(y, h / 6, slope)
+        return method(vector_field, y, t, h, args)
 
     def count(t_start, t_end):
         if max_step is None:
