@@ -623,6 +623,7 @@ def theory_stages(
     snapshot_every: int | None = None,
     prediction: str = "linear",
     activation: str = "poly:1,0.5",
+    theories: Sequence[str] | None = None,
     concurrent: int | None = None,
     **_other_settings,
 ) -> dict[str, int]:
@@ -636,15 +637,15 @@ def theory_stages(
       FFN: the closed form's escape on its time grid);
     - ``training``: `train_bytes` of the G gamma lanes (full-batch GD, float64, T snapshots);
     - ``theories``: the training trajectories and the theories of the run
-      (`theories.selected`), solved one after another: each solve's peak
-      (`theory.Theory.nbytes`) over the trajectories of those solved before it;
+      (`theories.selected`: those ``theories`` names, or all), solved one after another:
+      each solve's peak (`theory.Theory.nbytes`) over the trajectories of those before it;
     - ``compare``: every trajectory (training and each theory's) and the comparison's
       temporaries (`theory.ModelTheory.compare_bytes`).
     """
-    from ctx_staircase import theories
+    from ctx_staircase import theories as registry
     from ctx_staircase.theory import Setting, Size
 
-    theory_model = theories.model(model)
+    theory_model = registry.model(model)
     gammas = theory_model.default_gammas if gammas is None else gammas
     G, T = len(gammas), theory_snapshots(steps, snapshot_every)
     n, L, V = ds.n, ds.L, ds.vocab_size
@@ -652,8 +653,10 @@ def theory_stages(
         G, T, n, L, V, d, *_axis_sizes(ds), tuple(max_orders), prediction,
         in_flight=concurrent or lanes_in_flight(G),
     )  # fmt: skip
-    setting = Setting(theory_model, np.asarray(gammas), size.max_orders, prediction, activation, ())
-    solves = [theory.nbytes(size) for theory in theories.selected(setting)]
+    setting = Setting(
+        theory_model, np.asarray(gammas), size.max_orders, prediction, activation, (), theories
+    )
+    solves = [theory.nbytes(size) for theory in registry.selected(setting)]
     base = 8 * (5 * V * V + n * (L + 2))
     config = _GDConfig(snapshots=range(T))  # a TrainConfig would list and sort T steps
     kwargs = theory_model.trained_kwargs(d, activation)

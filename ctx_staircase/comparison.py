@@ -19,6 +19,7 @@ the same time grid ``t = lr * step``; `compare` returns the numbers of theory/cl
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -26,7 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import budget, closed_form, geometry, signatures, theories
+from ctx_staircase import budget, closed_form, geometry, signatures
+from ctx_staircase import theories as registry
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.escape import PlateauLaw
 from ctx_staircase.flows import uniform_attention_logit_scale
@@ -320,6 +322,7 @@ def check_theory_inputs(
     snapshot_every: int | None,
     threshold: float,
     prediction: str,
+    theories: Sequence[str] | None = None,
     memory_limit=None,
 ) -> TheoryInputs:
     """Validate every setting before any work; ValueError naming the parameter otherwise.
@@ -327,14 +330,16 @@ def check_theory_inputs(
     Checks: the model (one of `theories.model_names`); every gamma finite and inside the
     documented range of its theory (`theory.ModelTheory.gamma_range`); orders in ``[0, L-1]``;
     d, steps, snapshot_every positive integers; lr and threshold finite and positive; the
-    activation and the prediction term; and the memory the run needs (trajectories of every
-    lane and theory, the signatures up to the order the flows use: `budget.theory_bytes`)
+    activation and the prediction term; ``theories`` (None, or names among those that apply
+    to the model, activation and orders, `theories.applicable`); and the memory the run
+    needs (trajectories of every lane and theory, the signatures up to the order the flows
+    use: `budget.theory_bytes`)
     against ``memory_limit`` (a `budget.memory_limit` override; default: 80% of available
     memory).
     """
     from ctx_staircase import activations, flows
 
-    theory_model = theories.model(model)
+    theory_model = registry.model(model)
     if gammas is None:
         gammas = theory_model.default_gammas
     gammas = np.asarray(gammas, dtype=np.float64)
@@ -360,17 +365,38 @@ def check_theory_inputs(
         check_int(m, "max_orders", 0, ds.L - 1, why=orders)
     max_orders = tuple(int(m) for m in max_orders)
     coefficients = tuple(activations.effective_coefficients(activations.get(activation)))
+    setting = Setting(theory_model, gammas, max_orders, prediction, activation, coefficients)
+    setting = setting._replace(theories=_check_theory_names(theories, setting))
     needed = budget.check(
         budget.theory_bytes(
             ds, model=model, d=d, gammas=gammas, max_orders=max_orders, steps=steps,
             snapshot_every=snapshot_every, prediction=prediction, activation=activation,
+            theories=setting.theories,
         ),
         what=f"the theory run ({model}, {gammas.size} gamma, d={d}, n={ds.n})",
         knob="lower N, d, steps or the number of gamma",
         limit=memory_limit,
     )  # fmt: skip
-    setting = Setting(theory_model, gammas, max_orders, prediction, activation, coefficients)
     return TheoryInputs(setting, needed)
+
+
+def _check_theory_names(names, setting: Setting) -> tuple[str, ...] | None:
+    """``names`` as a tuple of the theories of ``setting`` it picks (None: all of them);
+    ValueError naming ``theories`` and the names that apply otherwise."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = (names,)
+    names = tuple(names)
+    allowed = [theory.name for theory in registry.applicable(setting)]
+    unknown = [name for name in names if name not in allowed]
+    if not names or unknown:
+        raise ValueError(
+            f"theories must name one or more of the theories that apply to model "
+            f"{setting.model.name!r}, activation {setting.activation!r} and max_orders "
+            f"{list(setting.max_orders)}: {allowed}; got {list(names)}"
+        )
+    return names
 
 
 def theory_vs_training(
@@ -387,6 +413,7 @@ def theory_vs_training(
     snapshot_every: int | None = None,
     threshold: float = 0.5,
     prediction: str = "linear",
+    theories: Sequence[str] | None = None,
     out: str | Path | None = None,
     memory_limit=None,
 ) -> TheoryVsTraining:
@@ -404,6 +431,8 @@ def theory_vs_training(
     - attention-only: the uniform-attention flow (eq. A3) per lane, and the plateau law (A5b),
       ``t* = T_Z d^{2 gamma} - c`` from one unit-scale solve (`escape.plateau_law`).
       Escape is measured with the attention logits on both sides.
+
+    ``theories`` solves only the named ones (e.g. ``["signature_flow_m1"]``); None, all of them.
 
     ``gammas=None`` takes the default gammas of the model's theory; ``steps=None`` a horizon
     covering every predicted escape (`horizon`), ``snapshot_every=None`` every 10 steps up to
@@ -435,6 +464,7 @@ def theory_vs_training(
         snapshot_every=snapshot_every,
         threshold=threshold,
         prediction=prediction,
+        theories=theories,
         memory_limit=memory_limit,
     )
     with jax.enable_x64(True):
@@ -463,7 +493,7 @@ def _theory_vs_training(
     trained = sweep.train_sweep(
         model.name, ds, config, gammas=setting.gammas, seeds=[seed], out=out, **model_kwargs
     )
-    solved = [(theory, theory.solve(problem)) for theory in theories.selected(setting)]
+    solved = [(theory, theory.solve(problem)) for theory in registry.selected(setting)]
     runs = []
     for i, gamma in enumerate(setting.gammas):
         # escape in training is read off the model's own logits (ReLU, attention: not a formula)
@@ -613,7 +643,7 @@ def validation_note(activation, gammas) -> str | None:
 
     activation = activations.get(activation)
     gammas = np.asarray(gammas, dtype=np.float64)
-    laws = theories.validated()
+    laws = registry.validated()
     for theory in laws:
         low, high = theory.validated.gammas
         if activations.get(theory.validated.activation) == activation:

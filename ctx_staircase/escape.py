@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -37,18 +39,25 @@ def closed_form_escape(problem: Problem) -> Prediction:
         escape = float("nan")
         for _ in range(4):
             grid = np.linspace(0.0, end, ESCAPE_GRID)
-            scale = np.concatenate(
-                [
-                    closed_form.logit_scale(*solution(part), ds.tokens, coefficients)
-                    for part in np.split(grid, len(grid) // ESCAPE_CHUNK)
-                ]
-            )  # in chunks: the hidden states of the whole grid would take GBs
-            escape = closed_form.crossing_time(grid, scale, problem.threshold)
+            scale = _grid_scale(solution, jnp.asarray(grid), jnp.asarray(ds.tokens), coefficients)
+            escape = closed_form.crossing_time(grid, np.asarray(scale), problem.threshold)
             if np.isfinite(escape):
                 break
             end *= 4
         times.append(escape)
     return Prediction(np.asarray(times))
+
+
+@functools.partial(jax.jit, static_argnames="coefficients")
+def _grid_scale(solution, grid, tokens, coefficients) -> jax.Array:
+    """`closed_form.logit_scale` of ``solution`` at every time of ``grid`` ``[T]`` -> ``[T]``,
+    `ESCAPE_CHUNK` times at a time (the hidden states of the whole grid would take GBs); one
+    compiled program per shape, for every lane and every widening of the grid."""
+
+    def chunk(part):
+        return closed_form.logit_scale(*solution(part), tokens, coefficients)
+
+    return jax.lax.map(chunk, grid.reshape(-1, ESCAPE_CHUNK)).reshape(-1)
 
 
 def closed_form_escape_bytes(size: Size) -> int:

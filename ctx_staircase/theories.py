@@ -179,9 +179,19 @@ CLOSED_FORM_FROZEN_GATES = register(
 )
 
 
-def selected(setting: Setting) -> tuple[Theory, ...]:
-    """The theories a run of ``setting`` solves, in `REGISTRY` order."""
+def applicable(setting: Setting) -> tuple[Theory, ...]:
+    """Every theory that applies to a run of ``setting`` (its model, activation and orders),
+    in `REGISTRY` order, whatever ``setting.theories`` names."""
     return tuple(theory for entry in REGISTRY for theory in entry.instances(setting))
+
+
+def selected(setting: Setting) -> tuple[Theory, ...]:
+    """The theories a run of ``setting`` solves, in `REGISTRY` order: those of `applicable`
+    that ``setting.theories`` names, or all of them when it is None."""
+    chosen = applicable(setting)
+    if setting.theories is None:
+        return chosen
+    return tuple(theory for theory in chosen if theory.name in setting.theories)
 
 
 def validated() -> tuple[Theory, ...]:
@@ -211,6 +221,7 @@ __all__ = [
     "RELU_GATED_FLOW",
     "SIGNATURE_FLOW",
     "UNIFORM_ATTENTION_FLOW",
+    "applicable",
     "model",
     "model_names",
     "register",

@@ -98,6 +98,7 @@ class Setting(NamedTuple):
         prediction: the softmax term of the FFN signature flow (`flows.PREDICTION_TERMS`).
         activation: the activation spec as given (the model's, for models that take one).
         coefficients: its effective Taylor coefficients ``C_1, C_2, ...``.
+        theories: the names of the theories to solve, or None for every one that applies.
     """
 
     model: ModelTheory
@@ -106,6 +107,7 @@ class Setting(NamedTuple):
     prediction: str
     activation: str
     coefficients: tuple[float, ...]
+    theories: tuple[str, ...] | None = None
 
 
 class Problem(NamedTuple):

@@ -538,3 +538,28 @@ def test_a_run_with_no_theory_is_sized_by_its_training(monkeypatch):
     monkeypatch.setattr(theories, "REGISTRY", [])
     stages = budget.theory_stages(tasks.make("add", N=4), d=16)
     assert 0 < stages["theories"] < stages["compare"]
+
+
+def test_a_run_solves_only_the_theories_it_names():
+    """``theories=`` picks theories by name: the named one's lanes, escape times and training are
+    bitwise those of the run that solves every theory, the others are absent (and not sized);
+    a name that does not apply is refused, naming the parameter and the names that do."""
+    ds = tasks.make("add", N=4)
+    settings = dict(gammas=(0.8, 1.2), max_orders=(1,), d=8, lr=0.5, steps=60, snapshot_every=5)
+    every = comparison.theory_vs_training(ds, **settings)
+    flow = theories.signature_flow(1).name
+    named = comparison.theory_vs_training(ds, theories=[flow], **settings)
+    assert set(every.runs[0].theories) == {flow, "closed_form", "closed_form_feedback"}
+    for whole, alone in zip(every.runs, named.runs, strict=True):
+        assert set(alone.theories) == set(alone.comparisons) == {flow}
+        np.testing.assert_array_equal(alone.theories[flow].W_E, whole.theories[flow].W_E)
+        np.testing.assert_array_equal(alone.simulation.W_E, whole.simulation.W_E)
+        assert alone.comparisons[flow].escape_time == whole.comparisons[flow].escape_time
+    assert set(named.escape.as_json()) == {"gamma", "simulation", flow}
+    one = budget.theory_stages(ds, d=8, max_orders=(1,), steps=60, theories=[flow])
+    all_ = budget.theory_stages(ds, d=8, max_orders=(1,), steps=60)
+    assert one["compare"] < all_["compare"]
+    with pytest.raises(ValueError, match=r"theories must name .*'signature_flow_m1'.*got \['relu"):
+        comparison.theory_vs_training(ds, theories=["relu_gated_flow"], **settings)
+    with pytest.raises(ValueError, match="theories must name one or more"):
+        comparison.theory_vs_training(ds, theories=[], **settings)

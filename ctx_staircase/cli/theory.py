@@ -16,7 +16,7 @@ from ctx_staircase.internal import INT32_MAX, SEED_MAX
 #: The ``theory`` flags passed through to `comparison.theory_vs_training` under their own names.
 THEORY_SETTINGS = (
     "model", "gammas", "max_orders", "d", "activation", "lr", "steps", "snapshot_every",
-    "threshold", "prediction",
+    "threshold", "prediction", "theories",
 )  # fmt: skip
 
 
@@ -162,6 +162,9 @@ COMMAND = Command(
              metavar="TERM",
              help="softmax term of the FFN signature flow: %(choices)s (linear: with the "
                   "feedback)"),
+        flag("--theories", nargs="+", default=None, metavar="NAME",
+             help="solve only these theories (e.g. signature_flow_m1 closed_form; default: every "
+                  "one that applies to the model, activation and orders)"),
         flag("--d", type=integer(1, INT32_MAX), default=128, help="width"),
         flag("--lr", type=real(0, strict=True), default=0.2,
              help="GD learning rate (t = lr * step)"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -282,11 +283,23 @@ def lr_check(ds, cfg: dict, key: str) -> tuple[sweep.SweepResult, np.ndarray]:
     return check, lr * np.asarray(config.snapshots, float)
 
 
-def run_activation(ds, sigs, key, cfg, *, with_linear, check=None) -> dict:
-    """One activation block (module docstring): training and the truncated flow on one grid,
-    the flow continued into its blow-up, the linear-softmax flow (``with_linear``), and per
-    gamma the predicted and measured onsets; ``check``: a thunk giving `lr_check`'s result,
-    or None."""
+def block_times(cfg: dict, key: str) -> np.ndarray:
+    """The snapshot times ``t = lr * step`` ``[T]`` of block ``key``: the grid its training and
+    its flows share (`comparison.snapshot_steps` of its horizon and snapshot step)."""
+    lr = cfg["lr"]
+    steps = comparison.snapshot_steps(
+        round(cfg["horizon"][key] / lr), round(cfg["snapshot_dt"] / lr)
+    )
+    return lr * np.asarray(steps, dtype=np.float64)
+
+
+#: The theory P1 reads from `comparison.theory_vs_training`, the only one the study solves.
+FLOW = "signature_flow_m1"
+
+
+def compare_block(ds, cfg: dict, key: str) -> comparison.TheoryVsTraining:
+    """Block ``key``'s training and truncated flow (P1) on one grid (`block_times`): GD at
+    ``lr`` against the m <= 1 uniform-softmax signature flow."""
     activation, coefficients = _activation(cfg, key)
     horizon, lr = cfg["horizon"][key], cfg["lr"]
     t_start = time.perf_counter()
@@ -301,19 +314,52 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, check=None) -> dict:
         seed=cfg["seed"],
         d=cfg["d"],
         prediction="uniform",  # P1 is the uniform-softmax truncation
+        theories=(FLOW,),
     )
     print(
         f"C2={coefficients[1]:g}: trained and integrated in {time.perf_counter() - t_start:.0f} s",
         file=sys.stderr,
         flush=True,
     )
-    flows_ = Flows(ds, sigs, cfg, activation, coefficients, with_linear)
-    checked = None if check is None else check()
+    return experiment
+
+
+def measure_block(ds, experiment, cfg: dict, key: str) -> list[dict]:
+    """`measured_onsets` of every gamma's trained embeddings in block ``key`` (the main block
+    also records the probe curves)."""
+    probe_dt = cfg["probe_dt"] if key == "main" else cfg["probe_dt_default"]
+    return [
+        measured_onsets(ds, run.simulation.W_E, experiment.ts, cfg, probe_dt, record=key == "main")
+        for run in experiment.runs
+    ]
+
+
+class BlockParts(NamedTuple):
+    """What one activation block is assembled from (`run_activation`), each computed on its
+    own: ``experiment`` (`compare_block`), its `Flows`, per gamma the drive ratio of the
+    continued flow (``continued``, ``[T]`` each), the linear-softmax flow's ``(ts_linear, R)``
+    (``linear``, or None) and the measured onsets (``measured``, `measure_block`), and
+    ``check``, `lr_check`'s result (or None)."""
+
+    experiment: comparison.TheoryVsTraining
+    flows: Flows
+    continued: list
+    linear: list | None
+    measured: list
+    check: tuple | None = None
+
+
+def run_activation(ds, cfg: dict, key: str, parts: BlockParts) -> dict:
+    """One activation block (module docstring) from its parts: per gamma the predicted and
+    measured onsets (its JSON row) and its curves."""
+    activation, coefficients = _activation(cfg, key)
     rows, curves = [], []
-    for i, run in enumerate(experiment.runs):
-        row, curve = _gamma_row(ds, experiment, run, i, flows_, cfg, key)
-        if checked is not None:
-            row["lr_check"], curve["check"] = _lr_check_row(ds, *checked, i, flows_, cfg, key)
+    for i in range(len(parts.experiment.runs)):
+        row, curve = _gamma_row(ds, parts, i, cfg, key)
+        if parts.check is not None:
+            row["lr_check"], curve["check"] = _lr_check_row(
+                ds, *parts.check, i, parts.flows, cfg, key
+            )
         _add_ratios(row)
         rows.append(row)
         curves.append(curve)
@@ -321,7 +367,7 @@ def run_activation(ds, sigs, key, cfg, *, with_linear, check=None) -> dict:
     return {
         "C2": coefficients[1],
         "activation": activation,
-        "top_singular_value": experiment.top_singular_value,
+        "top_singular_value": parts.experiment.top_singular_value,
         "rows": rows,
         "curves": curves,
     }
@@ -332,7 +378,8 @@ class Flows:
     continued past the library's guard (cap 1) into its blow-up, the linear-softmax flow, and
     the drive ratio of a trajectory (`DriveRatio`)."""
 
-    def __init__(self, ds, sigs, cfg: dict, activation: str, coefficients, with_linear: bool):
+    def __init__(self, ds, sigs, cfg: dict, key: str):
+        activation, coefficients = _activation(cfg, key)
         self.y0s = []
         for g in cfg["gammas"]:
             state = train.init_state(
@@ -351,47 +398,51 @@ class Flows:
         self.linear = guarded(
             flows.ffn_signature_flow(sigs, coefficients, prediction="linear"), 1e6
         )
-        self.with_linear = with_linear
+        self.after_escape = cfg["linear_after_escape"]
         self.ratio = DriveRatio(sigs, coefficients, ds.groups["numbers"])
 
-    def continued(self, i: int, ts) -> np.ndarray:
-        """R(t) of the uniform-softmax flow continued into its blow-up ``[T]``."""
-        sol = ode.integrate(self.uniform, self.y0s[i], jnp.asarray(ts), 1, rtol=1e-7, atol=1e-12)
-        return self.ratio(sol.ys["W_E"], sol.ys["W_U"])
+    def continued(self, ts) -> list[np.ndarray]:
+        """R(t) ``[T]`` of the uniform-softmax flow continued into its blow-up, per gamma."""
+        ratios = []
+        for y0 in self.y0s:
+            sol = ode.integrate(self.uniform, y0, jnp.asarray(ts), 1, rtol=1e-7, atol=1e-12)
+            ratios.append(self.ratio(sol.ys["W_E"], sol.ys["W_U"]))
+        return ratios
 
-    def linear_softmax(self, i: int, ts, length: int) -> np.ndarray | None:
-        """R(t) of the linear-softmax flow on ``ts`` (None without it). The save times are
-        padded with the last one to ``length``, so one compiled solve serves every gamma; the
-        solve's steps depend on its end time, not on how many times it saves."""
-        if not self.with_linear:
-            return None
-        padded = np.concatenate([ts, np.full(length - ts.size, ts[-1])])
-        sol = ode.integrate(
-            self.linear, self.y0s[i], jnp.asarray(padded), None, rtol=1e-7, atol=1e-12
-        )
-        return self.ratio(sol.ys["W_E"][: ts.size], sol.ys["W_U"][: ts.size])
+    def linear_softmax(self, experiment) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(ts_linear, R)`` of the linear-softmax flow per gamma: on the experiment's times
+        up to its flow's escape + ``linear_after_escape``. The save times are padded with the
+        last one to ``T``, so one compiled solve serves every gamma; the solve's steps depend
+        on its end time, not on how many times it saves."""
+        ts, out = experiment.ts, []
+        for y0, run in zip(self.y0s, experiment.runs, strict=True):
+            escape = run.comparisons[FLOW].escape_time.theory
+            ts_linear = ts[ts <= escape + self.after_escape + 1e-9]
+            padded = np.concatenate([ts_linear, np.full(ts.size - ts_linear.size, ts_linear[-1])])
+            sol = ode.integrate(self.linear, y0, jnp.asarray(padded), None, rtol=1e-7, atol=1e-12)
+            n = ts_linear.size
+            out.append((ts_linear, self.ratio(sol.ys["W_E"][:n], sol.ys["W_U"][:n])))
+        return out
 
 
-def _gamma_row(ds, experiment, run, i: int, flows_: Flows, cfg: dict, key: str):
-    """One gamma: its JSON row (predicted P1-P3, semi-theoretical S1, measured M1-M3) and its
-    curves for the figure."""
-    ts, numbers = experiment.ts, ds.groups["numbers"]
-    sim, theory = run.simulation, run.theories["signature_flow_m1"]
+def _gamma_row(ds, parts: BlockParts, i: int, cfg: dict, key: str):
+    """Gamma ``i`` of a block: its JSON row (predicted P1-P3, semi-theoretical S1, measured
+    M1-M3) and its curves for the figure."""
+    experiment, flows_, measured = parts.experiment, parts.flows, parts.measured[i]
+    ts, numbers, run = experiment.ts, ds.groups["numbers"], parts.experiment.runs[i]
+    sim, theory = run.simulation, run.theories[FLOW]
     C1, C2 = _activation(cfg, key)[1]
     R_train = flows_.ratio(sim.W_E, sim.W_U)
     R_theory = flows_.ratio(theory.W_E, theory.W_U)
     guard_hit = up_crossing(ts, np.abs(theory.W_E).max(axis=(1, 2)), 1.0)
-    R_cont = flows_.continued(i, ts)
-    escape = run.comparisons["signature_flow_m1"].escape_time
-    ts_linear = ts[ts <= escape.theory + cfg["linear_after_escape"] + 1e-9]
-    R_lin = flows_.linear_softmax(i, ts_linear, ts.size)
+    R_cont = parts.continued[i]
+    escape = run.comparisons[FLOW].escape_time
+    ts_linear, R_lin = (None, None) if parts.linear is None else parts.linear[i]
     s_E0 = float(np.sqrt(np.mean(np.asarray(flows_.y0s[i]["W_E"])[numbers] ** 2)))
     c1 = 2 * C2 * (ds.L - 1) / C1
     s_star = 1 / c1  # the heuristic's onset scale C_1 / (2 C_2 (L-1))
     s_E_train = np.sqrt(np.mean(np.asarray(sim.W_E)[:, numbers] ** 2, axis=(1, 2)))
     s_E_theory = np.sqrt(np.mean(np.asarray(theory.W_E)[:, numbers] ** 2, axis=(1, 2)))
-    probe_dt = cfg["probe_dt"] if key == "main" else cfg["probe_dt_default"]
-    measured = measured_onsets(ds, sim.W_E, ts, cfg, probe_dt, record=key == "main")
     row = {
         "gamma": cfg["gammas"][i],
         "status": run.status,
@@ -749,6 +800,10 @@ def _onsets_panel(ax, main: dict, cfg: dict) -> None:
     plots.legend(ax, loc="lower right")
 
 
+#: The two activation blocks: C_2 = 5 (the onset brought earlier) and the default C_2 = 0.5.
+BLOCKS = ("main", "default")
+
+
 def run(full: bool = False, tiny: bool = False) -> Outcome:
     """The study at its one size (``full`` is accepted for the common interface); ``tiny``: the
     sizes of `TINY`. Float64 throughout, scoped to each thread of this call."""
@@ -756,17 +811,41 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     if tiny:
         cfg.update(TINY)
     with jax.enable_x64(True):
-        ds = tasks.make(cfg["task"], N=cfg["N"])
-        sigs = signatures.signature_set(ds, 1)
-    # The blocks and the lr check are independent and compile their own programs, most of
-    # their cost: on two cores at once (each thread scopes float64 itself).
+        ds, sigs = _data(cfg)
+        flows_ = {key: Flows(ds, sigs, cfg, key) for key in BLOCKS}
+    # Each piece compiles its own programs, most of its cost: the pieces run two at a time
+    # (each worker scopes float64 itself), the longest first, every piece queued after the
+    # ones it waits for, so no worker waits on a piece that has not started.
     with ThreadPoolExecutor(max_workers=2) as pool:
-        check = pool.submit(_in_x64, lr_check, ds, cfg, "main")
-        main = pool.submit(
-            _in_x64, run_activation, ds, sigs, "main", cfg, with_linear=True, check=check.result
+
+        def submit(function, *args):
+            return pool.submit(_in_x64, function, *args)
+
+        experiments = {key: submit(compare_block, ds, cfg, key) for key in BLOCKS}
+        continued = {key: submit(flows_[key].continued, block_times(cfg, key)) for key in BLOCKS}
+        linear = submit(lambda: flows_["main"].linear_softmax(experiments["main"].result()))
+        measured = {
+            key: submit(lambda k=key: measure_block(ds, experiments[k].result(), cfg, k))
+            for key in BLOCKS
+        }
+        check = submit(lr_check, ds, cfg, "main")
+    main_block, default_block = (
+        _in_x64(
+            run_activation,
+            ds,
+            cfg,
+            key,
+            BlockParts(
+                experiments[key].result(),
+                flows_[key],
+                continued[key].result(),
+                linear.result() if key == "main" else None,
+                measured[key].result(),
+                check.result() if key == "main" else None,
+            ),
         )
-        default = pool.submit(_in_x64, run_activation, ds, sigs, "default", cfg, with_linear=False)
-        main_block, default_block = main.result(), default.result()
+        for key in BLOCKS
+    )
     numbers = {
         block_key: {k: v for k, v in block.items() if k != "curves"}
         for block_key, block in (("C2_main", main_block), ("C2_default", default_block))
@@ -790,6 +869,12 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         numbers=numbers,
         config=cfg,
     )
+
+
+def _data(cfg: dict):
+    """The run's dataset and its signatures to order 1 (float64)."""
+    ds = tasks.make(cfg["task"], N=cfg["N"])
+    return ds, signatures.signature_set(ds, 1)
 
 
 def _in_x64(function, *args, **kwargs):
