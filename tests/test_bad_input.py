@@ -211,7 +211,7 @@ CLI_CASES = [
     case("theory-max-order-above-L-1", "theory add --max-order 0 2", "max_orders"),
     case("theory-max-order-negative", "theory add --max-order -1", "--max-order"),
     case("theory-theories-unknown", "theory add --theories closed_form nope", "theories"),
-    case("theory-theories-not-this-activation", "theory add --theories relu_gated_flow", "theories"),
+    case("theory-theories-not-ffn-poly", "theory add --theories relu_gated_flow", "theories"),
     case("theory-threshold-0", "theory add --threshold 0", "--threshold"),
     case("theory-threshold-negative", "theory add --threshold -1", "--threshold"),
     case("theory-snapshot-every-0", "theory add --snapshot-every 0", "--snapshot-every"),
