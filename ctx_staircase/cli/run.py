@@ -24,7 +24,7 @@ def handler(args: argparse.Namespace) -> int:
             print(f"{experiment.name:24s} {experiment.title}")
         print(
             "\nevery experiment takes --tiny: a smoke run of every stage at small sizes "
-            "(5-35 s each on 2 CPU cores; its verdicts are smoke checks)"
+            "(about 5-20 s each on 2 CPU cores; its verdicts are smoke checks)"
         )
         return 0
     name = experiments.FLAGSHIP if args.name is None else args.name
@@ -112,7 +112,7 @@ COMMAND = Command(
         flag("--list", action="store_true", help="list the experiments and exit"),
         flag("--full", action="store_true", help="the paper's sizes (for a GPU)"),
         flag("--tiny", action="store_true",
-             help="a smoke run of every stage at small sizes (5-35 s on 2 cores)"),
+             help="a smoke run of every stage at small sizes (about 5-20 s on 2 cores)"),
         flag("--text", type=Path, default=None,
              help="the UTF-8 text file lm_text needs (no default; sims/lm_text.py passes one)"),
         flag("--strict", action="store_true", help="exit 1 when a claim fails"),
