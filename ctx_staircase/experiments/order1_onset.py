@@ -296,6 +296,9 @@ def block_times(cfg: dict, key: str) -> np.ndarray:
 #: The theory P1 reads from `comparison.theory_vs_training`, the only one the study solves.
 FLOW = "signature_flow_m1"
 
+#: The two activation blocks: C_2 = 5 (the onset brought earlier) and the default C_2 = 0.5.
+BLOCKS = ("main", "default")
+
 
 def compare_block(ds, cfg: dict, key: str) -> comparison.TheoryVsTraining:
     """Block ``key``'s training and truncated flow (P1) on one grid (`block_times`): GD at
@@ -798,10 +801,6 @@ def _onsets_panel(ax, main: dict, cfg: dict) -> None:
         f"$C_2$ = {main['C2']:g}: predicted vs measured onsets",
     )
     plots.legend(ax, loc="lower right")
-
-
-#: The two activation blocks: C_2 = 5 (the onset brought earlier) and the default C_2 = 0.5.
-BLOCKS = ("main", "default")
 
 
 def run(full: bool = False, tiny: bool = False) -> Outcome:
