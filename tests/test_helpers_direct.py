@@ -13,7 +13,20 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from ctx_staircase import checkpoints, lm, lm_study, loop, measure, metrics, text
+from ctx_staircase import attention_dynamics as ad
+from ctx_staircase import (
+    checkpoints,
+    dataset,
+    flows,
+    lm,
+    lm_study,
+    loop,
+    measure,
+    metrics,
+    models,
+    text,
+    train,
+)
 
 # ============================================================================================
 # LM group: lm, lm_study, text, measure, checkpoints
@@ -913,3 +926,475 @@ def test_probe_race_onset_needs_two_coarse_samples_and_refines_the_bracket():
     early = np.r_[0.3, np.zeros(9)]  # each snapshot's gap is to its own rho_0
     assert _race(ts, early, [0.5] * 10).onset(3.0, 0.4, 2.0) == 4.0
     assert race.gap(8) == pytest.approx(0.6)
+
+
+# ============================================================================================
+# Third round: core math (attention descent, losses, flows, probes) and experiments helpers
+
+
+def _tiny_attention(n=12, L=4, V=9, seed=0):
+    """A hand data set with non-uniform weights and random attention-only parameters."""
+    rng = np.random.default_rng(seed)
+    ds = dataset.TokenDataset(
+        tokens=rng.integers(0, V, size=(n, L)),
+        labels=rng.integers(0, V, size=n),
+        vocab_size=V,
+        weights=rng.random(n) + 0.1,
+    )
+    d, d_k = 5, 3
+    shapes = {"W_E": (V, d), "W_U": (V, d), "W_Q": (d_k, d), "W_K": (d_k, d)}
+    shapes |= {"W_V": (d_k, d), "W_O": (d, d_k)}
+    params = {k: jnp.asarray(rng.normal(size=s)) for k, s in shapes.items()}
+    target = np.asarray(ds.tokens) < V // 2
+    return ds, params, target
+
+
+def _attention_loss_loops(params, ds, target):
+    """Target mass and cross-entropy of the attention-only model, sample by sample in NumPy:
+    the last position queries, ``z_s = (W_K h_s) . (W_Q h_L) / sqrt(d)``, ``z = W_U W_O W_V
+    sum_s a_s h_s``."""
+    P = {k: np.asarray(v) for k, v in params.items()}
+    d = P["W_E"].shape[1]
+    p = np.asarray(ds.weights) / np.sum(ds.weights)
+    mass = loss = 0.0
+    for n, (x, y) in enumerate(zip(ds.tokens, ds.labels, strict=True)):
+        h = P["W_E"][x]
+        z = np.array([(P["W_K"] @ h_s) @ (P["W_Q"] @ h[-1]) for h_s in h]) / np.sqrt(d)
+        a = np.exp(z - z.max()) / np.exp(z - z.max()).sum()
+        logits = P["W_U"] @ (P["W_O"] @ (P["W_V"] @ (a @ h)))
+        log_softmax = logits - logits.max() - np.log(np.exp(logits - logits.max()).sum())
+        mass += p[n] * a[target[n]].sum()
+        loss -= p[n] * log_softmax[y]
+    return mass, loss
+
+
+def test_exact_measure_is_the_target_mass_and_cross_entropy_of_the_model_by_loops():
+    """`exact_measure` against a NumPy loop over the samples (weights normalised), and its loss
+    equals `train.loss_function` of the attention-only model built with the same weights."""
+    ds, params, target = _tiny_attention()
+    mass, loss = ad.exact_measure(ds, target)(params)
+    want_mass, want_loss = _attention_loss_loops(params, ds, target)
+    assert float(mass) == pytest.approx(want_mass, rel=1e-12)
+    assert float(loss) == pytest.approx(want_loss, rel=1e-12)
+
+
+def test_descent_path_saves_refines_at_the_crossing_and_stops():
+    """A scalar 'descent' ``y -> y + steps`` measured ``A = 1/4 + y/160``: baseline 1/4,
+    threshold 1/4, so the crossing is at y = 10 and the stop (twice the threshold) at y = 20.
+    Chunks of 4 save y = 4, 8; the chunk to 12 crosses and is redone one step at a time from 8;
+    the crossing is exactly at t = 10 lr. A state going NaN at y = 14 ends the path, not ok,
+    its chunk refined like a crossing."""
+    lr = 0.5
+
+    def measure(y):
+        return 0.25 + y / 160, -2.0 * y
+
+    path = ad.descent_path(
+        lambda y, k: y + k, measure, jnp.asarray(0.0), lr=lr, t_max=30.0, save_every=4,
+        baseline=0.25, threshold=0.25,
+    )  # fmt: skip
+    steps = np.array([0, 4, 8, *range(9, 21)])
+    np.testing.assert_allclose(path.ts, lr * steps, rtol=0, atol=0)
+    np.testing.assert_allclose(path.attention, 0.25 + steps / 160, rtol=1e-15)
+    np.testing.assert_allclose(path.loss, -2.0 * steps, rtol=1e-15)
+    assert path.ok and path.departure.sign == 1 and path.departure.index == 4
+    assert path.departure.time == pytest.approx(10 * lr, rel=1e-12)
+    # a falling curve: the sign is -1; stop_after=None runs to t_max (total = 12 steps)
+    down = ad.descent_path(
+        lambda y, k: y + k, lambda y: (0.25 - y / 160, y), jnp.asarray(0.0), lr=lr, t_max=6.0,
+        save_every=5, baseline=0.25, threshold=0.25, stop_after=None,
+    )  # fmt: skip
+    np.testing.assert_allclose(down.ts, lr * np.array([0, 5, 6, 7, 8, 9, 10, 11, 12]))
+    assert down.departure.sign == -1 and down.departure.time == pytest.approx(5.0)
+
+    def blows_up(y, k):
+        return jnp.where(y + k >= 14, jnp.nan, y + k)
+
+    broken = ad.descent_path(
+        blows_up, measure, jnp.asarray(0.0), lr=lr, t_max=30.0, save_every=4, baseline=0.25,
+        threshold=0.25, stop_after=None,
+    )  # fmt: skip
+    np.testing.assert_allclose(broken.ts, lr * np.array([0, 4, 8, 9, 10, 11, 12, 13, 14]))
+    assert not broken.ok and np.isnan(broken.attention[-1]) and np.isnan(broken.loss[-1])
+    assert broken.departure.time == pytest.approx(10 * lr, rel=1e-12)
+    # a blow-up before any crossing is refined too: the chunk to 16 is redone step by step
+    slow = ad.descent_path(
+        blows_up, lambda y: (0.25 + y / 1000, y), jnp.asarray(0.0), lr=lr, t_max=30.0,
+        save_every=4, baseline=0.25, threshold=0.25,
+    )  # fmt: skip
+    np.testing.assert_allclose(slow.ts, lr * np.array([0, 4, 8, 12, 13, 14]))
+    assert not slow.ok and slow.departure.index == -1 and np.isnan(slow.departure.time)
+
+
+def test_theory_descent_is_euler_on_the_field_measured_with_the_exact_model():
+    """``integrator="euler"``: the saved states are ``k`` Euler steps ``y + lr F(y)`` of
+    `attention_field` with the tables built for ``prediction``, each measured with
+    `exact_measure`; the departure is read at the NumPy uniform mass of the target."""
+    ds, params, target = _tiny_attention(seed=1)
+    params = {k: 0.8 * v for k, v in params.items()}
+    lr, total = 0.05, 60
+    path = ad.theory_descent(
+        params, ds, target, lr=lr, t_max=total * lr, save_every=8, threshold=0.065,
+        stop_after=None,
+    )  # fmt: skip
+    tables = ad.attention_tables(ds, prediction="softmax")
+    measure = ad.exact_measure(ds, target)
+    y, by_step = dict(params), {}
+    for k in range(total + 1):
+        by_step[k] = [float(v) for v in measure(y)]
+        field = ad.attention_field(y, tables, "softmax")
+        y = {r: y[r] + lr * field[r] for r in y}
+    steps = np.rint(path.ts / lr).astype(int)
+    assert steps[-1] == total and len(steps) > total // 8 + 1  # refined near the crossing
+    np.testing.assert_allclose(path.ts, lr * steps, rtol=1e-15)
+    np.testing.assert_allclose(path.attention, [by_step[k][0] for k in steps], rtol=1e-10)
+    np.testing.assert_allclose(path.loss, [by_step[k][1] for k in steps], rtol=1e-10)
+    p = np.asarray(ds.weights) / np.sum(ds.weights)
+    baseline = float(p @ target.mean(axis=1))
+    expected = ad.departure_time(path.ts, path.attention, baseline, 0.065)
+    assert path.departure == expected and path.departure.index == 8  # falls past at step 43
+
+
+def test_loss_function_is_the_weighted_cross_entropy_of_the_models_logits():
+    """`train.loss_function` = ``sum_n p_n (logsumexp z_n - z_{n, y_n})`` with the data set's
+    normalised, non-uniform weights (a NumPy log-softmax of the model's logits)."""
+    rng = np.random.default_rng(2)
+    n, V = 10, 7
+    weights = rng.random(n) + 0.05
+    ds = dataset.TokenDataset(
+        tokens=rng.integers(0, V, size=(n, 3)), labels=rng.integers(0, V, size=n),
+        vocab_size=V, weights=weights,
+    )  # fmt: skip
+    graphdef, state = train.init_state("ffn", ds, gamma=0.3, seed=1, d=6, dtype="float64")
+    logits = np.asarray(nnx.merge(graphdef, state)(jnp.asarray(ds.tokens)), dtype=np.float64)
+    top = logits.max(axis=1, keepdims=True)
+    log_p = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    want = -np.sum(weights / weights.sum() * log_p[np.arange(n), ds.labels])
+    assert float(train.loss_function(graphdef, ds)(state)) == pytest.approx(want, rel=1e-12)
+
+
+def test_gradient_flow_is_minus_the_gradient_of_the_loss_leaf_by_leaf():
+    """`flows.gradient_flow` of a hand loss over a pytree: ``-grad``, every leaf, any t; and
+    one Euler step of it lowers the loss."""
+
+    def loss(y):
+        return jnp.sum(y["a"] ** 2 * y["b"][0]) + jnp.sum(jnp.sin(y["b"]))
+
+    y = {"a": jnp.array([1.0, -2.0, 0.5]), "b": jnp.array([0.7, -0.3])}
+    field = flows.gradient_flow(loss)(3.0, y, None)
+    np.testing.assert_allclose(field["a"], -2 * y["a"] * 0.7, rtol=1e-15)
+    want_b = -np.cos(np.asarray(y["b"])) - np.array([float(jnp.sum(y["a"] ** 2)), 0.0])
+    np.testing.assert_allclose(field["b"], want_b, rtol=1e-15)
+    step = jax.tree.map(lambda v, f: v + 1e-3 * f, y, field)
+    assert float(loss(step)) < float(loss(y))
+
+
+def _np_pearson(a, b, w):
+    a, b, w = (np.asarray(x, dtype=np.float64) for x in (a, b, w))
+    ca, cb = a - np.sum(w * a) / w.sum(), b - np.sum(w * b) / w.sum()
+    return np.sum(w * ca * cb) / np.sqrt(np.sum(w * ca**2) * np.sum(w * cb**2))
+
+
+def _np_probe_pairs(phi, v):
+    h = np.asarray(phi) @ np.asarray(v)
+    h /= np.linalg.norm(h, axis=1, keepdims=True)
+    i, j = np.triu_indices(h.shape[0], 1)
+    return (h @ h.T)[i, j]
+
+
+def test_fit_probe_recovers_a_planted_probe_and_scores_only_the_eval_pairs():
+    """S_emb the probe similarity of a planted ``v*`` on 11 of 15 pairs, noise on 4: trained on
+    7 clean pairs, the fit scores corr ~ 1, MSE ~ 0 on the 4 other clean pairs (row 0) and the
+    NumPy Pearson and MSE of its own ``v`` on the noisy pairs (row 1). With 0 steps the kept
+    restart is the draw ``init_std N(0, 1)`` (key ``split(key, 1)[0]``) of largest training
+    Pearson."""
+    rng = np.random.default_rng(5)
+    A, Vn, P = 6, 3, 4
+    phi = rng.normal(size=(A, Vn, P))
+    triangle = _np_probe_pairs(phi, rng.normal(size=P))
+    noisy = np.array([1, 4, 9, 13])
+    triangle[noisy] = rng.uniform(-1, 1, size=4)
+    clean = np.setdiff1d(np.arange(15), noisy)
+    train_w, eval_w = np.zeros((2, 15)), np.zeros((2, 15))
+    train_w[:, clean[:7]] = 1.0
+    eval_w[0, clean[7:]] = 1.0
+    eval_w[1, noisy] = 1.0
+    args = (jnp.asarray(phi), jnp.asarray(triangle), jnp.asarray(train_w), jnp.asarray(eval_w))
+    key, std = jax.random.key(3), jnp.asarray([0.5])
+    v, corr, mse = metrics.fit_probe(*args, key, std, 0.05, steps=400, restarts=3)
+    assert v[0].shape == (2, P)
+    assert float(corr[0]) > 1 - 1e-6 and float(mse[0]) < 1e-8
+    fitted = _np_probe_pairs(phi, v[0][1])
+    assert float(corr[1]) == pytest.approx(_np_pearson(fitted, triangle, eval_w[1]), rel=1e-9)
+    assert float(mse[1]) == pytest.approx(np.mean((fitted - triangle)[noisy] ** 2), rel=1e-9)
+    assert float(corr[1]) < 0.9
+    # steps = 0: the kept draw is the best of the restarts on the training pairs
+    restarts = 6
+    draws = 0.5 * np.asarray(jax.random.normal(jax.random.split(key, 1)[0], (restarts, P)))
+    scores = [_np_pearson(_np_probe_pairs(phi, d), triangle, train_w[0]) for d in draws]
+    assert np.argmax(scores) != np.argmin(scores)
+    v0, corr0, _ = metrics.fit_probe(*args, key, std, 0.05, steps=0, restarts=restarts)
+    np.testing.assert_allclose(v0[0][0], draws[np.argmax(scores)], rtol=1e-12)
+    fitted0 = _np_probe_pairs(phi, draws[np.argmax(scores)])
+    assert float(corr0[0]) == pytest.approx(_np_pearson(fitted0, triangle, eval_w[0]), rel=1e-9)
+
+
+def test_split_loss_is_the_whole_models_loss_on_the_assembled_weights():
+    """`second_escape.split_loss` of a split-unit state equals `second_escape.loss` of the whole
+    model whose held columns are the tied rows ``u_g`` (two groups: anchors and numbers),
+    ``w_lab`` on the label rows and ``w_out`` on the others, with non-uniform sample weights,
+    for ReLU and a smooth activation; the state moved off the projection so every piece
+    enters."""
+    from ctx_staircase import second_escape as se
+
+    rng = np.random.default_rng(0)
+    tokens = np.array([(a, n) for a in range(7) for n in range(3, 7)])  # 1 or 2 numbers
+    ds = dataset.TokenDataset(
+        tokens=tokens, labels=rng.choice([3, 4, 7, 8], size=28), vocab_size=10,
+        groups={"anchors": np.arange(3), "numbers": np.arange(3, 7)}, weights=rng.random(28) + 0.1,
+    )  # fmt: skip
+    u = np.array([1.0, 1.0, -1.0, 0.0, 0.0, 0.0])
+    W_E = u + 0.1 * rng.standard_normal((ds.vocab_size, 6))
+    W_U = 0.5 * rng.standard_normal((ds.vocab_size, 6))
+    for activation in ("relu", "poly:1,0.5"):
+        problem = se.plateau_problem(ds, activation)
+        layout = se.split_layout(W_E, problem)
+        assert len(layout.groups) == 2 and (layout.held.size > 0) == (activation == "relu")
+        state = se.split_state(W_E, W_U, layout, problem)
+        state = {k: v + 0.3 * rng.standard_normal(np.shape(v)) for k, v in state.items()}
+        E = np.array(W_E)
+        E[:, layout.split] = state["A"]
+        for g, ids in enumerate(layout.groups):
+            E[np.ix_(ids, layout.held)] = state["u"][g]
+        U = np.zeros_like(E)
+        U[:, layout.split] = state["B"]
+        U[np.ix_(problem.label_ids, layout.held)] = state["w_lab"]
+        U[np.ix_(problem.other_ids, layout.held)] = state["w_out"]
+        arrays = se.split_arrays(layout, problem, ds.vocab_size)
+        got = float(se.split_loss(jax.tree.map(jnp.asarray, state), arrays, activation))
+        want = float(se.loss(jnp.asarray(E), jnp.asarray(U), problem))
+        assert got == pytest.approx(want, rel=1e-12), activation
+
+
+def test_attention_departure_initial_state_is_the_seeded_float64_model_scaled_by_gamma():
+    """The attention-only model without positions at width `D`, key width `D_K`, float64, one
+    standard normal draw of seed `SEED` shared by every gamma, scaled by ``D^-gamma``."""
+    from ctx_staircase import models
+    from ctx_staircase.experiments import attention_departure as exp
+
+    ds, _, _ = _tiny_attention(n=6, L=4, V=12)
+    _, state_a = exp.initial_state(ds, 0.5)
+    graphdef, state_b = exp.initial_state(ds, 1.0)
+    weights = models.weights(nnx.merge(graphdef, state_b))
+    assert len(jax.tree.leaves(state_b)) == 6 and not np.any(weights["P"])  # no positions
+    assert weights["W_E"].shape == (12, exp.D) and weights["W_Q"].shape == (exp.D_K, exp.D)
+    leaves_a, leaves_b = jax.tree.leaves(state_a), jax.tree.leaves(state_b)
+    for a, b in zip(leaves_a, leaves_b, strict=True):
+        assert a.dtype == b.dtype == jnp.float64
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a) * exp.D**-0.5, rtol=1e-13)
+    _, seeded = train.init_state(
+        "attention", ds, gamma=1.0, seed=exp.SEED, d=exp.D, d_k=exp.D_K, positional=False,
+        dtype="float64",
+    )  # fmt: skip
+    for a, b in zip(jax.tree.leaves(seeded), leaves_b, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_regime_study_table_rows_one_row_per_claim_a_cell_per_regime():
+    """Rows keyed by (experiment, item, claim) in first-seen order; each regime's cell holds the
+    claim's verdict (pass, FAIL, vacuous, —), measured and null; a regime without a record or
+    without that claim is "missing"; kind defaults to "paper"."""
+    from ctx_staircase.experiments import regime as regimes
+    from ctx_staircase.experiments import regime_study
+
+    names = [r.name for r in regimes.ALL]
+
+    def claim(item, name, passed, null_passed=None, **extra):
+        return dict(item=item, claim=name, passed=passed, null_passed=null_passed,
+                    measured=f"{item}-{name}-{passed}", **extra)  # fmt: skip
+
+    grid = {
+        "exp_a": {
+            names[0]: {
+                "claims": [
+                    claim("x", "c1", True),
+                    claim("x", "c2", False, null="n2"),
+                    claim("z", "c1", False),
+                ]
+            },
+            names[1]: {"claims": [claim("x", "c1", True, True)]},
+            names[2]: None,
+        },
+        "exp_b": {names[3]: {"claims": [claim("y", "c1", None, kind="extra")]}},
+    }
+    rows = regime_study.table_rows(grid)
+    assert [(r["experiment"], r["item"], r["claim"], r["kind"]) for r in rows] == [
+        ("exp_a", "x", "c1", "paper"), ("exp_a", "x", "c2", "paper"), ("exp_a", "z", "c1", "paper"),
+        ("exp_b", "y", "c1", "extra"),
+    ]  # fmt: skip
+    missing = {"verdict": "missing", "measured": "", "null": ""}
+    assert list(rows[0]["cells"])[:2] == names[:2]
+    assert rows[0]["cells"][names[0]] == {"verdict": "pass", "measured": "x-c1-True", "null": ""}
+    assert rows[0]["cells"][names[1]]["verdict"] == "vacuous"
+    assert rows[1]["cells"][names[0]] == {"verdict": "FAIL", "measured": "x-c2-False", "null": "n2"}
+    assert rows[1]["cells"][names[1]] == missing
+    assert rows[2]["cells"][names[0]]["verdict"] == "FAIL" and rows[2]["cells"][names[1]] == missing
+    assert rows[3]["cells"][names[3]]["verdict"] == "—"
+    for row in rows:
+        assert set(row["cells"]) == set(names)
+        assert all(row["cells"][n] == missing for n in names[4:] + names[2:3])
+
+
+def test_train_in_regime_passes_the_regimes_config_with_the_call_overrides(monkeypatch):
+    """`common.train_in_regime`: the regime's `TrainConfig` at ``config["adam_lr"]`` for
+    ``config["epochs"]`` and ``config["snapshots"]`` (in epochs: adam_minibatch's steps are 8 per
+    epoch) unless given; the model, gamma, width and activation (or the override) of the
+    config; one lane per seed."""
+    from ctx_staircase import sweep, tasks
+    from ctx_staircase.experiments import common
+    from ctx_staircase.experiments import regime as regimes
+
+    calls = []
+    monkeypatch.setattr(sweep, "train_sweep", lambda *a, **k: calls.append((a, k)) or "done")
+    ds = tasks.make("add", N=4)
+    config = dict(model="ffn", gamma=0.7, d=8, activation="relu", epochs=6, snapshots=[0, 3, 6],
+                  adam_lr=0.02)  # fmt: skip
+    mini = regimes.Regime("adam_minibatch", "wide")
+    assert common.train_in_regime(ds, mini, config, [1, 2]) == "done"
+    (model, data, tc), kwargs = calls[-1]
+    assert model == "ffn" and data is ds
+    assert kwargs == dict(gammas=[0.7], seeds=[1, 2], d=8, activation="relu")
+    assert tc.optimizer == "adam" and tc.lr == 0.02 and tc.steps == 48
+    assert tuple(tc.snapshots) == (0, 24, 48) and tc.batch_size == 2  # ceil(16 / 8)
+    common.train_in_regime(ds, regimes.PRIMARY, config, [0], "gelu", epochs=4, snapshots=[0, 4])
+    (_, _, tc), kwargs = calls[-1]
+    assert kwargs["activation"] == "gelu" and kwargs["seeds"] == [0]
+    assert tc.optimizer == "gd" and tc.steps == 4 and tuple(tc.snapshots) == (0, 4)
+    assert tc.lr == regimes.GD_LR
+
+
+def test_minmax_data_check_scores_the_superposed_zero_order_signatures():
+    """`minmax._data_check` (the numbers of `DataFacts`): on a hand data set of 4 inputs, the
+    superposed ``phi^{y;0}`` rows counted by hand give accuracy 3/4, a tie on one input (not
+    unique, margin 0) and, without that input, the smallest top-two margin by hand."""
+    from ctx_staircase.experiments import minmax
+
+    # tokens over ids 0..3, labels 0..3; phi^{y;0}_a(nu) = P(y = nu | token a at a uniform slot)
+    tokens = np.array([[0, 1], [0, 2], [1, 2], [3, 3]])
+    labels = np.array([0, 0, 2, 3])
+    ds = dataset.TokenDataset(tokens=tokens, labels=labels, vocab_size=4)
+    phi = np.zeros((4, 4))
+    for x, y in zip(tokens, labels, strict=True):
+        for a in x:
+            phi[a, y] += 1
+    phi /= np.maximum(phi.sum(axis=1, keepdims=True), 1)
+    scores = phi[tokens].sum(axis=1)
+    top = np.sort(scores, axis=1)
+    accuracy, unique, margin = minmax._data_check(ds)
+    assert accuracy == pytest.approx(np.mean(scores.argmax(1) == labels))
+    assert margin == pytest.approx((top[:, -1] - top[:, -2]).min(), abs=1e-15)
+    assert unique == bool(np.all(top[:, -1] - top[:, -2] > 1e-12))
+    # by hand: phi_0 = (1, 0, 0, 0), phi_1 = (1/2, 0, 1/2, 0), phi_2 = (1/2, 0, 1/2, 0),
+    # phi_3 = e_3: input [1, 2] ties labels 0 and 2 (argmax 0, wrong): accuracy 3/4, margin 0
+    assert accuracy == 0.75 and not unique and margin == 0.0
+    kept = dataset.TokenDataset(tokens=tokens[[0, 1, 3]], labels=labels[[0, 1, 3]], vocab_size=4)
+    accuracy, unique, margin = minmax._data_check(kept)
+    # phi_0 = e_0, phi_1 = phi_2 = e_0: [0, 1] scores (2, 0, 0, 0), [3, 3] (0, 0, 0, 2)
+    assert accuracy == 1.0 and unique and margin == pytest.approx(2.0)
+
+
+def test_block_times_are_lr_times_the_snapshot_steps_and_the_comparisons_grid():
+    """`order1_onset.block_times`: ``lr * snapshot_steps(round(horizon / lr), round(dt / lr))``,
+    by hand (every 5 steps and the last, 62; 0.7 / 0.1 rounded to 7), and the ``ts`` of
+    `comparison.theory_vs_training` run with those settings."""
+    from ctx_staircase import comparison, tasks
+    from ctx_staircase.experiments import order1_onset
+
+    cfg = {"lr": 0.5, "horizon": {"a": 30.0, "b": 31.0}, "snapshot_dt": 2.5}
+    np.testing.assert_array_equal(order1_onset.block_times(cfg, "a"), np.arange(13) * 2.5)
+    b = order1_onset.block_times(cfg, "b")
+    np.testing.assert_array_equal(b, [*(np.arange(13) * 2.5), 31.0])
+    assert b.dtype == np.float64
+    # 0.7 / 0.1 and 0.3 / 0.1 are 6.999... and 2.999... in floating point: rounded, not cut
+    fine = {"lr": 0.1, "horizon": {"c": 0.7}, "snapshot_dt": 0.3}
+    np.testing.assert_allclose(order1_onset.block_times(fine, "c"), [0, 0.3, 0.6, 0.7], rtol=1e-15)
+    run = comparison.theory_vs_training(
+        tasks.make("add", N=4), gammas=(1.0,), max_orders=(1,), steps=62, lr=0.5,
+        snapshot_every=5, d=8, prediction="uniform", theories=["signature_flow_m1"],
+    )  # fmt: skip
+    np.testing.assert_array_equal(run.ts, b)
+
+
+def test_measured_onsets_read_m2_and_m3_after_ready_on_a_hand_trajectory(monkeypatch):
+    """`order1_onset.measured_onsets` with the alignment orders and the probe race replaced by
+    hand curves on t = 1..11: ready = first rho_0 >= 0.5 (t = 3); M2 = rho_1 - rho_0 up through 0
+    after ready (6.5; the earlier crossing at t = 1.33 ignored); M3 = the drop of rho_0 more than
+    0.25 below its running max from ready on (8.25); M1 is the race's onset from ready at
+    ``delta`` and ``probe_dt``; the curves hold the orders and the race's samples in time
+    order; ``record`` samples the coarse grid (every ``probe_dt`` from the first snapshot) from
+    t = 10."""
+    from ctx_staircase.experiments import order1_onset
+
+    ts = 1.0 + np.arange(11)
+    rho0 = np.array([0.1, 0.3, 0.6, 0.8, 0.9, 0.9, 0.85, 0.7, 0.5, 0.4, 0.3])
+    rho1 = np.array([0.0, 0.5, 0.2, 0.3, 0.5, 0.8, 0.95, 0.9, 0.9, 0.9, 0.9])
+    calls = {}
+
+    class Race:
+        def __init__(self, ds, W_E, ts_, rho0_, *, with_plain):
+            calls["init"] = (W_E, np.asarray(rho0_), with_plain)
+            self.cache = {3: (0.7, np.nan), 1: (0.2, np.nan)}
+
+        def at(self, i):
+            calls.setdefault("at", []).append(i)
+
+        def onset(self, start, delta, coarse_dt):
+            calls["onset"] = (start, delta, coarse_dt)
+            return 4.5
+
+    orders = np.stack([rho0, rho1])
+    monkeypatch.setattr(order1_onset.geometry, "alignment_orders", lambda ds, W: orders)
+    monkeypatch.setattr(order1_onset, "ProbeRace", Race)
+    cfg = {"rho0_ready": 0.5, "delta": 0.1, "rho0_drop": 0.25}
+    out = order1_onset.measured_onsets("ds", "W_E", ts, cfg, 2.0)
+    assert out["ready"] == 3.0 and out["M1_probe"] == 4.5
+    assert out["M2_frequency"] == pytest.approx(6.5, rel=1e-12)
+    assert out["M3_rho0_departure"] == pytest.approx(8.25, rel=1e-12)
+    assert calls["onset"] == (3.0, 0.1, 2.0) and "at" not in calls
+    assert calls["init"][0] == "W_E" and not calls["init"][2]
+    np.testing.assert_array_equal(calls["init"][1], rho0)
+    curves = out["curves"]
+    np.testing.assert_array_equal(curves["rho0"], rho0)
+    np.testing.assert_array_equal(curves["rho1_max_k"], rho1)
+    np.testing.assert_array_equal(curves["probe_t"], [2.0, 4.0])
+    np.testing.assert_array_equal(curves["probe_centred"], [0.2, 0.7])
+    order1_onset.measured_onsets("ds", "W_E", ts, cfg, 3.0, record=True)
+    assert calls["at"] == [9] and calls["init"][2]  # t = 1, 4, 7, 10: only 10 is >= 10
+    # never ready: no M2, no M3 (the race is asked with start None)
+    never = order1_onset.measured_onsets("ds", "W_E", ts, {**cfg, "rho0_ready": 0.95}, 2.0)
+    assert never["ready"] is None and never["M2_frequency"] is None
+    assert never["M3_rho0_departure"] is None and calls["onset"][0] is None
+
+
+def test_lm_builtin_initial_embedding_is_the_gamma_one_lane_of_the_initial_states():
+    """`lm_builtin.initial_embedding`: the ``W_E`` of lane gamma = 1 of `lm.initial_states`
+    (the draw `lm.train_lm` starts from), whichever lane that is; another seed, another draw;
+    the gamma = 0.5 lane is the same draw up to scale (cosines equal)."""
+    from ctx_staircase.experiments import lm_builtin
+
+    V = 11
+    W = lm_builtin.initial_embedding(SMALL, V, seed=4)
+    assert isinstance(W, np.ndarray) and W.shape == (V, SMALL.d)
+    states = lm.initial_states(SMALL, V, np.array([0.5, 1.0]), 4)
+    graphdef = nnx.split(lm.gpt(SMALL, V, 1.0, jax.random.key(0)))[0]
+    lanes = [
+        np.asarray(
+            models.weights(nnx.merge(graphdef, jax.tree.map(lambda x, g=g: x[g], states)))["W_E"]
+        )
+        for g in range(2)
+    ]
+    np.testing.assert_allclose(W, lanes[1], rtol=1e-6)
+    np.testing.assert_allclose(metrics.cosine_matrix(W), metrics.cosine_matrix(lanes[0]),
+                               rtol=1e-4, atol=1e-5)  # fmt: skip
+    assert not np.allclose(W, lanes[0])
+    assert not np.allclose(W, lm_builtin.initial_embedding(SMALL, V, seed=5))
