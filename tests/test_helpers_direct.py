@@ -1273,9 +1273,9 @@ def test_train_in_regime_passes_the_regimes_config_with_the_call_overrides(monke
     assert tc.lr == regimes.GD_LR
 
 
-def test_minmax_data_check_scores_the_superposed_zero_order_signatures():
-    """`minmax._data_check` (the numbers of `DataFacts`): on a hand data set of 4 inputs, the
-    superposed ``phi^{y;0}`` rows counted by hand give accuracy 3/4, a tie on one input (not
+def test_minmax_superposition_check_scores_the_superposed_zero_order_signatures():
+    """`minmax.superposition_check` (the numbers of `DataFacts`): on a hand data set of 4 inputs,
+    the superposed ``phi^{y;0}`` rows counted by hand give accuracy 3/4, a tie on one input (not
     unique, margin 0) and, without that input, the smallest top-two margin by hand."""
     from ctx_staircase.experiments import minmax
 
@@ -1290,7 +1290,7 @@ def test_minmax_data_check_scores_the_superposed_zero_order_signatures():
     phi /= np.maximum(phi.sum(axis=1, keepdims=True), 1)
     scores = phi[tokens].sum(axis=1)
     top = np.sort(scores, axis=1)
-    accuracy, unique, margin = minmax._data_check(ds)
+    accuracy, unique, margin = minmax.superposition_check(ds)
     assert accuracy == pytest.approx(np.mean(scores.argmax(1) == labels))
     assert margin == pytest.approx((top[:, -1] - top[:, -2]).min(), abs=1e-15)
     assert unique == bool(np.all(top[:, -1] - top[:, -2] > 1e-12))
@@ -1298,7 +1298,7 @@ def test_minmax_data_check_scores_the_superposed_zero_order_signatures():
     # phi_3 = e_3: input [1, 2] ties labels 0 and 2 (argmax 0, wrong): accuracy 3/4, margin 0
     assert accuracy == 0.75 and not unique and margin == 0.0
     kept = dataset.TokenDataset(tokens=tokens[[0, 1, 3]], labels=labels[[0, 1, 3]], vocab_size=4)
-    accuracy, unique, margin = minmax._data_check(kept)
+    accuracy, unique, margin = minmax.superposition_check(kept)
     # phi_0 = e_0, phi_1 = phi_2 = e_0: [0, 1] scores (2, 0, 0, 0), [3, 3] (0, 0, 0, 2)
     assert accuracy == 1.0 and unique and margin == pytest.approx(2.0)
 

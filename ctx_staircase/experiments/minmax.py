@@ -102,7 +102,7 @@ def superposition(phi0_rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return np.asarray(phi0_rows)[tokens].sum(axis=1)
 
 
-def _data_check(ds) -> tuple[float, bool, float]:
+def superposition_check(ds) -> tuple[float, bool, float]:
     """Superposition accuracy of the exact zero-order signatures of ``ds``, whether the argmax
     is unique on every input, and the smallest top-two margin."""
     scores = superposition(signatures.label_signature(ds, 0), ds.tokens)
@@ -130,7 +130,7 @@ def _readout(trajectory, ds, inputs):
 
 @dataclasses.dataclass(frozen=True)
 class DataFacts:
-    """The exact zero-order signatures' superposition on the data (`_data_check`) and on the
+    """The exact zero-order signatures' superposition on the data (`superposition_check`) and on the
     label-shuffled data: accuracy, unique argmax, smallest top-two margin, inputs ``n``."""
 
     accuracy: float
@@ -184,8 +184,8 @@ def run(
     config = _config(full, regime, quick, tiny)
     ds = regime.make("minmax", N=config["N"])
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
-    accuracy, unique, min_margin = _data_check(ds)
-    data = DataFacts(accuracy, unique, min_margin, _data_check(shuffled)[0], ds.n)
+    accuracy, unique, min_margin = superposition_check(ds)
+    data = DataFacts(accuracy, unique, min_margin, superposition_check(shuffled)[0], ds.n)
     training = _training(ds, shuffled, regime, config)
     inputs = np.unique(ds.tokens)
     phi0 = signatures.label_signature(ds, 0)  # [V, V]: every token, every label id
