@@ -333,9 +333,8 @@ def check_theory_inputs(
     activation and the prediction term; ``theories`` (None, or names among those that apply
     to the model, activation and orders, `theories.applicable`); and the memory the run
     needs (trajectories of every lane and theory, the signatures up to the order the flows
-    use: `budget.theory_bytes`)
-    against ``memory_limit`` (a `budget.memory_limit` override; default: 80% of available
-    memory).
+    use: `budget.theory_bytes`) against ``memory_limit`` (a `budget.memory_limit` override;
+    default: 80% of available memory).
     """
     from ctx_staircase import activations, flows
 
