@@ -442,6 +442,28 @@ def export_embeddings(
     return paths
 
 
+def export_lanes(
+    folder: str | os.PathLike, W_E, gammas, steps, metadata: dict[str, str] | None = None
+) -> dict[float, list[Path]]:
+    """Each lane of a sweep, ``W_E [G, S, V, d]`` with ``gammas [G]``, as its own
+    `export_embeddings` folder ``folder/gamma_{gamma:g}`` (``metadata`` plus its ``gamma``).
+    Returns each gamma's paths."""
+    W_E, gammas = np.asarray(W_E), np.asarray(gammas, dtype=np.float64)
+    if W_E.ndim != 4 or gammas.shape != (W_E.shape[0],):
+        raise ValueError(
+            f"W_E must be [G, S, V, d] with one gamma per lane; got {W_E.shape}, {gammas.shape}"
+        )
+    return {
+        float(gamma): export_embeddings(
+            Path(folder) / f"gamma_{gamma:g}",
+            lane,
+            steps,
+            {**(metadata or {}), "gamma": f"{gamma:g}"},
+        )
+        for gamma, lane in zip(gammas, W_E, strict=True)
+    }
+
+
 def export_tokens(path: str | os.PathLike, ids, tracked=None, context_length: int | None = None):
     """Write the token stream ``ids [n]`` (with the ``tracked [A]`` ids and the
     ``context_length`` when given) as the ``.npz`` that `load_tokens` reads back."""

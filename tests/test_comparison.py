@@ -563,3 +563,14 @@ def test_a_run_solves_only_the_theories_it_names():
         comparison.theory_vs_training(ds, theories=["relu_gated_flow"], **settings)
     with pytest.raises(ValueError, match="theories must name one or more"):
         comparison.theory_vs_training(ds, theories=[], **settings)
+
+
+def test_the_automatic_horizon_rounds_up_to_whole_tens_of_steps():
+    """``steps = ceil(HORIZON_MARGIN t_max / lr / 10) * 10``: 1.25 x 1.0 / 0.01 = 125 steps
+    rounds up to 130 (never down to 120, which would end before the margin); an exact multiple
+    stays; NaN lanes are ignored; a given horizon is kept."""
+    assert comparison.HORIZON_MARGIN == 1.25
+    assert comparison.horizon(np.array([1.0, np.nan]), [1.0, 1.2], 0.01, None)[0] == 130
+    assert comparison.horizon(np.array([0.8]), [1.0], 0.01, None)[0] == 100
+    assert comparison.horizon(np.array([0.001]), [1.0], 0.01, None)[0] == 10
+    assert comparison.horizon(np.array([1.0]), [1.0], 0.01, 170)[0] == 170

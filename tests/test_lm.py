@@ -884,3 +884,22 @@ def test_most_frequent_agrees_with_a_brute_force_ranking():
     for count in (1, 3, 5, 8):
         ranked = sorted(counts, key=lambda v: (-counts[v], v))[:count]
         assert lm.most_frequent(windows, 12, count).tolist() == sorted(ranked)
+
+
+def test_category_purity_looks_past_each_word_itself():
+    """Each word's nearest *other* word: two categories whose words sit each next to a word of
+    the other category give purity 0 (counting the word itself would give 1); on random
+    vectors, the share a brute-force loop over pairs of distinct words counts."""
+    crossed = {
+        "a": np.array([[1.0, 0.0], [0.0, 1.0]]),
+        "b": np.array([[1.0, 0.01], [0.01, 1.0]]),
+    }
+    assert semantics.category_purity(crossed) == 0.0
+    rng = np.random.default_rng(3)
+    groups = {name: rng.normal(size=(size, 3)) for name, size in (("a", 4), ("b", 3), ("c", 5))}
+    words = [(name, v / np.linalg.norm(v)) for name, vs in groups.items() for v in vs]
+    same = 0
+    for i, (name, v) in enumerate(words):
+        others = [(float(v @ u), other) for j, (other, u) in enumerate(words) if j != i]
+        same += max(others)[1] == name
+    assert semantics.category_purity(groups) == pytest.approx(same / len(words), abs=1e-12)

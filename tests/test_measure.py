@@ -453,3 +453,25 @@ def test_snapshot_step_is_the_last_step_named_in_the_path():
     assert checkpoints.snapshot_step("runs/step_100/checkpoint-500/model.safetensors") == 500
     assert checkpoints.snapshot_step("run_iter3/W_E_step42.npy") == 42
     assert checkpoints.snapshot_step("final/model.safetensors") is None
+
+
+def test_export_lanes_writes_each_gamma_its_own_lane(tmp_path):
+    """`checkpoints.export_lanes`: folder ``gamma_{g}`` holds lane g's snapshots, tagged with
+    its gamma and the shared metadata, and loads back bitwise; a lane count that does not
+    match the gammas is refused."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    W_E = np.arange(2 * 3 * 4 * 2, dtype=np.float32).reshape(2, 3, 4, 2)
+    written = checkpoints.export_lanes(tmp_path, W_E, [0.5, 1.0], [0, 5, 10], {"seed": "7"})
+    assert sorted(written) == [0.5, 1.0]
+    for g, (gamma, lane) in enumerate(zip(("0.5", "1"), W_E, strict=True)):
+        paths = written[float(gamma)]
+        assert [p.parent.name for p in paths] == [f"gamma_{gamma}"] * 3
+        assert [p.name for p in paths] == [f"step_{s:06d}.safetensors" for s in (0, 5, 10)]
+        for snapshot, path in zip(lane, paths, strict=True):
+            np.testing.assert_array_equal(load_file(path)["W_E"], snapshot)
+        with safe_open(paths[-1], "np") as f:
+            assert f.metadata() == {"gamma": gamma, "seed": "7", "step": "10"}, g
+    with pytest.raises(ValueError, match="one gamma per lane"):
+        checkpoints.export_lanes(tmp_path / "bad", W_E, [1.0], [0, 5, 10])

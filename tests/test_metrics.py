@@ -602,3 +602,20 @@ def test_probe_restarts_is_four_at_order_one_and_eight_above():
 def test_probe_init_std_is_the_inverse_root_of_each_context_size():
     assert metrics.probe_init_std([4, 16, 1]) == [0.5, 0.25, 1.0]
     assert metrics.probe_init_std([]) == []
+
+
+def test_pca_centres_each_column_and_projects_on_the_covariance_eigenvectors():
+    """`pca` of ``X [n, d]`` centres every feature (column) over the samples: the scores are
+    ``(X - column means) @ components.T``, the components the covariance's top eigenvectors
+    (sign: largest loading positive) and the ratios its eigenvalue shares, all by NumPy."""
+    X = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0], [3.0, 1.0]])
+    out = metrics.pca(X, k=2)
+    centred = X - X.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)
+    order = np.argsort(values)[::-1]
+    values, vectors = values[order], vectors[:, order].T
+    vectors *= np.sign(vectors[np.arange(2), np.abs(vectors).argmax(axis=1)])[:, None]
+    np.testing.assert_allclose(np.asarray(out.components), vectors, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(out.scores), centred @ vectors.T, atol=1e-12)
+    np.testing.assert_allclose(out.explained_variance_ratio, values / values.sum(), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(out.scores).mean(axis=0), 0.0, atol=1e-12)

@@ -577,3 +577,16 @@ def test_every_experiment_figure_renders_to_the_convention(tmp_path):
             assert png.stat().st_size > 1000 and pdf.stat().st_size > 1000, name
         else:
             plots.plt.close(fig)
+
+
+def test_gamma_colour_is_viridis_at_its_place_in_the_range_capped_at_nine_tenths():
+    """gamma at the bottom of `GAMMA_RANGE` is viridis(0), at the top viridis(0.9) (the cap
+    keeps the pale yellow end off a white page), halfway viridis(0.45); outside, clipped."""
+    from matplotlib import pyplot as plt
+
+    low, high = plots.GAMMA_RANGE
+    assert plots.gamma_colour(low) == plt.cm.viridis(0.0)
+    assert plots.gamma_colour(high) == plt.cm.viridis(0.9)
+    assert plots.gamma_colour((low + high) / 2) == plt.cm.viridis(0.45)
+    assert plots.gamma_colour(high + 5) == plots.gamma_colour(high)
+    assert plots.gamma_colour(low - 5) == plots.gamma_colour(low)

@@ -139,13 +139,13 @@ def _save(args, config, corpus, builtin: bool, trajectory, curves, out: Path) ->
         out / "embeddings" / "tokens.npz", corpus.train, trajectory.tracked, config.context_length
     )
     source = "builtin" if builtin else str(args.text)
-    for i, gamma in enumerate(trajectory.gammas):
-        checkpoints.export_embeddings(
-            out / "embeddings" / f"gamma_{gamma:g}",
-            trajectory.W_E[i],
-            trajectory.steps,
-            {"text": source, "gamma": f"{gamma:g}", "seed": str(args.seed)},
-        )
+    checkpoints.export_lanes(
+        out / "embeddings",
+        trajectory.W_E,
+        trajectory.gammas,
+        trajectory.steps,
+        {"text": source, "seed": str(args.seed)},
+    )
     return list(figures)
 
 
