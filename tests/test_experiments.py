@@ -233,6 +233,7 @@ REBUILT = (
     "lm_text",
     "order1_onset",
     "rb_anchor_tasks",
+    "second_plateau",
 )
 
 
@@ -621,3 +622,78 @@ def test_fig6_zero_order_claim_is_scored_on_the_early_peak(peak, at_epoch, passe
     zero_order = [c for c in claims if "early geometry is zero-order" in c.claim]
     assert len(zero_order) == len(cfg["tasks"])
     assert all(c.passed is passes for c in zero_order)
+
+
+def _rebuilt_claim(name: str, record: dict, starts: str) -> dict:
+    """The claim of ``name`` whose text starts with ``starts``, scored again from ``record``."""
+    found = [c for c in _claims_of(name)(record) if c.claim.startswith(starts)]
+    assert len(found) == 1, [c.claim for c in _claims_of(name)(record)]
+    return dataclasses.asdict(found[0])
+
+
+def test_lm_text_rise_needs_a_start_near_zero_on_either_side():
+    """The rise of rho_next is scored on |rho_next(0)|: a start of -0.5 (far from 0 below) with
+    the saved peak fails, as +0.5 does; the saved start passes."""
+    import copy
+
+    record = _saved("lm_text")
+    rise = "rho_next rises from about 0"
+    assert _rebuilt_claim("lm_text", record, rise)["passed"] is True
+    for start in (-0.5, 0.5):
+        changed = copy.deepcopy(record)
+        changed["numbers"]["summary"]["1"]["rho_next_start"] = start
+        assert _rebuilt_claim("lm_text", changed, rise)["passed"] is False, start
+
+
+def test_lm_builtin_embedding_claim_reads_the_gamma_1_embeddings():
+    """The trained-structure claim is scored on gamma = 1: giving gamma = 1 the measures of a
+    structured embedding passes it whatever gamma = 0.5 holds, and taking them away fails it."""
+    import copy
+
+    from ctx_staircase.experiments import lm_builtin
+
+    record = _saved("lm_builtin")
+    keeps = "after training (gamma = 1)"
+    good = dict(number_order=1.0, weekday_cycle=7, month_cycle=12, category_purity=1.0)
+    bad = dict(number_order=0.0, weekday_cycle=0, month_cycle=0, category_purity=0.0)
+    assert lm_builtin.EMBEDDING_ORDER_MIN <= 1.0 and lm_builtin.EMBEDDING_CYCLE_MIN <= 7
+    for one, half, passed in ((good, bad, True), (bad, good, False)):
+        changed = copy.deepcopy(record)
+        changed["numbers"]["embedding_structure"] = {"1": one, "0.5": half}
+        assert _rebuilt_claim("lm_builtin", changed, keeps)["passed"] is passed
+
+
+def test_task4_staging_compares_the_first_collapse_with_the_last_band():
+    """Collapsed first, banded later: the anchors' cosines near-uniform from snapshot 3 and
+    their order-1 band at snapshots 1 and 5 is staged (3 < 5, the last band), not refused for
+    the earlier band at 1; banded only before the collapse is not staged."""
+    import copy
+
+    record = _saved("appc_task4_orders")
+    staged = "anchor geometry: collapsed"
+    T = len(record["numbers"]["curves"]["offdiag_cos"][0])
+    collapsed = [[0.0] * 3 + [1.0] * (T - 3)]
+    for band, passed in (({1, 5}, True), ({1, 2}, False)):
+        changed = copy.deepcopy(record)
+        changed["numbers"]["curves"]["offdiag_cos"] = collapsed
+        changed["numbers"]["curves"]["S1_flat"] = [[1.0 if t in band else 0.0 for t in range(T)]]
+        assert _rebuilt_claim("appc_task4_orders", changed, staged)["passed"] is passed, band
+
+
+def test_second_plateau_null_is_each_tasks_mean_plateau_length_after_t0():
+    """The constant-plateau null predicts every cell at its task's mean measured length
+    t_1 - t_0: cells that all end at t_1 = 200 but start their plateau at t_0 = 100 or 0 have
+    lengths 100 and 200, so a constant predicts neither within 20% (null fails); read as
+    lengths from 0 they would all be 200 and the null would pass."""
+    import copy
+
+    record = copy.deepcopy(_saved("second_plateau"))
+    for name, summary in record["numbers"].items():
+        if name == "smooth":
+            continue
+        level1 = [i for i, level in enumerate(summary["level"]) if level == "L1"]
+        for j, i in enumerate(level1):
+            summary["t0"][i], summary["t1_measured"][i] = (100.0 if j % 2 else 0.0), 200.0
+    claim = _rebuilt_claim("second_plateau", record, "the split-unit flow from the training")
+    assert claim["null"].startswith("constant plateau (each task's mean measured length): 0%")
+    assert claim["null_passed"] is False

@@ -903,3 +903,46 @@ def test_category_purity_looks_past_each_word_itself():
         others = [(float(v @ u), other) for j, (other, u) in enumerate(words) if j != i]
         same += max(others)[1] == name
     assert semantics.category_purity(groups) == pytest.approx(same / len(words), abs=1e-12)
+
+
+def test_eligibility_counts_predicting_positions_only():
+    """A token is eligible when it occurs ``min_count`` times as a predicting position (module
+    docstring): every position but the stream's last. Token 5 occurs twice, once as the final
+    token, so one transition: not eligible at min_count 2; ranked by that count, ties by id."""
+    stream = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2, 3, 5, 5]
+    assert lm.eligible_tokens(stream, None, count=10, min_count=2).tolist() == [1, 2, 3, 4]
+    assert lm.eligible_tokens(stream, None, count=10, min_count=1).tolist() == [1, 2, 3, 4, 5]
+
+
+def test_lm_optimizer_is_adamw_with_b2_0_95_on_the_warmup_cosine_schedule():
+    """Three updates of `lm.optimizer` equal AdamW written out by hand (b1 0.9, b2 0.95, eps
+    1e-8, decoupled decay of matrices only) at the warm-up-cosine learning rates."""
+    import optax as _optax
+
+    config = lm.LMConfig(steps=10, snapshot_every=5, lr=0.1, warmup_fraction=0.2, min_lr_ratio=0.1)
+    params = {"W": jnp.array([[1.0, -2.0], [0.5, 3.0]]), "out_norm": jnp.array([1.0, 2.0])}
+    grads = [jax.tree.map(lambda p, k=k: jnp.sin(p * (k + 1)), params) for k in range(3)]
+    rate = _optax.warmup_cosine_decay_schedule(0.0, 0.1, 2, 10, 0.01)
+    tx = lm.optimizer(config)
+    state, got = tx.init(params), params
+    m = jax.tree.map(jnp.zeros_like, params)
+    v = jax.tree.map(jnp.zeros_like, params)
+    want = params
+    for t, g in enumerate(grads, start=1):
+        with jax.numpy_dtype_promotion("standard"):  # optax mixes its int32 count with floats
+            updates, state = tx.update(g, state, got)
+            lr = float(rate(jnp.asarray(t - 1, dtype=jnp.int32)))  # float32, as in optax
+        got = _optax.apply_updates(got, updates)
+        m = jax.tree.map(lambda m_, g_: 0.9 * m_ + 0.1 * g_, m, g)
+        v = jax.tree.map(lambda v_, g_: 0.95 * v_ + 0.05 * g_**2, v, g)
+        want = {
+            name: want[name]
+            - lr
+            * (
+                (m[name] / (1 - 0.9**t)) / (jnp.sqrt(v[name] / (1 - 0.95**t)) + 1e-8)
+                + (config.weight_decay * want[name] if name == "W" else 0.0)
+            )
+            for name in want
+        }
+    for name in params:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-14)

@@ -96,13 +96,6 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     smooth = plateau_study.compare_second_escape(
         ds, gammas=[1.0], seeds=seeds[:2], d=d, activation=SMOOTH, epochs=epochs
     ).summary()
-    regime = f"full-batch GD lr 1, V = 2 V_min, FFN d = {d}, float64, {epochs} epochs"
-    claims = [
-        _timing_claim("L1", L1_TOLERANCE, cells, regime),
-        _timing_claim("L2", L2_TOLERANCE, cells, regime),
-        _k_claim(cells, len(seeds), regime),
-        _smooth_claim(smooth, cells[name], name, seeds[:2], epochs, regime),
-    ]
     config = dict(
         tasks=[dict(name=n, task=t, params=p, geometry=g) for n, t, p, g in tasks],
         gammas=list(sizes["gammas"]),
@@ -116,7 +109,22 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     )
     if tiny:
         config["reduction"] = "tiny: mod N=20 only, d=32, gamma 1, seeds 0 and 1, 300 epochs"
-    return Outcome(claims, {"escape": _figure(cells, d)}, {**cells, "smooth": smooth}, config)
+    numbers = {**cells, "smooth": smooth}
+    return Outcome(claims(numbers, config), {"escape": _figure(cells, d)}, numbers, config)
+
+
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The claims from the run's ``numbers`` (as saved: each task's `plateau_study` summary and
+    ``"smooth"``, the smooth activation's on the first task) and its ``config``."""
+    cells = {name: summary for name, summary in numbers.items() if name != "smooth"}
+    seeds, epochs, first = config["seeds"], config["epochs"], config["tasks"][0]["name"]
+    regime = f"full-batch GD lr 1, V = 2 V_min, FFN d = {config['d']}, float64, {epochs} epochs"
+    return [
+        _timing_claim("L1", L1_TOLERANCE, cells, regime),
+        _timing_claim("L2", L2_TOLERANCE, cells, regime),
+        _k_claim(cells, len(seeds), regime),
+        _smooth_claim(numbers["smooth"], cells[first], first, seeds[:2], epochs, regime),
+    ]
 
 
 def _rows(cells: dict, level: str) -> list[dict]:
