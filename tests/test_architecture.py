@@ -211,3 +211,31 @@ def test_the_private_check_sees_planted_uses(tmp_path):
     uses = private_uses(planted, ours)
     assert len(uses) == 2 and any("t._hidden" in u for u in uses)
     assert any("ctx_staircase.metrics._x" in u for u in uses)
+
+
+def hand_scored_claims(path: Path) -> list[str]:
+    """The `Claim(...)` calls of ``path`` that set a verdict by hand: a ``passed`` or
+    ``null_passed`` keyword, or a fifth positional argument, instead of ``**scored(...)``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim":
+            by_hand = {k.arg for k in node.keywords} & {"passed", "null_passed"}
+            if by_hand or len(node.args) > 4:
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_every_claim_is_scored_by_one_criterion_on_run_and_null():
+    """ARCHITECTURE.md: every claim's verdicts come from `common.scored`, the same criterion
+    applied to the run and to its null, so the two cannot drift apart (no verdict by hand)."""
+    experiments = sorted((PACKAGE / "experiments").glob("*.py"))
+    assert [f for path in experiments for f in hand_scored_claims(path)] == []
+
+
+def test_the_claim_check_sees_verdicts_by_hand(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "Claim('a', 'b', 'c', 'd', True)\nClaim('a', 'b', 'c', 'd', null_passed=False)\n"
+        "Claim('a', 'b', 'c', 'd', **scored(f, 1, 2))\n"
+    )
+    assert hand_scored_claims(planted) == ["planted.py:1", "planted.py:2"]

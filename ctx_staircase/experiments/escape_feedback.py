@@ -145,6 +145,13 @@ def _claims(
     def within(values, tolerance) -> bool:
         return bool(np.all(np.abs(np.asarray(values) - 1) <= tolerance))
 
+    def escapes_with_training(ratios) -> bool:
+        return within(ratios, ESCAPE_RATIO)
+
+    def tracks_the_flow(case) -> bool:  # a closed form's escape against the flow's, solved
+        ratios, ok = case
+        return within(ratios, FLOW_GAP) and ok
+
     gammas = np.asarray(escape.gamma)
     late = gammas >= 0.8
     start = "initial logit scale Λ(0) = " + listed(initial)
@@ -158,24 +165,22 @@ def _claims(
             "closed form with softmax feedback predicts the escape time",
             "ratios " + listed(feedback) + f"; flow (Remark 1) {listed(linear)}",
             f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma in [{gammas.min():g}, {gammas.max():g}]",
-            within(feedback, ESCAPE_RATIO),
-            note,
+            note=note,
             kind="beyond",
             regime=regime,
             null="closed form (C3), no feedback: ratios " + listed(plain),
-            null_passed=within(plain, ESCAPE_RATIO),
+            **scored(escapes_with_training, feedback, plain),
         ),
         Claim(
             f"escape law / {name}",
             "the feedback closed form tracks the linear-softmax flow it approximates",
             "escape ratios to the flow " + listed(to_flow),
             f"|ratio - 1| <= {FLOW_GAP}, every gamma; flow solver ok",
-            within(to_flow, FLOW_GAP) and solved,
-            note,
+            note=note,
             kind="beyond",
             regime=regime,
             null="closed form (C3) to the flow: " + listed(plain_to_flow),
-            null_passed=within(plain_to_flow, FLOW_GAP),
+            **scored(tracks_the_flow, (to_flow, solved), (plain_to_flow, solved)),
         ),
     ]
 
