@@ -574,3 +574,24 @@ def test_the_automatic_horizon_rounds_up_to_whole_tens_of_steps():
     assert comparison.horizon(np.array([0.8]), [1.0], 0.01, None)[0] == 100
     assert comparison.horizon(np.array([0.001]), [1.0], 0.01, None)[0] == 10
     assert comparison.horizon(np.array([1.0]), [1.0], 0.01, 170)[0] == 170
+
+
+def test_a_fitted_escape_law_passes_through_the_mean_of_the_measured_offsets():
+    """The FFN's drawn law ``t = slope gamma + offset`` (eq. C8, `theory.ModelTheory
+    .analytic_curve`) with the analytic slope: its offset is the mean of ``t_measured - slope
+    gamma`` over every lane, so its residuals on the measured times sum to 0; and each escape
+    ratio is the theory's time over training's."""
+    ds = tasks.make("add", N=4)
+    out = comparison.theory_vs_training(
+        ds, gammas=(0.8, 1.0, 1.2), max_orders=(1,), d=8, lr=0.5, theories=["closed_form"]
+    )
+    gammas = np.asarray(out.escape.gamma)
+    slope = out.escape_slope.analytic
+    offsets = np.asarray(out.escape.simulation) - slope * gammas
+    assert np.ptp(offsets) > 1e-6  # the lanes are not exactly on the analytic slope
+    fine = np.linspace(0.5, 1.5, 5)
+    curve, _ = out.model.analytic_curve(fine, out)
+    np.testing.assert_allclose(curve, offsets.mean() + slope * fine, rtol=1e-12)
+    for run in out.runs:
+        c = run.comparisons["closed_form"]
+        assert c.escape_ratio == pytest.approx(c.escape_time.theory / c.escape_time.simulation)

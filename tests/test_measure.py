@@ -475,3 +475,27 @@ def test_export_lanes_writes_each_gamma_its_own_lane(tmp_path):
             assert f.metadata() == {"gamma": gamma, "seed": "7", "step": "10"}, g
     with pytest.raises(ValueError, match="one gamma per lane"):
         checkpoints.export_lanes(tmp_path / "bad", W_E, [1.0], [0, 5, 10])
+
+
+def test_a_text_file_of_tokens_is_read_whole(tmp_path):
+    """`checkpoints.load_tokens` on a text file: every word of it, in order, the validation
+    tail `text.prepare_corpus` splits off included (20 words: 20 ids, decoding to the text)."""
+    words = [f"w{i % 7}" for i in range(20)]
+    path = tmp_path / "text.txt"
+    path.write_text(" ".join(words))
+    stream = checkpoints.load_tokens(path)
+    assert stream.ids.shape == (20,)
+    assert [stream.token_strings[i] for i in stream.ids] == words
+
+
+def test_task_snapshots_are_probed_at_every_snapshot(tmp_path):
+    """Every snapshot of a task measurement gets its probe fit, also beyond the 8 a training
+    run's curves sample by default: 10 snapshots, 10 probe values, equal to geometry's with
+    ``probe_snapshots=10``."""
+    ds = tasks.make("add", N=10)
+    W_E = np.random.default_rng(1).normal(size=(10, ds.vocab_size, 8))
+    paths = [write_npz(tmp_path, f"step_{s}", W) for s, W in enumerate(W_E)]
+    measured = measure.measure_snapshots(ds, paths)
+    curves = geometry.alignment_curves(W_E[None], measured.steps, ds, probe_snapshots=10)
+    assert np.all(np.isfinite(measured.probe["corr"])) and len(measured.probe["corr"]) == 10
+    np.testing.assert_allclose(measured.probe["corr"], curves.probe_corr[0], atol=1e-6)

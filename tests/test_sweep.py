@@ -477,3 +477,15 @@ def test_units_cached_store_is_none_outside_caching_and_one_folder_per_spec(tmp_
             assert units.cached_store("sweep", {"a": 1}).root.parent == tmp_path / "inner"
         assert units.cached_store("sweep", {"a": 1}).root.parent == root
     assert units.cached_store("sweep", {"a": 1}) is None
+
+
+def test_a_lane_that_overflows_at_its_first_step_is_reported_diverged_at_step_0():
+    """A lane whose initial weights already overflow float32 (gamma = -40: ``d^40``) diverges at
+    step 0 and says so; its neighbour in the same sweep is "ok"."""
+    ds = tasks.make("add", N=4)
+    config = train.TrainConfig(optimizer="gd", lr=0.1, steps=3, snapshots=(0, 3))
+    result = sweep.train_sweep(
+        "ffn", ds, config, gammas=[-40.0, 1.0], seeds=[0], d=8, dtype="float32"
+    )
+    assert result.trajectory.diverged_step.tolist() == [0, -1]
+    assert result.status == ["diverged at step 0", "ok"]
