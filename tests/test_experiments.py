@@ -697,3 +697,24 @@ def test_second_plateau_null_is_each_tasks_mean_plateau_length_after_t0():
     claim = _rebuilt_claim("second_plateau", record, "the split-unit flow from the training")
     assert claim["null"].startswith("constant plateau (each task's mean measured length): 0%")
     assert claim["null_passed"] is False
+
+
+def test_fig8_epochs_to_target_counts_an_exact_hit():
+    """`fig8_role.first_epoch`: the first epoch at or above the target, an exact 0.95 included;
+    None when never reached."""
+    from ctx_staircase.experiments import fig8_role
+
+    epochs = [0, 10, 20, 30]
+    assert fig8_role.first_epoch(epochs, [0.5, 0.95, 1.0, 1.0], 0.95) == 10
+    assert fig8_role.first_epoch(epochs, [0.5, 0.94, 0.96, 0.9], 0.95) == 20
+    assert fig8_role.first_epoch(epochs, [0.5, 0.9, 0.9, 0.9], 0.95) is None
+
+
+def test_minmax_early_peak_includes_the_last_early_epoch():
+    """`minmax.early_peak`: the snapshot of the largest rho_0 up to and including
+    `EARLY_EPOCHS`; a larger value after it does not count."""
+    from ctx_staircase.experiments import minmax
+
+    steps = np.array([0, minmax.EARLY_EPOCHS // 2, minmax.EARLY_EPOCHS, 2 * minmax.EARLY_EPOCHS])
+    assert minmax.early_peak(steps, np.array([0.1, 0.5, 0.9, 0.99])) == 2
+    assert minmax.early_peak(steps, np.array([0.1, 0.7, 0.5, 0.99])) == 1

@@ -207,7 +207,7 @@ def _structure_measures(ds, runs: dict, config: dict, regime: Regime) -> dict:
             "final_accuracy": float(traj.accuracy[-1]),
             "final_loss": float(traj.loss[-1]),
             "max_accuracy": float(np.max(traj.accuracy)),
-            "epochs_to_95": _first_epoch(epochs, traj.accuracy, config["target_accuracy"]),
+            "epochs_to_95": first_epoch(epochs, traj.accuracy, config["target_accuracy"]),
             "accuracy_curve": np.asarray(traj.accuracy).round(4).tolist(),
             "loss_curve": np.asarray(traj.loss).round(4).tolist(),
         }
@@ -409,7 +409,7 @@ def _fixed_embeddings(ds, null_ds, runs: dict, config: dict, regime: Regime):
             traj, status, _ = runs[name + suffix]
             entry = {
                 "status": status,
-                "epochs_to_95": _first_epoch(
+                "epochs_to_95": first_epoch(
                     regime.epochs_of(traj.steps), traj.accuracy, config["target_accuracy"]
                 ),
                 "loss_early": float(traj.loss[early]),
@@ -595,7 +595,8 @@ def _index(config: dict, epoch: int) -> int:
     return epoch // config["snapshot_every"]
 
 
-def _first_epoch(epochs, accuracy, target: float) -> int | None:
+def first_epoch(epochs, accuracy, target: float) -> int | None:
+    """The first of ``epochs`` whose ``accuracy`` reaches ``target`` (at or above), or None."""
     hit = np.flatnonzero(np.asarray(accuracy) >= target)
     return int(np.asarray(epochs)[hit[0]]) if hit.size else None
 

@@ -170,7 +170,7 @@ class Training:
     @property
     def i_peak(self) -> int:
         """The snapshot of the largest ``rho_0`` over the early epochs."""
-        return _early_peak(self.steps, self.rho0_values)
+        return early_peak(self.steps, self.rho0_values)
 
     @property
     def i_read(self) -> int:
@@ -210,7 +210,7 @@ def run(
     )
 
 
-def _early_peak(steps: np.ndarray, rho0: np.ndarray) -> int:
+def early_peak(steps: np.ndarray, rho0: np.ndarray) -> int:
     """The snapshot of the largest ``rho_0`` over the early epochs (``steps`` in epochs)."""
     return int(np.argmax(np.where(steps <= EARLY_EPOCHS, rho0, -np.inf)))
 
@@ -236,7 +236,7 @@ def _training(ds, shuffled, regime: Regime, config: dict) -> Training:
     control_pair = np.isin(inputs[iu[0]], numbers_ids, invert=True) | np.isin(
         inputs[iu[1]], numbers_ids, invert=True
     )
-    emb_pairs = S_emb[_early_peak(steps, np.asarray(rho0.value))][iu]
+    emb_pairs = S_emb[early_peak(steps, np.asarray(rho0.value))][iu]
     return Training(
         steps=steps,
         accuracy=np.asarray(trajectory.accuracy),
