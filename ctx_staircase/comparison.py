@@ -62,6 +62,7 @@ __all__ = [
     "compare",
     "comparison_summary",
     "escape_ratio",
+    "experiment_from_summary",
     "experiment_summary",
     "flows_drive",
     "frozen_past",
@@ -700,6 +701,54 @@ def experiment_summary(experiment: TheoryVsTraining) -> dict:
         "escape_slope": experiment.escape_slope.as_json(),
         "runs": runs,
     }
+
+
+def experiment_from_summary(numbers: dict) -> TheoryVsTraining:
+    """The `TheoryVsTraining` that `experiment_summary` wrote ``numbers`` of, read back with
+    every number it saved: what claims are scored from, so they can be scored again from a
+    result file. What it does not save is None or empty: ``ts``, each run's ``simulation``
+    and ``theories``, each comparison's ``rho`` and ``logit_scale`` curves, and ``styles``."""
+    escape, slopes = dict(numbers["escape"]), dict(numbers["escape_slope"])
+    gamma, measured = escape.pop("gamma"), escape.pop("simulation")
+    measured_slope, analytic = slopes.pop("simulation"), slopes.pop("analytic")
+    coefficients = numbers["coefficients"]
+    runs = [
+        RunComparison(
+            gamma=run["gamma"],
+            status=run["status"],
+            simulation=None,
+            theories={},
+            solver={name: SolverStatus(**status) for name, status in run["solver"].items()},
+            comparisons={
+                name: Comparison(
+                    **compared
+                    | {
+                        "escape_time": TheorySimulation(**compared["escape_time"]),
+                        "onset_time": TheorySimulation(**compared["onset_time"]),
+                        "rho": None,
+                        "logit_scale": None,
+                    }
+                )
+                for name, compared in run["comparisons"].items()
+            },
+        )
+        for run in numbers["runs"]
+    ]
+    return TheoryVsTraining(
+        model=registry.model(numbers["model"]),
+        ts=None,
+        threshold=numbers["threshold"],
+        coefficients=None if coefficients is None else tuple(coefficients),
+        top_singular_value=numbers["top_singular_value"],
+        prediction=numbers["prediction"],
+        horizon=Horizon(**numbers["horizon"]),
+        notes=list(numbers["notes"]),
+        law=PlateauLaw(**numbers["law"]) if numbers["law"] else None,
+        runs=runs,
+        escape=EscapeTimes(gamma, measured, escape),
+        escape_slope=EscapeSlopes(measured_slope, slopes, analytic),
+        styles={},
+    )
 
 
 def solver_failures(experiment: TheoryVsTraining) -> list[str]:

@@ -223,6 +223,8 @@ def _claims_of(name: str):
 REBUILT = (
     "appc_task4_orders",
     "attention_departure",
+    "attention_theory",
+    "escape_feedback",
     "fig2_geometry",
     "fig4_frequency",
     "fig5_activation_order",
@@ -234,6 +236,7 @@ REBUILT = (
     "order1_onset",
     "rb_anchor_tasks",
     "second_plateau",
+    "theory_vs_training",
 )
 
 
@@ -258,6 +261,72 @@ def test_claims_scored_from_the_saved_numbers_are_the_saved_claims(name):
             assert got[key] == want[key], (want["claim"], key)
         assert got["passed"] == want["passed"], want["claim"]
         assert (got["null_passed"] is True) == (want["null_passed"] is True), want["claim"]
+
+
+def test_staircase_theory_rows_scored_from_the_saved_numbers_are_the_saved_claims():
+    from ctx_staircase.experiments import staircase
+
+    record = _saved("staircase")
+    rebuilt = [dataclasses.asdict(c) for c in staircase.theory_rows(*_numbers_config(record))]
+    assert [c["item"] for c in rebuilt] == ["theory", "theory", "§8.14"]
+    assert rebuilt == record["claims"][-len(rebuilt) :]
+
+
+def test_saved_theory_runs_read_back_as_the_records_they_were_written_from():
+    """`comparison.experiment_from_summary` inverts `experiment_summary` on every saved run."""
+    from ctx_staircase import comparison
+
+    runs = [_saved("theory_vs_training")["numbers"], _saved("staircase")["numbers"]["theory"]]
+    runs += [_saved("attention_theory")["numbers"][task] for task in ("add", "sub")]
+    runs += list(_saved("escape_feedback")["numbers"].values())
+    for numbers in runs:
+        back = comparison.experiment_summary(comparison.experiment_from_summary(numbers))
+        assert _same(back, {k: v for k, v in numbers.items() if k in back})
+
+
+def _same(a, b) -> bool:
+    """Equal, NaN equal to NaN (the saved runs have never-escaping lanes)."""
+    import json
+
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_theory_vs_training_nulls_are_recomputed_from_the_saved_escapes():
+    """The constant-escape null divides the mean measured escape by each one; the origin slope
+    is the least-squares slope through 0; the static predictor's errors are the comparisons'."""
+    from ctx_staircase import comparison
+    from ctx_staircase.experiments import theory_vs_training as tvt
+
+    numbers = _saved("theory_vs_training")["numbers"]
+    nulls = tvt.null_numbers(comparison.experiment_from_summary(numbers))
+    assert nulls == numbers["nulls"]
+    measured = np.asarray(numbers["escape"]["simulation"])
+    gammas = np.asarray(numbers["escape"]["gamma"])
+    np.testing.assert_allclose(nulls["constant_escape_ratio"], measured.mean() / measured)
+    assert nulls["origin_escape_slope"] == pytest.approx(
+        np.sum(gammas * measured) / np.sum(gammas**2)
+    )
+
+
+def _numbers_config(record: dict) -> tuple[dict, dict]:
+    return record["numbers"], record["config"]
+
+
+def test_staircase_spectrum_numbers_by_hand_and_from_the_saved_spectra():
+    """k* is the best frequency k >= 1 (the slice's offset counted back), k_best may be 0; the
+    early spectrum is the row of the early epoch."""
+    from ctx_staircase.experiments import staircase
+
+    spectrum = np.array([[0.1, 0.2, 0.3], [0.5, 0.4, 0.6], [0.9, 0.1, 0.8]])
+    got = staircase.spectrum_numbers(spectrum, [0, 10, 20], 10)
+    assert (got["k_best_late"], got["k_star_late"], got["early_epoch"]) == (0, 2, 10)
+    np.testing.assert_array_equal(got["early_spectrum"], [0.5, 0.4, 0.6])
+    numbers = _saved("staircase")["numbers"]
+    for task in ("add", "mod"):
+        n = numbers[task]
+        again = staircase.spectrum_numbers(n["spectrum"], n["steps"], n["early_epoch"])
+        assert again["k_star_late"] == n["k_star_late"] and again["k_best_late"] == n["k_best_late"]
+        np.testing.assert_array_equal(again["early_spectrum"], n["early_spectrum"])
 
 
 def _saved(name: str) -> dict:

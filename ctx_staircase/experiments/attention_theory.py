@@ -70,6 +70,18 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     return Outcome(claims, figures, numbers, config | {"seed": 0, "regime": regime})
 
 
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The claims of a saved run, scored again from its ``numbers`` per task (`comparison
+    .experiment_from_summary`) and ``config``."""
+    return [
+        claim
+        for task in config["tasks"]
+        for claim in _claims(
+            task, comparison.experiment_from_summary(numbers[task]), config["regime"]
+        )
+    ]
+
+
 def _claims(task: str, experiment: comparison.TheoryVsTraining, regime: str) -> list[Claim]:
     runs, law = experiment.runs, experiment.law
     flow = experiment.comparisons(THEORY)

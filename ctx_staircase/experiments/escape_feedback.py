@@ -110,6 +110,21 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     return Outcome(claims, figures, numbers, config | {"regime": regime})
 
 
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The claims of a saved run, scored again from its ``numbers`` per task (`comparison
+    .experiment_from_summary`) and ``config``, in the order `run` states them."""
+    tasks_ = datasets("reduction" in config)
+    regime = config["regime"]
+    scored_ = []
+    for name, ds in tasks_.items():
+        task = numbers[name]
+        experiment = comparison.experiment_from_summary(task)
+        scored_ += _claims(name, ds, experiment, task["initial_logit_scale"], regime)
+    relu = numbers["relu_add"]
+    experiment = comparison.experiment_from_summary(relu)
+    return [*scored_, _relu_claim(experiment, relu["effective_C1"], regime)]
+
+
 def _theory(ds: TokenDataset, config: dict, activation: str) -> comparison.TheoryVsTraining:
     return comparison.theory_vs_training(
         ds,

@@ -109,6 +109,13 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     )
 
 
+def theory_rows(numbers: dict, config: dict) -> list[Claim]:
+    """The flagship's theory rows of a saved run, scored again from ``numbers["theory"]``
+    (`comparison.experiment_from_summary`) and ``config``."""
+    vocab_size = PRIMARY.make("add", N=config["N"]).vocab_size
+    return _theory_claims(comparison.experiment_from_summary(numbers["theory"]), vocab_size)
+
+
 def _theory_claims(theory: comparison.TheoryVsTraining, vocab_size: int) -> list[Claim]:
     """The closed form against training on add: its weights before escape, its escape times
     and the escape-time slope (§8.14), each against its null."""
@@ -203,7 +210,6 @@ def _staircase_numbers(ds, trajectory, measured: dict, shuffled: dict) -> dict:
     ks = np.arange(0, numbers_ids.size // 2 + 1)
     spectrum = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))  # [S, K]
     steps = measured["steps"]
-    early = int(np.flatnonzero(steps == scoring.early_epoch(measured))[0])
     return {
         "N": int(numbers_ids.size),
         "steps": steps,
@@ -217,11 +223,23 @@ def _staircase_numbers(ds, trajectory, measured: dict, shuffled: dict) -> dict:
         "mean_offdiag_S_emb": measured["mean_offdiag_S_emb"],
         "spectrum": spectrum,
         "constant_ks": metrics.constant_frequencies(phi1, ks),
-        "early_epoch": int(steps[early]),
+        **spectrum_numbers(spectrum, steps, int(scoring.early_epoch(measured))),
+        "final_accuracy": float(trajectory.accuracy[-1]),
+    }
+
+
+def spectrum_numbers(spectrum, steps, early_epoch: int) -> dict:
+    """What the staircase reads of the frequency spectrum ``rho_(1),k`` ``[S, K]`` (snapshots
+    at epochs ``steps [S]``, frequencies k = 0..K-1): the ``early_epoch`` and the spectrum
+    there, and at the last snapshot the best frequency ``k_best_late`` (k = 0 included) and
+    ``k_star_late``, the best of k >= 1."""
+    spectrum = np.asarray(spectrum)
+    early = int(np.flatnonzero(np.asarray(steps) == early_epoch)[0])
+    return {
+        "early_epoch": early_epoch,
         "early_spectrum": spectrum[early],
         "k_best_late": int(np.argmax(spectrum[-1])),
         "k_star_late": int(1 + np.argmax(spectrum[-1, 1:])),
-        "final_accuracy": float(trajectory.accuracy[-1]),
     }
 
 

@@ -55,7 +55,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
     ds = tasks.make("add", N=config["N"])
     experiment = comparison.theory_vs_training(ds, **training)
-    nulls = _nulls(experiment)
+    nulls = null_numbers(experiment)
     claims = _claims(experiment, nulls, regime)
     title = f"add N={config['N']}, FFN d={config['d']}, σ(z)=z+z²/2, {regime}"
     figures = {
@@ -71,7 +71,14 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     )
 
 
-def _nulls(experiment: comparison.TheoryVsTraining) -> dict:
+def claims(numbers: dict, config: dict) -> list[Claim]:
+    """The claims of a saved run, scored again from its ``numbers`` (`comparison
+    .experiment_from_summary`; the nulls recomputed by `null_numbers`) and ``config``."""
+    experiment = comparison.experiment_from_summary(numbers)
+    return _claims(experiment, null_numbers(experiment), config["regime"])
+
+
+def null_numbers(experiment: comparison.TheoryVsTraining) -> dict:
     """The numbers of the nulls (module docstring): the static predictor ``W_E(t) = W_E(0)``,
     scored by `comparison.compare` on the window; a constant escape time, the mean measured
     one; the escape-time slope through the origin, fitted to the measured times."""
@@ -87,7 +94,7 @@ def _nulls(experiment: comparison.TheoryVsTraining) -> dict:
 
 def _claims(experiment: comparison.TheoryVsTraining, nulls: dict, regime: str) -> list[Claim]:
     """§8.13's weights before escape, the escape times of the closed form and of its feedback
-    version, and §8.14's escape-time slope, each against its null (`_nulls`)."""
+    version, and §8.14's escape-time slope, each against its null (`null_numbers`)."""
     closed = experiment.comparisons(theories.CLOSED_FORM)
     errors = [c.weight_rel_error_max for c in closed]
     ratios = [c.escape_ratio for c in closed]
