@@ -217,6 +217,8 @@ def _claims_of(name: str):
         )
     if name == "attention_departure":
         return lambda r: module.claims(r["numbers"])
+    if name == "fig3_staircase":
+        return lambda r: module.saved_claims(r["numbers"], r["config"])
     return lambda r: module.claims(r["numbers"], r["config"])
 
 
@@ -226,6 +228,8 @@ REBUILT = (
     "attention_theory",
     "escape_feedback",
     "fig2_geometry",
+    "fig2a_label_laws",
+    "fig3_staircase",
     "fig4_frequency",
     "fig5_activation_order",
     "fig6_attention",  # (a)'s claims; (b)'s need the unrounded attention curves
@@ -787,3 +791,45 @@ def test_minmax_early_peak_includes_the_last_early_epoch():
     steps = np.array([0, minmax.EARLY_EPOCHS // 2, minmax.EARLY_EPOCHS, 2 * minmax.EARLY_EPOCHS])
     assert minmax.early_peak(steps, np.array([0.1, 0.5, 0.9, 0.99])) == 2
     assert minmax.early_peak(steps, np.array([0.1, 0.7, 0.5, 0.99])) == 1
+
+
+def test_fig2a_readouts_through_the_ffn_literal_and_at_temperature_one_over_L():
+    """``W_U[X] relu(w_a)`` under softmax, at L times the logits, and without the ReLU."""
+    from ctx_staircase.experiments import fig2a_label_laws as fig2a
+
+    W_E = np.array([[0.0, 0.0], [1.0, -2.0]])  # anchor 1: relu(w_a) = (1, 0)
+    W_U = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 1.0]])
+    got = fig2a.readouts(W_E, W_U, anchor=1, X=np.array([2, 3]), L=3)
+
+    def softmax(z):
+        return np.exp(z) / np.exp(z).sum()
+
+    np.testing.assert_allclose(got["ffn"], softmax(np.array([1.0, 0.0])))
+    np.testing.assert_allclose(got["ffn_times_L"], softmax(np.array([3.0, 0.0])))
+    np.testing.assert_allclose(got["literal"], softmax(np.array([-1.0, -2.0])))
+
+
+def test_fig2a_claims_read_the_worst_seed_and_fail_when_one_seed_fails():
+    from ctx_staircase.experiments import fig2a_label_laws as fig2a
+
+    def seed(pearson, jsd):
+        match = {"pearson": pearson, "kl": 2 * jsd, "jsd": jsd}
+        return {
+            "ffn": match,
+            "ffn_vs_empirical_signature": match,
+            "literal": match,
+            "ffn_times_L": match,
+            "anchor_norm": 1.0,
+            "number_norm_mean": 1.0,
+            "final_loss": 0.1,
+            "init": {"ffn": {"pearson": 0.0, "kl": 1.0, "jsd": 0.5}, "ffn_vs_empirical_signature":
+                     {"pearson": 0.0, "kl": 1.0, "jsd": 0.5}},
+        }  # fmt: skip
+
+    good, bad = seed(0.99, 0.001), seed(0.5, fig2a.JSD_MAX * 3)
+    numbers = {"laws": {"uniform": {"runs": [good, good]}, "normal": {"runs": [good, bad]}}}
+    uniform, normal, empirical = fig2a.claims(
+        numbers, {"laws": ["uniform", "normal"], "regime": "gd-wide"}
+    )
+    assert uniform.passed and empirical.passed and not normal.passed
+    assert f"r {0.5:.3f}" in normal.measured and f"JSD {fig2a.JSD_MAX * 3:.4f}" in normal.measured

@@ -42,6 +42,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.common import scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
@@ -71,8 +72,10 @@ def _match(p, q) -> dict:
     return {"pearson": float(m.pearson), "kl": float(m.kl), "jsd": float(m.jsd)}
 
 
-def _readouts(W_E: np.ndarray, W_U: np.ndarray, anchor: int, X: np.ndarray, L: int) -> dict:
-    """The anchor's predicted law over X: through the FFN, literal, and at temperature 1/L."""
+def readouts(W_E: np.ndarray, W_U: np.ndarray, anchor: int, X: np.ndarray, L: int) -> dict:
+    """The anchor's predicted law over X (``W_E [V, d]``, ``W_U [V, d]``, ``X [K]`` -> ``[K]``
+    each): through the FFN ``softmax(W_U[X] relu(w_a))``, literal ``softmax(W_U[X] w_a)``, and
+    through the FFN at temperature 1/L, ``softmax(L W_U[X] relu(w_a))``."""
     w = np.asarray(W_E[anchor], dtype=np.float64)
     U = np.asarray(W_U[X], dtype=np.float64)
     ffn_logits = U @ np.maximum(w, 0.0)
@@ -91,7 +94,7 @@ def _passes(law: str, match: dict) -> bool:
 
 def _snapshot(traj, lane: int, index: int, p, phi0, anchor, X, L) -> dict:
     W_E, W_U = np.asarray(traj.W_E[lane, index]), np.asarray(traj.W_U[lane, index])
-    q = _readouts(W_E, W_U, anchor, X, L)
+    q = readouts(W_E, W_U, anchor, X, L)
     norms = np.linalg.norm(np.asarray(W_E, dtype=np.float64), axis=1)
     return {
         "ffn": _match(p, q["ffn"]),
@@ -168,10 +171,17 @@ def run(
             "runs": runs,
         }
 
-    claims = [_claim(law, numbers["laws"][law]["runs"], regime) for law in laws]
-    claims.append(_uniform_empirical_claim(numbers["laws"]["uniform"]["runs"], regime))
     figure = laws_figure(curves, numbers, regime, d=cfg["d"])
-    return Outcome(claims, {"panels": figure}, numbers, cfg)
+    return Outcome(claims(numbers, cfg), {"panels": figure}, numbers, cfg)
+
+
+def claims(numbers: dict, cfg: dict) -> list[Claim]:
+    """§8.4's claim per law of ``cfg["laws"]`` and the uniform law's empirical one, scored from
+    the runs' numbers (those of `run`, or of a saved record)."""
+    regime = regime_mod.parse(cfg["regime"])
+    laws = numbers["laws"]
+    scored_ = [_claim(law, laws[law]["runs"], regime) for law in cfg["laws"]]
+    return [*scored_, _uniform_empirical_claim(laws["uniform"]["runs"], regime)]
 
 
 def _claim(law: str, runs: list[dict], regime: Regime) -> Claim:

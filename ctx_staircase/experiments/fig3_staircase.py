@@ -230,6 +230,31 @@ def _summary(d: dict) -> dict:
     }
 
 
+def measured_from_summary(summary: dict) -> dict:
+    """One run's measurement as `_summary` saved it, read back under `measure`'s names (arrays
+    over the saved epochs): what the claims read."""
+    return {
+        "steps": np.asarray(summary["epochs"]),
+        "loss": np.asarray(summary["loss"]),
+        "accuracy": np.asarray(summary["accuracy"]),
+        "rho0": np.asarray(summary["rho0"]),
+        "rho0_method": summary["rho0_method"],
+        "mse0": np.asarray(summary["mse_S_emb_vs_S_sig0"]),
+        "mean_offdiag_S_emb": np.asarray(summary["mean_offdiag_S_emb"]),
+        "probe_steps": np.asarray(summary["probe_epochs"]),
+        "probe_corr": np.asarray(summary["probe_heldout_corr"]),
+        "probe_mse": np.asarray(summary["probe_heldout_mse"]),
+        "init_probe": (summary["init_probe_heldout_corr"], summary["init_probe_heldout_mse"]),
+    }
+
+
+def saved_claims(numbers: dict, cfg: dict) -> list[Claim]:
+    """The claims of a saved run, scored again from its ``numbers`` (`measured_from_summary`
+    of each ``"task/tag"``) and ``cfg``."""
+    data = {tuple(key.split("/")): measured_from_summary(s) for key, s in numbers.items()}
+    return claims(data, cfg, regime_mod.parse(cfg["regime"]))
+
+
 def claims(data: dict, cfg: dict, regime: Regime) -> list[Claim]:
     """The staircase claims (`staircase_claims`, one criterion each, shared with the flagship)."""
     N, name = cfg["N"], regime.name
