@@ -833,3 +833,28 @@ def test_fig2a_claims_read_the_worst_seed_and_fail_when_one_seed_fails():
     )
     assert uniform.passed and empirical.passed and not normal.passed
     assert f"r {0.5:.3f}" in normal.measured and f"JSD {fig2a.JSD_MAX * 3:.4f}" in normal.measured
+
+
+def test_attention_departure_loss_gap_runs_to_the_first_departure():
+    """Training departs at 5, the theory at 8, the horizon is 20: the loss gaps are taken up to
+    t = 5, the ratio is 8 / 5, and a flow that never departs has no time (None)."""
+    from ctx_staircase import attention_dynamics as ad
+    from ctx_staircase.experiments import attention_departure
+
+    ts = np.arange(0.0, 21.0)
+
+    def path(departs, loss, attention=None):
+        attention = np.full(ts.size, 0.5) if attention is None else attention
+        departure = ad.Departure(departs, 1 if np.isfinite(departs) else 0, -1)
+        return ad.Path(ts, attention, loss, True, departure)
+
+    trained = path(5.0, np.zeros(ts.size), np.linspace(0.5, 1.0, ts.size))
+    theory = path(8.0, np.where(ts <= 5, 0.1 * ts, 10.0))  # off by 0.5 at t = 5, by 10 later
+    uniform = path(np.nan, np.where(ts <= 5, 0.2, 3.0))
+    row = dict(trained=trained, theory=theory, uniform=uniform, baseline=0.5, t_max=20.0, gamma=0.6)
+    got = attention_departure.departure_numbers([row], {0.6: 12.0})["0.6"]
+    assert got["loss_gap_until"] == got["loss_gap_uniform_until"] == 5.0
+    assert got["loss_gap"] == pytest.approx(0.5) and got["loss_gap_uniform"] == pytest.approx(0.2)
+    assert got["ratio"] == pytest.approx(8 / 5) and got["uniform_prediction"] is None
+    assert got["max_rel_trained"] == pytest.approx(1.0) and got["max_rel_theory"] == 0.0
+    assert (got["trained"], got["theory"], got["plateau_A5"]) == (5.0, 8.0, 12.0)

@@ -277,7 +277,7 @@ def _run(full: bool, tiny: bool) -> Outcome:
         name: sorted((r for r in lanes if r["task"] == name), key=lambda r: r["gamma"])
         for name in tasks_
     }
-    numbers = {name: _numbers(rows, plateaus[name]) for name, rows in by_task.items()}
+    numbers = {name: departure_numbers(rows, plateaus[name]) for name, rows in by_task.items()}
     figures = {"curves": _curves_figure(by_task), "times": times_figure(numbers)}
     config["seconds_per_lane"] = {
         f"{r['task']} γ={r['gamma']:g}": round(r["seconds"], 1) for r in lanes
@@ -304,7 +304,11 @@ def _loss_gap(path: ad.Path, trained: ad.Path, until: float) -> tuple[float, flo
     return float(np.max(gap, initial=0.0)), float(common[keep][-1])
 
 
-def _numbers(rows: list[dict], plateaus: dict) -> dict:
+def departure_numbers(rows: list[dict], plateaus: dict) -> dict:
+    """Per gamma row (its trained, theory and uniform `attention_dynamics.Path`s, ``baseline``
+    attention, ``t_max`` and ``gamma``): the departure times and their ratio, the largest
+    relative attention moves, and the loss gaps of both flows to training up to the first
+    departure (or ``t_max``); ``plateaus``: the A5 plateau time per gamma."""
     out = {}
     for r in rows:
         trained, theory, uniform = r["trained"], r["theory"], r["uniform"]
