@@ -163,8 +163,8 @@ def test_crossings_reads_collapse_then_escape():
 
 
 def test_cli_second_escape_writes_the_record(tmp_path):
-    """`theory --second-escape` on mod N=20 (V = 2 V_min, d = 64): metrics.json holds one L1 and
-    one L2 row per lane, and the predicted escaping k is training's."""
+    """`theory --second-escape` on mod N=20 (V = 2 V_min, d = 64), seeds 0 and 1: metrics.json
+    holds one L1 and one L2 row per lane, and the predicted escaping k is training's."""
     import json
 
     from ctx_staircase import cli
@@ -180,6 +180,9 @@ def test_cli_second_escape_writes_the_record(tmp_path):
         "64",
         "--gamma",
         "1.0",
+        "--seeds",
+        "0",
+        "1",
         "--second-escape",
         "--steps",
         "1000",
@@ -189,10 +192,11 @@ def test_cli_second_escape_writes_the_record(tmp_path):
     assert cli.main(argv) == 0
     record = json.loads((tmp_path / "metrics.json").read_text())
     escape = record["second_escape"]
-    assert escape["level"] == ["L1", "L2"] and escape["level_rho0"] == se.LEVEL
+    assert escape["level"] == ["L1", "L1", "L2", "L2"] and escape["level_rho0"] == se.LEVEL
+    assert escape["seed"] == [0, 1, 0, 1]  # --seeds: one lane per seed, each at both levels
     for key in ("gamma", "t0", "t1_predicted", "t1_measured", "k_predicted", "rate_predicted"):
-        assert len(escape[key]) == 2, key
-    assert escape["t0"][1] == 0.0 and escape["t0"][0] > 0
+        assert len(escape[key]) == 4, key
+    assert escape["t0"][2:] == [0.0, 0.0] and min(escape["t0"][:2]) > 0
     assert all(np.isfinite(escape["t1_measured"]))
     assert escape["k_predicted"] == escape["k_measured"]
     assert all(abs(r - 1) <= 0.2 for r in escape["ratio"])
