@@ -320,11 +320,18 @@ def model_parameters(
     (`models.ModelSpec.parameters`); ValueError for a model it does not cover."""
     from ctx_staircase import models
 
+    return _parameters(model, models.Sizes(vocab_size, L, d, d_k, d_ff, positional))
+
+
+def _parameters(model: str, sizes) -> int:
+    """`model_parameters` at the `models.Sizes` ``sizes``."""
+    from ctx_staircase import models
+
     spec = models.get(model)
     if spec.parameters is None:
         counted = ", ".join(s.name for s in models.REGISTRY if s.parameters is not None)
         raise ValueError(f"model must be one of {counted}; got {model!r}")
-    return spec.parameters(models.Sizes(vocab_size, L, d, d_k, d_ff, positional))
+    return spec.parameters(sizes)
 
 
 def _snapshot_elements(V: int, d: int, L: int, groups: int, record_weights: bool) -> int:
@@ -337,31 +344,28 @@ def _lane_and_trajectory_bytes(
     ds,
     config,
     *,
-    d: int = 128,
     vocab_size: int | None = None,
     dtype="float32",
-    d_k: int = 64,
-    d_ff: int | None = None,
-    positional: bool = True,
-    **_other_model_kwargs,
+    **model_kwargs,
 ) -> tuple[int, int]:
-    """`train_lane_bytes`, and the part of it that is the recorded trajectory."""
+    """`train_lane_bytes`, and the part of it that is the recorded trajectory. Of the model
+    keywords, those of `models.Sizes` (``d, d_k, d_ff, positional``, its defaults where not
+    given) set the sizes; the others do not change memory and are ignored."""
     from ctx_staircase import models
 
     V = ds.vocab_size if vocab_size is None else int(vocab_size)
     n, L = ds.n, ds.L
     itemsize = np.dtype(dtype).itemsize
     groups = len(ds.groups)
-    params = model_parameters(
-        model, vocab_size=V, L=L, d=d, d_k=d_k, d_ff=d_ff, positional=positional
-    )
-    spec, sizes = models.get(model), models.Sizes(V, L, d, d_k, d_ff, positional)
+    given = {k: v for k, v in model_kwargs.items() if k in models.Sizes._fields[2:]}  # after V, L
+    sizes = models.Sizes(V, L, **given)
+    spec, params = models.get(model), _parameters(model, sizes)
     copies = _STEP_PARAMETER_COPIES + _STEP_OPTIMIZER_FACTOR * _OPTIMIZER_COPIES[config.optimizer]
     rows = n if config.batch_size is None else min(config.batch_size, n)
     working = max(spec.step_elements(sizes, rows), spec.record_elements(sizes, n, groups))
     data = n * (L * 4 + 4 + itemsize)
     snapshots = len(config.snapshots)
-    recorded = snapshots * _snapshot_elements(V, d, L, groups, config.record_weights)
+    recorded = snapshots * _snapshot_elements(V, sizes.d, L, groups, config.record_weights)
     lane = int(itemsize * ((1 + copies) * params + working + recorded) + data)
     return lane, itemsize * recorded
 

@@ -13,24 +13,12 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
+from helpers import small_lm_config
 
 from ctx_staircase import cli, lm, metrics, models, semantics, signatures, sweep, text
 from ctx_staircase.experiments import lm_text, verdict
 
-TINY = lm.LMConfig(
-    d=16,
-    n_layers=1,
-    n_heads=2,
-    context_length=8,
-    batch_size=4,
-    steps=12,
-    snapshot_every=4,
-    tracked=12,
-    min_count=2,
-    probe_vocabulary=12,
-    signature_windows=6,
-    validation_windows=4,
-)
+TINY = small_lm_config()
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import small_lm_config
 from safetensors.numpy import save_file
 
 from ctx_staircase import checkpoints, cli, geometry, lm, measure, signatures, tasks, text
@@ -249,10 +250,9 @@ def test_task_embedding_equal_to_its_signature_scores_one():
 
 def test_measure_on_an_lm_export_reproduces_its_rho_next(tmp_path):
     corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=600, seed=0), vocab_size=None)
-    config = lm.LMConfig(
-        steps=12, d=16, n_layers=1, n_heads=2, context_length=8, batch_size=4, snapshot_every=4,
-        tracked=30, min_count=5, signature_windows=16, validation_windows=8, probe_vocabulary=20,
-    )  # fmt: skip
+    config = small_lm_config(
+        tracked=30, min_count=5, signature_windows=16, validation_windows=8, probe_vocabulary=20
+    )
     trajectory = lm.train_lm(corpus, config, gammas=(1.0,), seed=0)
     signature = lm.lm_signatures(
         corpus.train, corpus.vocab_size, trajectory.tracked, context_length=8, probe_vocabulary=20

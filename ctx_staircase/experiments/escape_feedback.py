@@ -33,6 +33,7 @@ the feedback closed form escape with training, per gamma.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -174,26 +175,21 @@ def _claims(
         f"{start} (threshold 0.5); over γ >= 0.8: feedback {listed(feedback[late])}, "
         f"feedback/flow {listed(to_flow[late])}"
     )
+    claim = functools.partial(Claim, note=note, kind="beyond", regime=regime)
     return [
-        Claim(
+        claim(
             f"escape law / {name}",
             "closed form with softmax feedback predicts the escape time",
             "ratios " + listed(feedback) + f"; flow (Remark 1) {listed(linear)}",
             f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma in [{gammas.min():g}, {gammas.max():g}]",
-            note=note,
-            kind="beyond",
-            regime=regime,
             null="closed form (C3), no feedback: ratios " + listed(plain),
             **scored(escapes_with_training, feedback, plain),
         ),
-        Claim(
+        claim(
             f"escape law / {name}",
             "the feedback closed form tracks the linear-softmax flow it approximates",
             "escape ratios to the flow " + listed(to_flow),
             f"|ratio - 1| <= {FLOW_GAP}, every gamma; flow solver ok",
-            note=note,
-            kind="beyond",
-            regime=regime,
             null="closed form (C3) to the flow: " + listed(plain_to_flow),
             **scored(tracks_the_flow, (to_flow, solved), (plain_to_flow, solved)),
         ),
