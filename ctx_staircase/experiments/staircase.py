@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -122,43 +123,40 @@ def _theory_claims(theory: comparison.TheoryVsTraining, vocab_size: int) -> list
     closed = theory.comparisons(theories.CLOSED_FORM)
     ratios = [c.escape_ratio for c in closed]
     slopes = theory.escape_slope
-    frozen = [c.null_weight_rel_error_max for c in closed]
-    escapes = np.array([c.escape_time.simulation for c in closed])
-    constant = np.mean(escapes) / escapes  # the null's escape ratios
-    gammas_arr = np.asarray(theory.escape.gamma, dtype=np.float64)
-    through_origin = float(gammas_arr @ escapes / (gammas_arr @ gammas_arr))
-    theory_regime = f"full-batch GD lr 0.5, σ = z + z²/2, V = {vocab_size}, float64"
+    nulls = theory_claims.null_numbers(theory)  # the same nulls as theory_vs_training's
+    frozen = nulls["static_weight_rel_error_max"]
+    constant = np.asarray(nulls["constant_escape_ratio"])
+    through_origin = nulls["origin_escape_slope"]
+    claim = functools.partial(
+        Claim,
+        kind="beyond",
+        regime=f"full-batch GD lr 0.5, σ = z + z²/2, V = {vocab_size}, float64",
+    )
     return [
-        Claim(
+        claim(
             "theory",
             "closed form matches training before escape (t <= t_esc/2)",
             "max rel. error of W_E " + ", ".join(f"{c.weight_rel_error_max:.3f}" for c in closed),
             f"<= {theory_claims.WEIGHT_ERROR}",
-            kind="beyond",
-            regime=theory_regime,
             null="W_E(t) = W_E(0): max rel. error " + ", ".join(f"{e:.3f}" for e in frozen),
             **scored(theory_claims.weights_match, [c.weight_rel_error_max for c in closed], frozen),
         ),
-        Claim(
+        claim(
             "theory",
             "escape times predicted",
             "ratios " + ", ".join(f"{r:.3f}" for r in ratios),
             f"|ratio - 1| <= {theory_claims.ESCAPE_RATIO}",
-            kind="beyond",
-            regime=theory_regime,
             null="constant (mean measured escape): |ratio - 1| up to "
             + f"{np.abs(constant - 1).max():.3f}",
             **scored(theory_claims.within(theory_claims.ESCAPE_RATIO), ratios, constant),
         ),
-        Claim(
+        claim(
             "§8.14",
             "escape time linear in gamma",
             f"slope measured {slopes.simulation:.0f}, closed form "
             f"{slopes.of(theories.CLOSED_FORM):.0f}, analytic {slopes.analytic:.0f}",
             f"closed-form and analytic slopes within {100 * theory_claims.SLOPE_GAP:.0f}% of "
             "measured",
-            kind="beyond",
-            regime=theory_regime,
             null=f"t_esc ∝ γ through the origin (fitted): slope {through_origin:.0f}",
             **scored(
                 theory_claims.within(theory_claims.SLOPE_GAP),
