@@ -858,3 +858,28 @@ def test_attention_departure_loss_gap_runs_to_the_first_departure():
     assert got["ratio"] == pytest.approx(8 / 5) and got["uniform_prediction"] is None
     assert got["max_rel_trained"] == pytest.approx(1.0) and got["max_rel_theory"] == 0.0
     assert (got["trained"], got["theory"], got["plateau_A5"]) == (5.0, 8.0, 12.0)
+
+
+def test_fig4_frequency_peaks_by_hand_and_on_every_saved_seed():
+    """k* searches from K_SEARCH_MIN on (the slice's offset counted back); the overall argmax may
+    be a low frequency; each saved seed row (trained and at init) is its spectrum's peaks."""
+    from ctx_staircase.experiments import fig4_frequency as fig4
+
+    rho = np.zeros(21)
+    rho[[0, fig4.K_SEARCH_MIN + 2, 20]] = [0.9, 0.7, 0.4]
+    assert fig4.frequency_peaks(rho) == {
+        "k_star": fig4.K_SEARCH_MIN + 2,
+        "rho_k_star": 0.7,
+        "rho_k20": 0.4,
+        "argmax_all_k": 0,
+    }
+    rows = [
+        row
+        for run in _saved("fig4_frequency")["numbers"].values()
+        for row in run["seeds"] + run["init"]
+    ]
+    assert len(rows) >= 20
+    for row in rows:
+        assert fig4.frequency_peaks(row["rho_vs_k"]) == {
+            key: row[key] for key in ("k_star", "rho_k_star", "rho_k20", "argmax_all_k")
+        }

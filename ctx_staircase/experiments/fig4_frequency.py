@@ -89,20 +89,32 @@ REDUCTION = {  # what each size of run leaves out of the paper's
 # ------------------------------------------------------------------------------------------------
 
 
+def frequency_peaks(rho_vs_k) -> dict:
+    """What one seed's spectrum ``rho_(1),k`` over k = 0..K-1 (``[K]``) says: ``k_star``, the
+    best frequency from `K_SEARCH_MIN` on, its ``rho_k_star``, ``rho_k20`` at k = 20, and
+    ``argmax_all_k``, the best over every k (k = 0 included)."""
+    rho_vs_k = np.asarray(rho_vs_k)
+    k_star = K_SEARCH_MIN + int(np.argmax(rho_vs_k[K_SEARCH_MIN:]))
+    return {
+        "k_star": k_star,
+        "rho_k_star": float(rho_vs_k[k_star]),
+        "rho_k20": float(rho_vs_k[20]),
+        "argmax_all_k": int(np.argmax(rho_vs_k)),
+    }
+
+
 def _seed_rows(W, rho, h_pca, alphas, N, seed_ids) -> list[dict]:
     """Per seed at one snapshot: k*, ring fractions and PCA matches (``W`` ``[G, A, d]``,
     ``rho`` ``[G, K]``)."""
-    k_star = K_SEARCH_MIN + np.argmax(rho[:, K_SEARCH_MIN:], axis=1)
+    peaks = [frequency_peaks(r) for r in rho]
+    k_star = np.array([p["k_star"] for p in peaks])
     rows = []
     for g in range(W.shape[0]):
         scores = np.asarray(metrics.pca(W[g], k=2).scores)
         rows.append(
             {
                 "seed": int(seed_ids[g]),
-                "k_star": int(k_star[g]),
-                "rho_k_star": float(rho[g, k_star[g]]),
-                "rho_k20": float(rho[g, 20]),
-                "argmax_all_k": int(np.argmax(rho[g])),
+                **peaks[g],
                 "ring_fraction": metrics.ring_order_fraction(scores, alphas, int(k_star[g]), N),
                 "ring_fraction_argmax_all_k": metrics.ring_order_fraction(
                     scores, alphas, int(np.argmax(rho[g])), N
