@@ -883,3 +883,35 @@ def test_fig4_frequency_peaks_by_hand_and_on_every_saved_seed():
         assert fig4.frequency_peaks(row["rho_vs_k"]) == {
             key: row[key] for key in ("k_star", "rho_k_star", "rho_k20", "argmax_all_k")
         }
+
+
+def test_fig6_label_entropy_weighs_the_samples():
+    from ctx_staircase.dataset import TokenDataset
+    from ctx_staircase.experiments import fig6_attention as fig6
+
+    tokens = np.array([[0, 1], [1, 2], [2, 0], [0, 0]])
+    uniform = TokenDataset(tokens, np.array([0, 0, 1, 1]), 3)
+    assert fig6.label_entropy(uniform) == pytest.approx(np.log(2))
+    weighted = TokenDataset(tokens, np.array([0, 0, 1, 1]), 3, weights=np.array([3, 3, 1, 1.0]))
+    assert fig6.label_entropy(weighted) == pytest.approx(
+        -(0.75 * np.log(0.75) + 0.25 * np.log(0.25))
+    )
+
+
+def test_fig6_finite_prefix_stops_before_divergence_at_a_loss_no_worse_than_the_start():
+    """All finite: every snapshot. Diverged at snapshot 4: back from 4 to the last snapshot
+    whose loss is at most the initial one (1.2 > 1.0 at 3 and 2 is dropped, 0.8 at 1 kept)."""
+    from types import SimpleNamespace
+
+    from ctx_staircase.experiments import fig6_attention as fig6
+
+    loss = np.array([[1.0, 0.8, 1.1, 1.2, np.nan, np.nan], [1.0, 0.9, 0.8, 0.7, 0.6, 0.5]])
+    W_E = np.ones((2, 6, 3, 2))
+    W_E[1, 5, 0, 0] = np.inf  # lane 1: the loss is finite but the weights overflowed at 5
+    traj = SimpleNamespace(loss=loss, W_E=W_E)
+    assert fig6.finite_prefix(traj, 0) == 2
+    assert fig6.finite_prefix(traj, 1) == 5
+    traj.W_E[1, 5, 0, 0] = 1.0
+    assert fig6.finite_prefix(traj, 1) == 6
+    at_start = SimpleNamespace(loss=np.array([[1.0, 0.8, 1.0, np.nan]]), W_E=np.ones((1, 4, 3, 2)))
+    assert fig6.finite_prefix(at_start, 0) == 3  # a loss equal to the initial one is kept

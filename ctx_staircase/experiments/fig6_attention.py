@@ -228,7 +228,7 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
     return claims
 
 
-def _label_entropy(ds) -> float:
+def label_entropy(ds) -> float:
     """Entropy of the (weighted) label marginal: the loss once only the marginal is fitted."""
     weights = np.ones(ds.n) if ds.weights is None else np.asarray(ds.weights, dtype=float)
     p = np.bincount(ds.labels, weights=weights) / weights.sum()
@@ -236,7 +236,7 @@ def _label_entropy(ds) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def _finite_prefix(traj, lane: int) -> int:
+def finite_prefix(traj, lane: int) -> int:
     """How many leading snapshots of ``lane`` to score: all of them, unless it diverged; then up
     to the last one before the divergence whose loss is at most the initial (uniform-prediction)
     loss."""
@@ -308,7 +308,7 @@ def _arithmetic_task(setup: ArithmeticSetup, config: dict, regime: Regime, ds, r
     primary = setup.gammas.index(setup.primary_gamma)
     constant_k = metrics.constant_frequencies(within, ks)
     numbers = {
-        "label_entropy": _label_entropy(ds),
+        "label_entropy": label_entropy(ds),
         "epochs": steps.tolist(),
         "rho0_method": lanes[primary][0].rho0_method,
         "frequencies": ks.tolist(),
@@ -343,7 +343,7 @@ def _lane_measures(ds, result, lane: int, steps, signature, setup: ArithmeticSet
     alphas, within, phi1, ks = signature
     traj = result.trajectory
     i_early = int(np.searchsorted(steps, setup.early_epoch))
-    n_ok = _finite_prefix(traj, lane)
+    n_ok = finite_prefix(traj, lane)
     curves = geometry.alignment_curves(
         traj.W_E[lane : lane + 1, :n_ok], steps[:n_ok], ds, probe_snapshots=0
     )
@@ -626,7 +626,7 @@ def _task3(setup: Task3Setup, config: dict, regime: Regime, ds, result):
 
 
 def _task3_measures(ds, result, regime: Regime) -> Task3Measures:
-    n_ok = _finite_prefix(result.trajectory, 0)
+    n_ok = finite_prefix(result.trajectory, 0)
     traj = result.lane(0)
     anchors, noise = ds.groups["anchors"], ds.groups["noise"]
     return Task3Measures(
