@@ -915,3 +915,35 @@ def test_fig6_finite_prefix_stops_before_divergence_at_a_loss_no_worse_than_the_
     assert fig6.finite_prefix(traj, 1) == 6
     at_start = SimpleNamespace(loss=np.array([[1.0, 0.8, 1.0, np.nan]]), W_E=np.ones((1, 4, 3, 2)))
     assert fig6.finite_prefix(at_start, 0) == 3  # a loss equal to the initial one is kept
+
+
+CONFIGURED = (
+    "appc_task4_orders",
+    "fig2_geometry",
+    "fig4_frequency",
+    "fig5_activation_order",
+    "fig9_modulus",
+    "minmax",
+)
+
+
+@pytest.mark.parametrize("name", CONFIGURED)
+def test_the_saved_records_were_run_with_the_configuration_the_code_gives(name):
+    """Every saved record of ``name`` (the full-size one and each regime-study run): the
+    configuration `run_config` gives for its options is the one it recorded, key by key."""
+    import importlib
+    from pathlib import Path
+
+    from ctx_staircase import results
+
+    module = importlib.import_module(f"ctx_staircase.experiments.{name}")
+    saved = Path(__file__).resolve().parents[1] / "sims" / "results"
+    paths = [saved / f"{name}.json", *sorted((saved / "regimes").glob(f"{name}__*.json"))]
+    records = [results.read_json(p) for p in paths if p.is_file()]
+    if not records:
+        pytest.skip(f"no saved record of {name}")
+    for record in records:
+        options = dict(full=record["full"], quick=record["quick"], tiny=record["tiny"])
+        config = module.run_config(regime=regimes.parse(record["regime"]), **options)
+        config = results.loads(results.dumps(config))  # tuples as the JSON's lists
+        assert config == {key: record["config"][key] for key in config}, record["regime"]

@@ -82,7 +82,11 @@ REDUCTION = {  # what each size of run leaves out of the paper's
 }
 
 
-def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
+    ``tiny``, as `run` takes them)."""
     dense = list(range(0, 1001, 25))
     sparse = [0, 5, 10, 15, 20, 30, 40, 50, 75, 100, 125, 150, 175, 200, 250, 300, 400, 500,
               600, 700, 800, 900, 1000]  # fmt: skip
@@ -189,7 +193,7 @@ def _flat_cosines(phi: np.ndarray) -> np.ndarray:
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
-    config = _config(full, regime, quick, tiny)
+    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     ds = _task(config, regime)
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
     anchors = ds.groups["anchors"]

@@ -94,7 +94,11 @@ def _geometry(task: str, W, S_emb, alphas, N: int) -> tuple[dict, metrics.PCA]:
     return entry, emb_pca
 
 
-def _config(full: bool, regime: Regime, quick: bool, tiny: bool) -> dict:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
+    ``tiny``, as `run` takes them)."""
     N, d, n_epochs, snapshots = TINY if tiny else (20, 128, EPOCHS, SNAPSHOTS)
     shared = tasks.make("mul", N=N).vocab_size  # V_min(mul): the wide regimes use 2x this
     return dict(
@@ -132,7 +136,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool) -> dict:
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
-    cfg = _config(full, regime, quick, tiny)
+    cfg = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     numbers, panels = {}, {}
     for task in TASKS:
         numbers[task], panels[task] = _task_run(task, cfg, regime)

@@ -175,7 +175,11 @@ def _analyse(ds, result, config, regime: Regime) -> dict:
     }
 
 
-def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
+    ``tiny``, as `run` takes them)."""
     epochs = TINY_EPOCHS if tiny else 1200 if full else 1000
     seeds = list(range(2 if tiny else 3 if quick else 10))
     snapshots = (
@@ -210,7 +214,7 @@ def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
-    config = _config(full, regime, quick, tiny)
+    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     runs = [
         ("add", config["activation"], config["seeds"]),
         ("mod", config["activation"], config["seeds"]),

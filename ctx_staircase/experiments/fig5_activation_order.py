@@ -76,7 +76,11 @@ PAPER_N = 50  # the paper's size (full=True)
 TINY = dict(N=4, Ls=[2], Ks=[1, 2], d=32, epochs=200, long_gd_epochs=400, long_gd_cells=[(2, 2)])
 
 
-def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
+    ``tiny``, as `run` takes them)."""
     quick = quick and not tiny
     Ls = TINY["Ls"] if tiny else [2, 3] if quick else [2, 3, 4]
     return dict(
@@ -186,7 +190,7 @@ def _jobs(config: dict, regime: Regime) -> list[tuple]:
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
-    config = _config(full, regime, quick, tiny)
+    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     jobs = _jobs(config, regime)
     # one compiled run per cell, compilation-bound: two at a time use both cores
     with ThreadPoolExecutor(max_workers=CELL_THREADS) as pool:

@@ -79,7 +79,11 @@ REDUCTION = {  # what each size of run leaves out of the paper's
 }
 
 
-def _config(full: bool, quick: bool, regime: Regime, tiny: bool = False) -> dict:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
+    ``tiny``, as `run` takes them)."""
     quick = quick and not tiny
     return dict(
         task="modulus",
@@ -286,7 +290,7 @@ def _speed_numbers(speeds: Speeds) -> dict:
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
-    config = _config(full, quick, regime, tiny)
+    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     with ThreadPoolExecutor(max_workers=2) as pool:
         trained = list(pool.map(lambda M: _modulus_run(M, config, regime), config["Ms"]))
     per_M = {str(M): entry for M, (entry, _) in zip(config["Ms"], trained, strict=True)}

@@ -74,7 +74,11 @@ REDUCTION = {  # what each size of run leaves out of the paper's
 }
 
 
-def _config(full: bool, regime: Regime, quick: bool, tiny: bool = False) -> dict:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
+    ``tiny``, as `run` takes them)."""
     ffn = paper_ffn(ADAM_LR)
     if tiny:
         ffn["d"] = TINY_D
@@ -181,7 +185,7 @@ class Training:
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
-    config = _config(full, regime, quick, tiny)
+    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     ds = regime.make("minmax", N=config["N"])
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
     accuracy, unique, min_margin = superposition_check(ds)
