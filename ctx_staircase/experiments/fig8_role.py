@@ -94,8 +94,23 @@ TINY = dict(epochs=100, snapshot_every=5, early_epoch=10)
 def run(
     full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
 ) -> Outcome:
+    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
+    ds = regime.make("mod", N=config["N"])
+    null_ds = shuffled_labels(ds, seed=0, unordered=True)
+    runs = _train(ds, null_ds, config, regime)
+    parts = {
+        "structure": _structure(ds, runs, config, regime),
+        "fixed_embeddings": _fixed_embeddings(ds, null_ds, runs, config, regime),
+    }
+    return joined_outcome(parts, config, regime.name)
+
+
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options (``full`` changes nothing)."""
     quick = quick and not tiny
-    config = dict(
+    return dict(
         task="mod",
         N=40,
         L=2,
@@ -121,14 +136,6 @@ def run(
         ),
         **regime.describe(),
     )
-    ds = regime.make("mod", N=config["N"])
-    null_ds = shuffled_labels(ds, seed=0, unordered=True)
-    runs = _train(ds, null_ds, config, regime)
-    parts = {
-        "structure": _structure(ds, runs, config, regime),
-        "fixed_embeddings": _fixed_embeddings(ds, null_ds, runs, config, regime),
-    }
-    return joined_outcome(parts, config, regime.name)
 
 
 def _train(ds, null_ds, config: dict, regime: Regime) -> dict:

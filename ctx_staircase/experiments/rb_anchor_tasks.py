@@ -79,7 +79,8 @@ REGIME = "one-layer transformer, AdamW lr 1e-3 (wd 0.01), batch 200, minimal V"
 TINY = dict(n=400, steps=60, snapshots=11)
 
 
-def _config(full: bool, tiny: bool) -> dict:
+def run_config(*, full: bool = False, tiny: bool = False) -> dict:
+    """The configuration `run` records for these options."""
     return dict(
         task="rb_anchor",
         L=3,
@@ -146,7 +147,7 @@ def _train(config: dict, gammas, memory_labels: str = "uniform"):
 
 
 def run(full: bool = False, tiny: bool = False) -> Outcome:
-    config = _config(full, tiny)
+    config = run_config(full=full, tiny=tiny)
     ds, result = _train(config, config["gammas"])
     _, local_result = _train(config, (0.8,), memory_labels=config["memory_labels_control"])
     i_early = _early_index(config)

@@ -96,12 +96,20 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     smooth = plateau_study.compare_second_escape(
         ds, gammas=[1.0], seeds=seeds[:2], d=d, activation=SMOOTH, epochs=epochs
     ).summary()
+    config = run_config(full=full, tiny=tiny)
+    numbers = {**cells, "smooth": smooth}
+    return Outcome(claims(numbers, config), {"escape": _figure(cells, d)}, numbers, config)
+
+
+def run_config(*, full: bool = False, tiny: bool = False) -> dict:
+    """The configuration `run` records (``full`` changes nothing)."""
+    sizes = TINY if tiny else SIZES
     config = dict(
-        tasks=[dict(name=n, task=t, params=p, geometry=g) for n, t, p, g in tasks],
+        tasks=[dict(name=n, task=t, params=p, geometry=g) for n, t, p, g in sizes["tasks"]],
         gammas=list(sizes["gammas"]),
-        seeds=list(seeds),
-        epochs=epochs,
-        d=d,
+        seeds=list(sizes["seeds"]),
+        epochs=sizes["epochs"],
+        d=sizes["d"],
         activation="relu",
         smooth_control=SMOOTH,
         **PRIMARY.describe(optimizer="gd", lr=1.0),
@@ -109,8 +117,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     )
     if tiny:
         config["reduction"] = "tiny: mod N=20 only, d=32, gamma 1, seeds 0 and 1, 300 epochs"
-    numbers = {**cells, "smooth": smooth}
-    return Outcome(claims(numbers, config), {"escape": _figure(cells, d)}, numbers, config)
+    return config
 
 
 def claims(numbers: dict, config: dict) -> list[Claim]:
