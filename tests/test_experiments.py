@@ -920,11 +920,14 @@ def test_fig6_finite_prefix_stops_before_divergence_at_a_loss_no_worse_than_the_
 CONFIGURED = (
     "appc_task4_orders",
     "fig2_geometry",
+    "fig2a_label_laws",
+    "fig3_staircase",
     "fig4_frequency",
     "fig5_activation_order",
     "fig8_role",
     "fig9_modulus",
     "minmax",
+    "order1_onset",
     "rb_anchor_tasks",
     "second_plateau",
 )

@@ -107,11 +107,12 @@ def _snapshot(traj, lane: int, index: int, p, phi0, anchor, X, L) -> dict:
     }
 
 
-def run(
-    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
-) -> Outcome:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options."""
     laws = QUICK_LAWS if quick or tiny else LAWS
-    cfg = dict(
+    return dict(
         task="label_law",
         laws=list(laws),
         anchor=100,
@@ -131,9 +132,15 @@ def run(
         reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
     )
+
+
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    cfg = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     numbers: dict = {"laws": {}}
     curves: dict = {}
-    for law in laws:
+    for law in cfg["laws"]:
         ds = regime.make(
             "label_law",
             law=law,

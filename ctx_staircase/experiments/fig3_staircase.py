@@ -145,9 +145,10 @@ def measure(sig: dict, trajectory, regime: Regime, cfg: dict) -> dict:
     }
 
 
-def run(
-    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
-) -> Outcome:
+def run_config(
+    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> dict:
+    """The configuration `run` records for these options."""
     sizes = (
         TINY
         if tiny
@@ -161,7 +162,7 @@ def run(
             late=LATE,
         )
     )
-    cfg = dict(
+    return dict(
         tasks=list(TASKS),
         N=sizes["N"],
         model="ffn",
@@ -186,6 +187,12 @@ def run(
         reduction=REDUCTION[size(tiny, quick)],
         **regime.describe(),
     )
+
+
+def run(
+    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
+) -> Outcome:
+    cfg = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     data: dict = {}
     for task in TASKS:
         ds = regime.make(task, N=cfg["N"])

@@ -808,9 +808,7 @@ def _onsets_panel(ax, main: dict, cfg: dict) -> None:
 def run(full: bool = False, tiny: bool = False) -> Outcome:
     """The study at its one size (``full`` is accepted for the common interface); ``tiny``: the
     sizes of `TINY`. Float64 throughout, scoped to each thread of this call."""
-    cfg = dict(CONFIG)
-    if tiny:
-        cfg.update(TINY)
+    cfg = run_config(full=full, tiny=tiny)
     with jax.enable_x64(True):
         ds, sigs = _data(cfg)
         flows_ = {key: Flows(ds, sigs, cfg, key) for key in BLOCKS}
@@ -870,6 +868,12 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         numbers=numbers,
         config=cfg,
     )
+
+
+def run_config(*, full: bool = False, tiny: bool = False) -> dict:
+    """The configuration `run` records: `CONFIG`, with `TINY`'s sizes when ``tiny`` (``full``
+    changes nothing)."""
+    return CONFIG | TINY if tiny else dict(CONFIG)
 
 
 def _data(cfg: dict):
