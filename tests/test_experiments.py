@@ -247,24 +247,34 @@ REBUILT = (
 @pytest.mark.parametrize("name", REBUILT)
 def test_claims_scored_from_the_saved_numbers_are_the_saved_claims(name):
     """Each claim is a criterion scored on the run's numbers and on its null's: scored again from
-    the full-size record in sims/results they give its verdicts and texts. ("The null passes" is
-    what a verdict reads of ``null_passed``: a null with no verdict and one that fails agree.)"""
+    each saved record in sims/results (the full-size one and the regime study's) they give its
+    verdicts and texts, so no record keeps a verdict of a criterion since changed. ("The null
+    passes" is what a verdict reads of ``null_passed``: a null with no verdict and one that
+    fails agree.)"""
+    for record in _records(name):
+        rebuilt = [dataclasses.asdict(c) for c in _claims_of(name)(record)]
+        saved = record["claims"][: len(rebuilt)]
+        assert len(rebuilt) == len(saved) > 0
+        where = record["regime"], record["quick"]
+        for got, want in zip(rebuilt, saved, strict=True):
+            for key in ("item", "claim", "measured", "criterion", "note", "kind", "regime", "null"):
+                assert got[key] == want[key], (want["claim"], key, where)
+            assert got["passed"] == want["passed"], (want["claim"], where)
+            assert (got["null_passed"] is True) == (want["null_passed"] is True), want["claim"]
+
+
+def _records(name: str) -> list[dict]:
+    """Every saved record of ``name``: sims/results/NAME.json and the regime study's runs."""
     from pathlib import Path
 
     from ctx_staircase import results
 
-    path = Path(__file__).resolve().parents[1] / "sims" / "results" / f"{name}.json"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
-    record = results.read_json(path)
-    rebuilt = [dataclasses.asdict(c) for c in _claims_of(name)(record)]
-    saved = record["claims"][: len(rebuilt)]
-    assert len(rebuilt) == len(saved) > 0
-    for got, want in zip(rebuilt, saved, strict=True):
-        for key in ("item", "claim", "measured", "criterion", "note", "kind", "regime", "null"):
-            assert got[key] == want[key], (want["claim"], key)
-        assert got["passed"] == want["passed"], want["claim"]
-        assert (got["null_passed"] is True) == (want["null_passed"] is True), want["claim"]
+    saved = Path(__file__).resolve().parents[1] / "sims" / "results"
+    paths = [saved / f"{name}.json", *sorted((saved / "regimes").glob(f"{name}__*.json"))]
+    records = [results.read_json(p) for p in paths if p.is_file()]
+    if not records:
+        pytest.skip(f"no saved record of {name}")
+    return records
 
 
 def test_staircase_theory_rows_scored_from_the_saved_numbers_are_the_saved_claims():
@@ -938,17 +948,11 @@ def test_the_saved_records_were_run_with_the_configuration_the_code_gives(name):
     """Every saved record of ``name`` (the full-size one and each regime-study run): the
     configuration `run_config` gives for its options is the one it recorded, key by key."""
     import importlib
-    from pathlib import Path
 
     from ctx_staircase import experiments, results
 
     module = importlib.import_module(f"ctx_staircase.experiments.{name}")
-    saved = Path(__file__).resolve().parents[1] / "sims" / "results"
-    paths = [saved / f"{name}.json", *sorted((saved / "regimes").glob(f"{name}__*.json"))]
-    records = [results.read_json(p) for p in paths if p.is_file()]
-    if not records:
-        pytest.skip(f"no saved record of {name}")
-    for record in records:
+    for record in _records(name):
         options = dict(full=record["full"], tiny=record["tiny"])
         if experiments.get(name).regimes:
             options.update(regime=regimes.parse(record["regime"]), quick=record["quick"])

@@ -96,21 +96,8 @@ def run(full: bool = False, root: str | Path = "sims", tiny: bool = False) -> Ou
             grid[name] = {r.name: tiny_unit(name, r) for r in regimes.ALL}
         else:
             grid[name] = {r.name: run_unit(name, r, root, fingerprint) for r in regimes.ALL}
-    rows = table_rows(grid)
-    counts = {
-        r.name: {v: sum(row["cells"][r.name]["verdict"] == v for row in rows) for v in VERDICTS}
-        for r in regimes.ALL
-    }
-    numbers = {
-        "regimes": {r.name: r.label for r in regimes.ALL},
-        "primary": regimes.PRIMARY.name,
-        "rows": rows,
-        "counts": counts,
-        "seconds": {
-            name: {regime: (record or {}).get("seconds") for regime, record in by_regime.items()}
-            for name, by_regime in grid.items()
-        },
-    }
+    numbers = study_numbers(grid)
+    rows = numbers["rows"]
     config = {
         "experiments": list(names),
         "regimes": [r.name for r in regimes.ALL],
@@ -123,6 +110,37 @@ def run(full: bool = False, root: str | Path = "sims", tiny: bool = False) -> Ou
         "source_fingerprint": fingerprint,
     }
     return Outcome([], {"grid": verdict_figure(rows)}, numbers, config)
+
+
+def study_numbers(grid: dict[str, dict[str, dict | None]]) -> dict:
+    """The study's numbers from its ``grid`` (experiment -> regime -> unit record, None where it
+    crashed): the regimes, the `table_rows`, the verdict counts per regime and the seconds."""
+    rows = table_rows(grid)
+    return {
+        "regimes": {r.name: r.label for r in regimes.ALL},
+        "primary": regimes.PRIMARY.name,
+        "rows": rows,
+        "counts": {
+            r.name: {v: sum(row["cells"][r.name]["verdict"] == v for row in rows) for v in VERDICTS}
+            for r in regimes.ALL
+        },
+        "seconds": {
+            name: {regime: (record or {}).get("seconds") for regime, record in by_regime.items()}
+            for name, by_regime in grid.items()
+        },
+    }
+
+
+def saved_grid(root: str | Path = "sims") -> dict[str, dict[str, dict | None]]:
+    """The grid of the unit records saved under ``root`` (whatever sources made them; None
+    where a unit is missing), for `study_numbers`."""
+    return {
+        name: {
+            r.name: _load(result_path(Path(root), name, r.name, quick=True), None)
+            for r in regimes.ALL
+        }
+        for name in with_regimes()
+    }
 
 
 def table_rows(grid: dict[str, dict[str, dict | None]]) -> list[dict]:
