@@ -535,13 +535,13 @@ def test_a_sharded_folder_with_a_broken_index_or_a_missing_shard_is_refused(tmp_
     W_E = np.ones((4, 2), np.float32)
     folder = write_folder(tmp_path, "sharded", W_E)
     (folder / "model-00002-of-00002.safetensors").unlink()
-    with pytest.raises(ValueError, match="shard 'model-00002-of-00002.safetensors' is missing"):
+    with pytest.raises(ValueError, match=r"shard 'model-00002-of-00002.safetensors' is missing"):
         checkpoints.load_embedding(folder)
     (folder / "model.safetensors.index.json").write_text('{"metadata": {}}')  # no weight_map
     with pytest.raises(ValueError, match=r"unreadable model.safetensors.index.json \('weight_m"):
         checkpoints.load_embedding(folder)
     (folder / "model.safetensors.index.json").write_text("{not json")
-    with pytest.raises(ValueError, match="sharded': unreadable model.safetensors.index.json"):
+    with pytest.raises(ValueError, match=r"sharded': unreadable model.safetensors.index.json"):
         checkpoints.load_embedding(folder)
 
 
@@ -565,7 +565,7 @@ def test_damaged_npy_npz_and_safetensors_rows_are_refused_naming_the_file(tmp_pa
     save_file({"wte.weight": np.zeros((4, 3), np.float32)}, str(tmp_path / "ok.safetensors"))
     embedding = checkpoints.load_embedding(tmp_path / "ok.safetensors")
     assert embedding.rows([3]).shape == (1, 3)
-    with pytest.raises(ValueError, match="tensor 'wte.weight' is unreadable"):
+    with pytest.raises(ValueError, match=r"tensor 'wte.weight' is unreadable"):
         embedding.rows([7])
 
 
@@ -583,7 +583,7 @@ def test_a_torch_checkpoint_without_torch_asks_for_torch(suffix, tmp_path):
 
 def test_an_integer_tensor_is_not_an_embedding(tmp_path):
     save_file({"wte.weight": np.ones((4, 3), np.int32)}, str(tmp_path / "ints.safetensors"))
-    with pytest.raises(ValueError, match="tensor 'wte.weight' has dtype int32; an input embedding"):
+    with pytest.raises(ValueError, match=r"'wte.weight' has dtype int32; an input embedding"):
         checkpoints.load_embedding(tmp_path / "ints.safetensors")
 
 
