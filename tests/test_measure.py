@@ -8,6 +8,7 @@ exit 2 and nothing written."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -626,3 +627,80 @@ def test_export_embeddings_refuses_a_step_count_that_is_not_the_snapshot_count(t
         with pytest.raises(ValueError, match=r"W_E must be \[S, V, d\] with one step each"):
             checkpoints.export_embeddings(tmp_path / "bad", bad_W, bad_steps)
     assert not (tmp_path / "bad").exists()
+
+
+def table_rows(printed: str) -> list[list[str]]:
+    """The body rows of a rich table in ``printed`` (cells stripped)."""
+    return [
+        [cell.strip() for cell in line.strip().strip("│").split("│")]
+        for line in printed.splitlines()
+        if line.startswith("│")
+    ]
+
+
+def test_cli_measure_prints_each_snapshot_s_row_and_the_semantic_structure(
+    tmp_path, monkeypatch, capsys
+):
+    """``measure --tokens`` prints one row per snapshot (its step, rho_next, the null's, the
+    probe's correlation, the file and key), the same numbers as metrics.json, then the word
+    groups' semantic measures from the first to the last snapshot."""
+    monkeypatch.chdir(tmp_path)
+    Path("corpus.txt").write_text(text.builtin_corpus(n_sentences=3000, seed=0))
+    stream = checkpoints.load_tokens("corpus.txt")
+    groups = measure.word_group_ids(stream.token_strings)
+    rng = np.random.default_rng(0)
+    first, last = rng.normal(size=(2, len(stream.token_strings), 16)).astype(np.float32)
+    last[groups["numbers"]] = np.outer(np.arange(len(groups["numbers"])), np.eye(16)[0]) + 0.01
+    np.save("first.npy", first)
+    np.save("last.npy", last)
+    argv = ["measure", "--tokens", "corpus.txt", "--snapshots", "first.npy", "last.npy"]
+    assert cli.main([*argv, "--steps", "0", "100", "--out", "out"]) == 0
+    record = json.loads(Path("out/metrics.json").read_text())
+    printed = capsys.readouterr().out
+    assert "rho_next of 2 snapshots (corpus.txt)" in printed
+    assert table_rows(printed) == [
+        [
+            str(step),
+            f"{record['rho_next'][i]:.3f}",
+            f"{record['null']['rho_next'][i]:.3f}",
+            f"{record['probe']['corr'][i]:.3f}",
+            f"{name} [W_E]",
+        ]
+        for i, (step, name) in enumerate(zip((0, 100), ("first.npy", "last.npy"), strict=True))
+    ]
+    semantic = record["semantic"]
+    assert semantic["last"]["number_order"] == pytest.approx(1.0)  # planted on a line
+    shown = ", ".join(
+        f"{k} {semantic['first'][k]:.2f} → {semantic['last'][k]:.2f}" for k in semantic["last"]
+    )
+    expected = f"semantic structure of the word groups (first → last snapshot): {shown}"
+    assert expected in " ".join(printed.split())
+
+
+def test_cli_measure_on_a_task_prints_its_headline_and_refuses_mixed_flags(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    ds = tasks.make("add", N=5)
+    W_E = np.random.default_rng(3).normal(size=(2, ds.vocab_size, 6))
+    paths = [str(write_npz(Path("."), f"step_{s}", W)) for s, W in zip((0, 7), W_E, strict=True)]
+    argv = ["measure", "--task", "add", "--param", "N=5", "--snapshots", *paths]
+    assert cli.main([*argv, "--out", "out"]) == 0
+    record = json.loads(Path("out/metrics.json").read_text())
+    printed = capsys.readouterr().out
+    assert "rho_0 of 2 snapshots (task add)" in printed
+    rows = table_rows(printed)
+    assert [row[0] for row in rows] == ["0", "7"]  # steps from the names
+    assert [row[1] for row in rows] == [f"{v:.3f}" for v in record["rho_0"]]
+    assert [row[4] for row in rows] == ["step_0.npz [W_E]", "step_7.npz [W_E]"]
+    for extra, message in (
+        (["--tokenizer", "tokenizer.json"], "--tokenizer applies with --tokens, not with --task"),
+        (["--steps", "1"], r"--steps: give one step per snapshot \(2\); got 1"),
+    ):
+        assert cli.main([*argv, *extra, "--out", "bad"]) == 2
+        assert re.search(message, capsys.readouterr().err)
+    tokens = ["measure", "--tokens", "ids.npy", "--param", "N=5", "--snapshots", *paths]
+    np.save("ids.npy", np.arange(4))
+    assert cli.main([*tokens, "--out", "bad"]) == 2
+    assert "--param applies with --task, not with --tokens" in capsys.readouterr().err
+    assert not Path("bad").exists()
