@@ -1008,7 +1008,8 @@ def test_semantic_figure_shows_the_pca_of_each_word_group(corpus):
     try:
         axes = np.asarray(fig.axes).reshape(2, 4)
         for row, (vectors, kind) in enumerate(((phi, "signature"), (W_E, "embedding"))):
-            for ax, panel in zip(axes[row], ("numbers", "weekdays", "months", "categories")):
+            panels = ("numbers", "weekdays", "months", "categories")
+            for ax, panel in zip(axes[row], panels, strict=True):
                 groups = lm_study.CATEGORIES if panel == "categories" else (panel,)
                 ids = np.concatenate([text.word_group_ids(corpus.vocabulary, g) for g in groups])
                 scores = np.asarray(metrics.pca(vectors[ids].astype(np.float64), 2).scores)
