@@ -1029,3 +1029,16 @@ def test_semantic_figure_shows_the_pca_of_each_word_group(corpus):
                     np.testing.assert_allclose(x, [*scores[:, 0], scores[0, 0]])
     finally:
         plt.close(fig)
+
+
+def test_curve_lists_are_the_curves_to_five_decimals_with_steps_and_gammas():
+    from ctx_staircase import lm_study
+
+    trajectory, curves = _lm_record([0.123456789, 0.5, -0.333333333], [1.0] * 3, [3.0] * 3)
+    lists = lm_study.curve_lists(trajectory, curves)
+    assert set(lists) == {"steps", "gammas", *curves._fields}
+    assert lists["steps"] == [0, 10, 20] and lists["gammas"] == [1.0]
+    assert lists["rho_next"] == [[0.12346, 0.5, -0.33333]]
+    assert lists["rho_attention"] == [[[0.0, 0.0]] * 3]  # [G, S, layers] kept nested
+    assert lists["validation_loss"] == [[2.5, 2.5, 2.5]]
+    json.dumps(lists)  # plain JSON
