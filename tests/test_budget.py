@@ -530,3 +530,115 @@ def test_lm_estimate_holds_the_second_embedding_only_when_untied():
     expected = 4 * (1 + 3 + 1.5 * 2) * (parameters(False) - parameters(True))
     assert parameters(False) - parameters(True) == V * config.d
     assert abs((untied - tied) - expected) <= 1  # each estimate is truncated to whole bytes
+
+
+# --------------------------------------------------------------------------------------------
+# lines the default suite never ran (tests/README.md, "Tests for lines the default suite never
+# ran"): an accelerator's free memory, the platform guessed without a backend, the host's
+# physical memory, and the small theory helpers
+
+
+class _FakeAccelerator:
+    """A JAX device as `budget` reads one: its platform and its ``memory_stats``."""
+
+    platform = "gpu"
+
+    def memory_stats(self):
+        return {"bytes_limit": 10 * GiB, "bytes_in_use": 3 * GiB}
+
+
+def test_an_initialized_accelerator_offers_its_free_memory(monkeypatch):
+    """On an accelerator the limit is the first device's ``bytes_limit - bytes_in_use`` (7 GiB
+    here), and its devices are the lanes' devices (two accelerators: the lanes split over two)."""
+    monkeypatch.setattr(jax, "local_devices", lambda: [_FakeAccelerator(), _FakeAccelerator()])
+    monkeypatch.delenv(budget.ENV_VAR, raising=False)
+    assert budget.available_bytes() == 7 * GiB
+    assert budget.parse_size("50%") == 7 * GiB // 2
+    assert budget.memory_limit() == (int(0.8 * 7 * GiB), "80% of available memory")
+    # 8 lanes, one call per device, one lane at a time: one lane in flight on each of 2 devices
+    assert budget.lanes_in_flight(8, lanes_per_batch=1) == 2
+    # every lane of a device vmapped at once: 4 per device
+    assert budget.lanes_in_flight(8, concurrent_calls=1, lanes_per_batch=None) == 8
+
+
+def _no_backend():
+    raise RuntimeError("no usable backend")
+
+
+@pytest.mark.parametrize(
+    ("platforms", "flags", "kwargs", "expected"),
+    [
+        # an accelerator asked for (cuda counts as gpu): 8 lanes as 2 calls of 4 vmapped lanes
+        # (CPU would run them lane by lane, 2 at a time)
+        ("cuda", "", {"concurrent_calls": 2}, 8),
+        ("tpu", "", {"concurrent_calls": 2}, 8),
+        # CPU with 3 forced host devices, lanes vmapped 2 at a time: ceil(8 / 3) = 3 lanes per
+        # device in one call, 2 of them at a time, on each of the 3 devices
+        (
+            "cpu",
+            "--xla_force_host_platform_device_count=3",
+            {"concurrent_calls": 1, "lanes_per_batch": 2},
+            6,
+        ),
+        ("cpu", "", {"concurrent_calls": 1, "lanes_per_batch": 2}, 2),  # one host device
+    ],
+)
+def test_without_a_backend_the_platform_is_guessed_from_the_environment(
+    monkeypatch, platforms, flags, kwargs, expected
+):
+    monkeypatch.setattr(jax, "local_devices", _no_backend)
+    monkeypatch.setenv("JAX_PLATFORMS", platforms)
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    assert budget.lanes_in_flight(8, **kwargs) == expected
+    # and no backend means the host's memory, as /proc/meminfo gives it
+    with open("/proc/meminfo") as meminfo:
+        line = next(line for line in meminfo if line.startswith("MemAvailable:"))
+    assert budget.available_bytes() == pytest.approx(int(line.split()[1]) * 1024, rel=0.05)
+
+
+def test_without_proc_meminfo_the_host_s_physical_memory_is_available(monkeypatch):
+    import builtins
+    import os
+
+    real_open = builtins.open
+
+    def no_meminfo(path, *args, **kwargs):
+        if path == "/proc/meminfo":
+            raise OSError("no /proc here")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(jax, "local_devices", _no_backend)
+    monkeypatch.setattr(builtins, "open", no_meminfo)
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert budget.available_bytes() == physical
+
+
+def test_a_task_of_length_zero_needs_no_dataset_bytes():
+    """modsum with ``L=0`` has one (empty) sample by its formula but no tokens: 0 bytes, and the
+    task itself refuses it, naming ``L``."""
+    assert budget.dataset_samples("modsum", {"N": 3, "L": 0}) == 1
+    assert budget.dataset_bytes("modsum", {"N": 3, "L": 0}) == 0
+    with pytest.raises(ValueError, match="L"):
+        tasks.make("modsum", N=3, L=0)
+
+
+@pytest.mark.parametrize(
+    ("model", "max_orders", "prediction", "expected"),
+    [
+        ("ffn", (0, 1), "linear", 3),  # the linear readout sees every order: L - 1
+        ("ffn", (0, 2), "uniform", 2),  # else the largest order asked for
+        ("ffn", (1, 0), "softmax", 1),
+        ("attention", (0, 2), "linear", 0),  # attention contracts order 0 only
+    ],
+)
+def test_theory_signature_order(model, max_orders, prediction, expected):
+    ds = tasks.make("modsum", N=3, L=4)
+    assert budget.theory_signature_order(ds, model, max_orders, prediction) == expected
+
+
+def test_theory_snapshots_with_a_spacing_and_no_horizon_bound_the_longest_run():
+    """No horizon but a spacing: the longest automatic horizon (`THEORY_MAX_STEPS`) at that
+    spacing, plus the last step and one spare: 50000 // 100 + 2 = 502 snapshots."""
+    assert budget.theory_snapshots(None, 100) == 502
+    count = len(comparison.snapshot_steps(budget.THEORY_MAX_STEPS, 100))
+    assert count == 501 <= budget.theory_snapshots(None, 100)

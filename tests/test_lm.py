@@ -934,3 +934,111 @@ def test_lm_optimizer_is_adamw_with_b2_0_95_on_the_warmup_cosine_schedule():
         }
     for name in params:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-14)
+
+
+# --------------------------------------------------------------------------------------------
+# lines the default suite never ran (tests/README.md, "Tests for lines the default suite never
+# ran"): `lm_study.train_and_measure` and the two figures, read back from the drawn artists
+
+
+def test_train_and_measure_is_train_lm_then_its_signatures_then_its_metrics(corpus, run):
+    from ctx_staircase import lm_study
+
+    trajectory, signature = run
+    got = lm_study.train_and_measure(corpus, TINY, gammas=(1.0, 0.5), seed=1, probe_steps=20)
+    np.testing.assert_array_equal(got[0].W_E, trajectory.W_E)
+    np.testing.assert_array_equal(got[0].tracked, trajectory.tracked)
+    for name in signature._fields:
+        np.testing.assert_array_equal(getattr(got[1], name), getattr(signature, name), name)
+    expected = lm.lm_metrics(trajectory, signature, seed=1, probe_steps=20)
+    for name in expected._fields:
+        np.testing.assert_allclose(getattr(got[2], name), getattr(expected, name), err_msg=name)
+
+
+def test_lm_curves_figure_draws_each_curve_of_the_record():
+    import matplotlib.pyplot as plt
+
+    from ctx_staircase import lm_study, plots
+
+    trajectory, curves = _lm_record([0.1, 0.9, 0.5, 0.4], [2.0, 1.0, 0.5, 0.25], [4.0] * 4)
+    rho_attention = np.stack([np.array([0.1, 0.2, 0.3, 0.4]), np.array([0.5, 0.6, 0.7, 0.8])], -1)
+    curves = curves._replace(
+        rho_previous=np.array([[0.2, 0.1, 0.8, 0.3]]),
+        rho_attention=rho_attention[None],
+        probe_constant_mse=np.array([[8.0, 8.0, 5.0, 1.0]]),
+        loss=np.array([[3.0, 2.0, 1.5, 1.0]]),
+        validation_loss=np.array([[3.5, 2.5, 2.0, 1.8]]),
+    )
+    fig = lm_study.curves_figure(trajectory, curves, "a title")
+    try:
+        assert fig.get_suptitle() == "a title"
+        axes = fig.axes
+        assert len(axes) == 5
+
+        def ys(ax):
+            return [np.asarray(line.get_ydata(), dtype=float).tolist() for line in ax.lines]
+
+        assert ys(axes[0]) == [[0.1, 0.9, 0.5, 0.4]]
+        assert ys(axes[1]) == [[0.2, 0.1, 0.8, 0.3]]
+        assert ys(axes[2]) == [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7, 0.8]]  # one per layer
+        # the probe's MSE over the best constant's (4), over the training mean's, the line at 1
+        assert ys(axes[3]) == [[0.5, 0.25, 0.125, 0.0625], [0.25, 0.125, 0.1, 0.25], [1.0, 1.0]]
+        assert ys(axes[4]) == [[3.0, 2.0, 1.5, 1.0], [3.5, 2.5, 2.0, 1.8]]
+        for ax in axes:
+            assert ax.get_xscale() == "symlog" and ax.get_xlabel() == plots.STEP
+            np.testing.assert_array_equal(ax.lines[0].get_xdata(), trajectory.steps)
+            assert ax.lines[0].get_color() == plots.gamma_colour(1.0)
+        assert [t.get_text() for t in axes[2].get_legend().get_texts()] == [
+            "$\\gamma$=1, layer 0",
+            "$\\gamma$=1, layer 1",
+        ]
+    finally:
+        plt.close(fig)
+
+
+def test_semantic_figure_shows_the_pca_of_each_word_group(corpus):
+    import matplotlib.pyplot as plt
+
+    from ctx_staircase import lm_study
+
+    rng = np.random.default_rng(0)
+    V = corpus.vocab_size
+    phi, W_E = rng.random((V, 6)), rng.normal(size=(V, 5))
+    fig = lm_study.semantic_figure(phi, W_E, corpus.vocabulary)
+    try:
+        axes = np.asarray(fig.axes).reshape(2, 4)
+        for row, (vectors, kind) in enumerate(((phi, "signature"), (W_E, "embedding"))):
+            panels = ("numbers", "weekdays", "months", "categories")
+            for ax, panel in zip(axes[row], panels, strict=True):
+                groups = lm_study.CATEGORIES if panel == "categories" else (panel,)
+                ids = np.concatenate([text.word_group_ids(corpus.vocabulary, g) for g in groups])
+                scores = np.asarray(metrics.pca(vectors[ids].astype(np.float64), 2).scores)
+                assert ax.get_title() == f"{kind}: {panel}"
+                np.testing.assert_allclose(ax.collections[0].get_offsets(), scores, atol=1e-12)
+                assert [t.get_text() for t in ax.texts] == corpus.vocabulary.decode(ids)
+                if panel == "categories":  # coloured by category, no line
+                    sizes = [len(text.BUILTIN_GROUPS[g]) for g in groups]
+                    colours = np.repeat(np.arange(3), sizes)
+                    np.testing.assert_array_equal(ax.collections[0].get_array(), colours)
+                    assert not ax.lines
+                    continue
+                x = np.asarray(ax.lines[0].get_xdata())
+                if panel == "numbers":  # joined in order, open
+                    np.testing.assert_allclose(x, scores[:, 0])
+                else:  # a cycle: back to the first word
+                    np.testing.assert_allclose(x, [*scores[:, 0], scores[0, 0]])
+    finally:
+        plt.close(fig)
+
+
+def test_curve_lists_are_the_curves_to_five_decimals_with_steps_and_gammas():
+    from ctx_staircase import lm_study
+
+    trajectory, curves = _lm_record([0.123456789, 0.5, -0.333333333], [1.0] * 3, [3.0] * 3)
+    lists = lm_study.curve_lists(trajectory, curves)
+    assert set(lists) == {"steps", "gammas", *curves._fields}
+    assert lists["steps"] == [0, 10, 20] and lists["gammas"] == [1.0]
+    assert lists["rho_next"] == [[0.12346, 0.5, -0.33333]]
+    assert lists["rho_attention"] == [[[0.0, 0.0]] * 3]  # [G, S, layers] kept nested
+    assert lists["validation_loss"] == [[2.5, 2.5, 2.5]]
+    json.dumps(lists)  # plain JSON

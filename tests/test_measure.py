@@ -8,6 +8,7 @@ exit 2 and nothing written."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -499,3 +500,207 @@ def test_task_snapshots_are_probed_at_every_snapshot(tmp_path):
     curves = geometry.alignment_curves(W_E[None], measured.steps, ds, probe_snapshots=10)
     assert np.all(np.isfinite(measured.probe["corr"])) and len(measured.probe["corr"]) == 10
     np.testing.assert_allclose(measured.probe["corr"], curves.probe_corr[0], atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# lines the default suite never ran (tests/README.md, "Tests for lines the default suite never
+# ran"): the other folder layouts, damaged files and streams, each refusal naming what is wrong
+
+
+def test_a_model_folder_with_one_model_safetensors_or_one_file_is_read_from_it(tmp_path):
+    """A folder with ``model.safetensors`` reads it (its source is that file); a folder with one
+    .npz and nothing else reads the .npz; two candidate files and no index are refused."""
+    W_E = np.arange(15, dtype=np.float32).reshape(5, 3)
+    single = tmp_path / "single"
+    single.mkdir()
+    save_file({"transformer.wte.weight": W_E, "lm_head.weight": 0 * W_E}, str(single / "x"))
+    (single / "x").rename(single / "model.safetensors")
+    embedding = checkpoints.load_embedding(single)
+    assert embedding.source == single / "model.safetensors"
+    assert embedding.key == "transformer.wte.weight" and embedding.vocab_rows == 5
+    np.testing.assert_array_equal(embedding.rows([4, 1]), W_E[[4, 1]])
+
+    one = tmp_path / "one"
+    one.mkdir()
+    path = write_npz(one, "weights", W_E)
+    embedding = checkpoints.load_embedding(one)
+    assert embedding.source == path and embedding.vocab_rows == 5
+    np.testing.assert_array_equal(embedding.rows([0, 2]), W_E[[0, 2]])
+
+    write_npz(one, "other", W_E)
+    with pytest.raises(ValueError, match=r"'.*one': a model folder needs model.safetensors"):
+        checkpoints.load_embedding(one)
+
+
+def test_a_sharded_folder_with_a_broken_index_or_a_missing_shard_is_refused(tmp_path):
+    W_E = np.ones((4, 2), np.float32)
+    folder = write_folder(tmp_path, "sharded", W_E)
+    (folder / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(ValueError, match=r"shard 'model-00002-of-00002.safetensors' is missing"):
+        checkpoints.load_embedding(folder)
+    (folder / "model.safetensors.index.json").write_text('{"metadata": {}}')  # no weight_map
+    with pytest.raises(ValueError, match=r"unreadable model.safetensors.index.json \('weight_m"):
+        checkpoints.load_embedding(folder)
+    (folder / "model.safetensors.index.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"sharded': unreadable model.safetensors.index.json"):
+        checkpoints.load_embedding(folder)
+
+
+def test_damaged_npy_npz_and_safetensors_rows_are_refused_naming_the_file(tmp_path):
+    import zipfile
+
+    (tmp_path / "bad.npy").write_bytes(b"not an array")
+    with pytest.raises(ValueError, match=r"bad.npy': not a readable .npy file"):
+        checkpoints.load_embedding(tmp_path / "bad.npy")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match=r"bad.npz': not a readable .npz file"):
+        checkpoints.load_embedding(tmp_path / "bad.npz")
+    # a valid archive whose member is a truncated array: found by name, unreadable when read
+    whole = tmp_path / "whole.npy"
+    np.save(whole, np.zeros((4, 3), np.float32))
+    with zipfile.ZipFile(tmp_path / "member.npz", "w") as archive:
+        archive.writestr("W_E.npy", whole.read_bytes()[:-8])
+    with pytest.raises(ValueError, match=r"member.npz': array 'W_E' is unreadable"):
+        checkpoints.load_embedding(tmp_path / "member.npz")
+    # safetensors rows are read on demand: a row past the matrix is refused when asked for
+    save_file({"wte.weight": np.zeros((4, 3), np.float32)}, str(tmp_path / "ok.safetensors"))
+    embedding = checkpoints.load_embedding(tmp_path / "ok.safetensors")
+    assert embedding.rows([3]).shape == (1, 3)
+    with pytest.raises(ValueError, match=r"tensor 'wte.weight' is unreadable"):
+        embedding.rows([7])
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".pth", ".bin", ".PT"])
+def test_a_torch_checkpoint_without_torch_asks_for_torch(suffix, tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed: test_a_torch_checkpoint_reads_its_state_dict runs")
+    path = tmp_path / f"model{suffix}"
+    path.write_bytes(b"\x80\x02}q\x00.")
+    with pytest.raises(ValueError, match=r"a torch checkpoint needs torch \(pip install torch\)"):
+        checkpoints.load_embedding(path)
+
+
+def test_an_integer_tensor_is_not_an_embedding(tmp_path):
+    save_file({"wte.weight": np.ones((4, 3), np.int32)}, str(tmp_path / "ints.safetensors"))
+    with pytest.raises(ValueError, match=r"'wte.weight' has dtype int32; an input embedding"):
+        checkpoints.load_embedding(tmp_path / "ints.safetensors")
+
+
+def test_token_arrays_read_back_and_bad_streams_are_refused_naming_the_file(tmp_path):
+    """An export reads back whole (ids, tracked, context length); an archive's only array is the
+    stream whatever its name; anything else is refused in one line naming the file."""
+    ids, tracked = np.array([5, 0, 3, 3, 1]), np.array([3, 5])
+    stream = checkpoints.load_tokens(checkpoints.export_tokens(tmp_path / "e.npz", ids, tracked, 4))
+    np.testing.assert_array_equal(stream.ids, ids)
+    np.testing.assert_array_equal(stream.tracked, tracked)
+    assert stream.context_length == 4 and stream.ids.dtype == np.int64
+    np.savez(tmp_path / "only.npz", ids=np.array([2, 7, 2], np.int16))
+    only = checkpoints.load_tokens(tmp_path / "only.npz")
+    np.testing.assert_array_equal(only.ids, [2, 7, 2])
+    assert only.ids.dtype == np.int64 and only.tracked is None and only.context_length is None
+    np.savez(tmp_path / "two.npz", a=ids, b=ids)
+    np.save(tmp_path / "rank2.npy", np.zeros((2, 3), np.int64))
+    np.save(tmp_path / "floats.npy", np.array([1.0, 2.0]))
+    np.save(tmp_path / "negative.npy", np.array([4, -2, 1]))
+    (tmp_path / "text.txt").write_text("a b c")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    cases = {
+        "nothere.npy": (None, r"nothere.npy': no such file"),
+        "two.npz": (None, r"two.npz': holds \['a', 'b'\]; name the stream 'tokens'"),
+        "rank2.npy": (None, r"rank2.npy': token ids must be one stream \[n\]; got shape \(2, 3\)"),
+        "floats.npy": (None, r"floats.npy': token ids must be integers; got dtype float64"),
+        "negative.npy": (None, r"negative.npy': token ids must be >= 0; found -2"),
+        "e.npz": ("tokenizer.json", r"--tokenizer applies to a text file; --tokens '.*e.npz'"),
+        "text.txt": ("tokenizer.json", r"--tokenizer '.*tokenizer.json': not a tokenizer.json"),
+    }
+    for name, (tokenizer, message) in cases.items():
+        with pytest.raises(ValueError, match=message):
+            checkpoints.load_tokens(tmp_path / name, tokenizer and tmp_path / tokenizer)
+
+
+def test_export_embeddings_refuses_a_step_count_that_is_not_the_snapshot_count(tmp_path):
+    W_E = np.zeros((2, 4, 3), np.float32)
+    assert len(checkpoints.export_embeddings(tmp_path / "ok", W_E, [0, 9])) == 2
+    for bad_W, bad_steps in ((W_E, [0]), (W_E[0], [0, 9])):
+        with pytest.raises(ValueError, match=r"W_E must be \[S, V, d\] with one step each"):
+            checkpoints.export_embeddings(tmp_path / "bad", bad_W, bad_steps)
+    assert not (tmp_path / "bad").exists()
+
+
+def table_rows(printed: str) -> list[list[str]]:
+    """The body rows of a rich table in ``printed`` (cells stripped)."""
+    return [
+        [cell.strip() for cell in line.strip().strip("│").split("│")]
+        for line in printed.splitlines()
+        if line.startswith("│")
+    ]
+
+
+def test_cli_measure_prints_each_snapshot_s_row_and_the_semantic_structure(
+    tmp_path, monkeypatch, capsys
+):
+    """``measure --tokens`` prints one row per snapshot (its step, rho_next, the null's, the
+    probe's correlation, the file and key), the same numbers as metrics.json, then the word
+    groups' semantic measures from the first to the last snapshot."""
+    monkeypatch.chdir(tmp_path)
+    Path("corpus.txt").write_text(text.builtin_corpus(n_sentences=3000, seed=0))
+    stream = checkpoints.load_tokens("corpus.txt")
+    groups = measure.word_group_ids(stream.token_strings)
+    rng = np.random.default_rng(0)
+    first, last = rng.normal(size=(2, len(stream.token_strings), 16)).astype(np.float32)
+    last[groups["numbers"]] = np.outer(np.arange(len(groups["numbers"])), np.eye(16)[0]) + 0.01
+    np.save("first.npy", first)
+    np.save("last.npy", last)
+    argv = ["measure", "--tokens", "corpus.txt", "--snapshots", "first.npy", "last.npy"]
+    assert cli.main([*argv, "--steps", "0", "100", "--out", "out"]) == 0
+    record = json.loads(Path("out/metrics.json").read_text())
+    printed = capsys.readouterr().out
+    assert "rho_next of 2 snapshots (corpus.txt)" in printed
+    assert table_rows(printed) == [
+        [
+            str(step),
+            f"{record['rho_next'][i]:.3f}",
+            f"{record['null']['rho_next'][i]:.3f}",
+            f"{record['probe']['corr'][i]:.3f}",
+            f"{name} [W_E]",
+        ]
+        for i, (step, name) in enumerate(zip((0, 100), ("first.npy", "last.npy"), strict=True))
+    ]
+    semantic = record["semantic"]
+    assert semantic["last"]["number_order"] == pytest.approx(1.0)  # planted on a line
+    shown = ", ".join(
+        f"{k} {semantic['first'][k]:.2f} → {semantic['last'][k]:.2f}" for k in semantic["last"]
+    )
+    expected = f"semantic structure of the word groups (first → last snapshot): {shown}"
+    assert expected in " ".join(printed.split())
+
+
+def test_cli_measure_on_a_task_prints_its_headline_and_refuses_mixed_flags(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    ds = tasks.make("add", N=5)
+    W_E = np.random.default_rng(3).normal(size=(2, ds.vocab_size, 6))
+    paths = [str(write_npz(Path("."), f"step_{s}", W)) for s, W in zip((0, 7), W_E, strict=True)]
+    argv = ["measure", "--task", "add", "--param", "N=5", "--snapshots", *paths]
+    assert cli.main([*argv, "--out", "out"]) == 0
+    record = json.loads(Path("out/metrics.json").read_text())
+    printed = capsys.readouterr().out
+    assert "rho_0 of 2 snapshots (task add)" in printed
+    rows = table_rows(printed)
+    assert [row[0] for row in rows] == ["0", "7"]  # steps from the names
+    assert [row[1] for row in rows] == [f"{v:.3f}" for v in record["rho_0"]]
+    assert [row[4] for row in rows] == ["step_0.npz [W_E]", "step_7.npz [W_E]"]
+    for extra, message in (
+        (["--tokenizer", "tokenizer.json"], "--tokenizer applies with --tokens, not with --task"),
+        (["--steps", "1"], r"--steps: give one step per snapshot \(2\); got 1"),
+    ):
+        assert cli.main([*argv, *extra, "--out", "bad"]) == 2
+        assert re.search(message, capsys.readouterr().err)
+    tokens = ["measure", "--tokens", "ids.npy", "--param", "N=5", "--snapshots", *paths]
+    np.save("ids.npy", np.arange(4))
+    assert cli.main([*tokens, "--out", "bad"]) == 2
+    assert "--param applies with --task, not with --tokens" in capsys.readouterr().err
+    assert not Path("bad").exists()

@@ -648,3 +648,70 @@ def test_each_task_states_its_own_sequence_length(name):
         other = {**SMALL[name], "L": 5 if name != "modsum" else 2}
         assert tasks.sequence_length(name, other) == tasks.make(name, **other).L == other["L"]
     assert tasks.sequence_length(name, {"L": "five"}) is None or "L" not in tasks.describe(name)
+
+
+# lines the default suite never ran (tests/README.md, "Tests for lines the default suite never
+# ran"): `TokenDataset.subset`, its repr and the shape and weight refusals
+
+
+def hand_dataset(**kwargs) -> TokenDataset:
+    """Four samples of length 2 over 5 tokens, weights 1:2:3:4, groups x = {0, 1}, y = {3}."""
+    return TokenDataset(
+        tokens=[[0, 1], [2, 1], [1, 1], [4, 3]],
+        labels=[0, 2, 1, 3],
+        vocab_size=5,
+        groups={"x": [1, 0, 1], "y": [3]},
+        weights=[1.0, 2.0, 3.0, 4.0],
+        name="mine",
+        params={"k": 1},
+        **kwargs,
+    )
+
+
+def test_token_dataset_subset_keeps_the_samples_their_weights_and_the_vocabulary():
+    ds = hand_dataset()
+    sub = ds.subset(np.array([3, 1, 3]))
+    assert sub.tokens.tolist() == [[4, 3], [2, 1], [4, 3]]
+    assert sub.labels.tolist() == [3, 2, 3]
+    # weights 4, 2, 4 of the chosen samples, normalized again over the subset
+    np.testing.assert_allclose(sub.probabilities, [0.4, 0.2, 0.4])
+    assert (sub.vocab_size, sub.name, sub.params, sub.n, sub.L) == (5, "mine", {"k": 1}, 3, 2)
+    assert {k: v.tolist() for k, v in sub.groups.items()} == {"x": [0, 1], "y": [3]}
+    assert ds.subset([0]).probabilities.tolist() == [1.0]
+
+
+def test_token_dataset_repr_names_its_sizes_and_group_sizes():
+    assert repr(hand_dataset()) == "TokenDataset(name='mine', n=4, L=2, V=5, groups={x:2, y:1})"
+    one = TokenDataset(tokens=[[0, 1, 1]], labels=[1], vocab_size=2)
+    assert repr(one) == "TokenDataset(name='custom', n=1, L=3, V=2, groups={})"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            dict(tokens=[0, 1, 1], labels=[0, 1, 1]),
+            r"^tokens must be a non-empty int array of shape \[n, L\]; got shape \(3,\)$",
+        ),
+        (
+            dict(tokens=np.zeros((2, 0), int), labels=[0, 1]),
+            r"^tokens must be a non-empty int array of shape \[n, L\]; got shape \(2, 0\)$",
+        ),
+        (
+            dict(tokens=[[0], [1]], labels=[0, 1], weights=[1.0, 2.0, 3.0]),
+            r"^weights must have shape \[n\] = \[2\]; got \(3,\)$",
+        ),
+        (
+            dict(tokens=[[0], [1]], labels=[0, 1], weights=[0.0, 0.0]),
+            r"^weights must have a positive sum$",
+        ),
+        (
+            dict(tokens=[[0], [1]], labels=[0, 1], weights=[1.0, np.inf]),
+            r"^weights must be finite and non-negative$",
+        ),
+    ],
+)
+def test_token_dataset_refuses_bad_shapes_and_weights_naming_them(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TokenDataset(vocab_size=2, **kwargs)
+    assert TokenDataset(tokens=[[0], [1]], labels=[0, 1], vocab_size=2, weights=[0.0, 3.0]).n == 2
