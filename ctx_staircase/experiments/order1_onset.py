@@ -72,17 +72,15 @@ CONFIG = {
 }
 
 #: The smoke run: N = 8, d = 32, two gammas, short horizons on a coarse grid (no claim is
-#: expected to hold at these sizes; every stage still runs). Both blocks share one horizon and
-#: one probe grid, so their measurements (which do not depend on the activation) run the same
-#: compiled programs: 15 fewer compilations.
+#: expected to hold at these sizes; every stage still runs).
 TINY = {
     "N": 8,
     "d": 32,
     "gammas": [0.6, 1.0],
-    "horizon": {"main": 100.0, "default": 100.0},
+    "horizon": {"main": 120.0, "default": 80.0},
     "snapshot_dt": 4.0,
     "probe_dt": 20.0,
-    "probe_dt_default": 20.0,
+    "probe_dt_default": 40.0,
     "lr_check": 0.1,
 }
 
