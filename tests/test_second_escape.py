@@ -185,7 +185,7 @@ def test_cli_second_escape_writes_the_record(tmp_path):
         "1",
         "--second-escape",
         "--steps",
-        "1000",
+        "400",
         "--out",
         str(tmp_path),
     ]
