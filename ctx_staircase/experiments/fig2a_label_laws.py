@@ -43,7 +43,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import scored, size, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
@@ -119,13 +119,9 @@ def run_config(
         x_max=50,
         labels="sampled",
         label_seed=0,
-        model="ffn",
-        d=TINY_D if tiny else 128,
-        activation="relu",
-        gamma=1.0,
+        **paper_ffn(ADAM_LR) | {"d": TINY_D if tiny else 128},
         seeds=[0, 1, 2] if full and not tiny else [0],
         epochs=EPOCHS,
-        adam_lr=ADAM_LR,
         dtype="float32",
         readout="softmax over X of W_U relu(w_a) (anchor alone through the FFN)",
         null="the untrained initialization (epoch 0), same readout and criterion",

@@ -66,7 +66,7 @@ from ctx_staircase import geometry, metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import size, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 TASKS = ("add", "mod")
@@ -165,13 +165,9 @@ def run_config(
     return dict(
         tasks=list(TASKS),
         N=sizes["N"],
-        model="ffn",
-        d=sizes["d"],
-        activation="relu",
-        gamma=1.0,
+        **paper_ffn(ADAM_LR) | {"d": sizes["d"]},
         seed=0,
         epochs=sizes["epochs"],
-        adam_lr=ADAM_LR,
         snapshots=list(sizes["snapshots"]),
         probe_epochs=list(sizes["probe_epochs"]),
         probe="metrics.probe_fit: Adam lr 0.01, 300 steps, 5 folds over pairs, 4 restarts",
