@@ -226,6 +226,8 @@ def test_strict_run_exits_1_when_a_claim_fails(monkeypatch, tmp_path, capsys, st
         "claims": [
             dict(item="§8.3", claim="c", measured="m", criterion="k", passed=not failed),
             dict(item="§8.5", claim="c", measured="m", criterion="k", passed=True),
+            # descriptive: no criterion, so no verdict (passed None) and never a failure
+            dict(item="Fig. 2", claim="c", measured="m", criterion="—", passed=None),
         ],
     }
     monkeypatch.setattr(experiments, "execute", lambda *args, **kwargs: record)

@@ -959,3 +959,41 @@ def test_the_saved_records_were_run_with_the_configuration_the_code_gives(name):
         config = module.run_config(**options)
         config = results.loads(results.dumps(config))  # tuples as the JSON's lists
         assert config == {key: record["config"][key] for key in config}, record["regime"]
+
+
+def test_fig9_speeds_of_a_modulus_take_the_median_run_and_censor_by_the_majority():
+    """Two seeds at M = 4, one at 100 epochs and one censored at the 6000-epoch cap: the median
+    time is 3050 and, with half the runs censored, the median run is not censored; three seeds
+    with two censored are."""
+    from ctx_staircase.experiments import fig9_modulus as fig9
+
+    half = fig9.Speeds.of(
+        {"4": {"epochs_to_95": [100, None], "censored": [False, True], "divides": True}}, 6000
+    )
+    assert half.epochs.tolist() == [3050.0] and half.censored.tolist() == [False]
+    assert half.any_censored.tolist() == [True] and half.Ms.tolist() == [4]
+    most = fig9.Speeds.of(
+        {
+            "5": {
+                "epochs_to_95": [100, None, None],
+                "censored": [False, True, True],
+                "divides": False,
+            }
+        },
+        6000,
+    )
+    assert most.epochs.tolist() == [6000.0] and most.censored.tolist() == [True]
+    assert most.divides.tolist() == [False]
+
+
+def test_fig6_frequency_numbers_leave_out_the_constant_mode():
+    """k = 0 (the largest entry at init and late here) is never the best frequency."""
+    from ctx_staircase.experiments import fig6_attention as fig6
+
+    spectrum = np.array([[0.99, 0.2, 0.3], [0.9, 0.1, 0.4], [0.95, 0.6, 0.5]])
+    assert fig6.frequency_numbers(spectrum, 2) == {
+        "k_star_late": 1,
+        "rho1_kstar_late": 0.6,
+        "rho1_best_init": 0.3,
+    }
+    assert fig6.frequency_numbers(spectrum, 1)["k_star_late"] == 2

@@ -291,3 +291,24 @@ def test_offdiagonal_statistics_keep_float64_without_x64():
     rows, cols = np.triu_indices(6, k=1)
     assert stats.mean.dtype == np.float64
     np.testing.assert_array_equal(stats.mean, S_emb[:, rows, cols].mean(axis=-1))
+
+
+def test_compare_scores_the_weights_before_half_the_measured_escape():
+    """The pre-escape window ends at half of training's escape (here 0.40), not the theory's
+    (0.80): the relative weight error t / (1 + t) is largest at the window's last time."""
+    ds = tasks.make("add", N=4)
+    rng = np.random.default_rng(1)
+    ts = np.linspace(0.0, 4.0, 41)
+    W_E = 1e-2 * rng.standard_normal((ds.vocab_size, 6))
+    W_U = 1e-2 * rng.standard_normal((41, ds.vocab_size, 6))
+    grown = (1 + ts)[:, None, None] * W_E
+    theory = comparison.WeightTrajectory(
+        ts, np.broadcast_to(W_E, grown.shape), W_U, np.exp(ts) * 0.1
+    )
+    sim = comparison.WeightTrajectory(ts, grown, W_U, np.exp(2 * ts) * 0.1)
+    c = comparison.compare(theory, sim, ds, coefficients=(1.0,), threshold=0.5, window=0.5)
+    assert c.escape_time.simulation == pytest.approx(np.log(5) / 2, abs=0.01)
+    assert c.window_end == pytest.approx(0.5 * c.escape_time.simulation)
+    last = ts[ts <= c.window_end][-1]
+    assert c.weight_rel_error_max == pytest.approx(last / (1 + last))
+    assert c.null_weight_rel_error_max == pytest.approx(last / (1 + last))

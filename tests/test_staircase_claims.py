@@ -164,3 +164,14 @@ def test_low_frequency_claim_passes_at_early_k_max_and_not_one_above():
     assert claim.passed is True and claim.null_passed is False
     above = scoring.low_frequency_claim(spike(top + 1), spike(0), constant, "add", "r")
     assert above.passed is False and above.null_passed is True
+
+
+def test_probe_claim_counts_the_epoch_the_early_phase_ends():
+    """Accuracy reaches the phase's end at epoch 600, where the probe (0.5 against rho_0 0.4)
+    closes a sixth of the gap: the claim fails there though epoch 1200 alone would pass."""
+    d = measurement(rho0_final=0.8, probe_final=1.0)
+    assert scoring.end_of_early_phase(d) == 600
+    claim = scoring.probe_claim(d, "add", "gd-wide")
+    assert claim.passed is False and "epochs ≥ 600" in claim.measured
+    d["probe_corr"][1] = 0.9  # closes 5/6 of the gap at 600: passes
+    assert scoring.probe_claim(d, "add", "gd-wide").passed is True

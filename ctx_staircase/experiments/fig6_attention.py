@@ -356,7 +356,6 @@ def _lane_measures(ds, result, lane: int, steps, signature, setup: ArithmeticSet
     }
     rho0 = curves.rho0[0]
     window = steps[:n_ok] <= EARLY_WINDOW
-    k_late = 1 + int(np.argmax(spectrum[i_late, 1:]))
     entry = {
         "status": result.status[lane],
         "late_epoch": int(steps[i_late]),
@@ -371,9 +370,7 @@ def _lane_measures(ds, result, lane: int, steps, signature, setup: ArithmeticSet
         "probe_init": float(probe["init"].heldout_corr),
         "probe_early": float(probe["early"].heldout_corr),
         "probe_late": float(probe["late"].heldout_corr),
-        "k_star_late": k_late,
-        "rho1_kstar_late": float(spectrum[i_late, k_late]),
-        "rho1_best_init": float(spectrum[0, 1:].max()),
+        **frequency_numbers(spectrum, i_late),
         "rho1_spectrum_early": spectrum[min(i_early, i_late)].round(4).tolist(),
         "rho1_spectrum_late": spectrum[i_late].round(4).tolist(),
         "rho0_curve": rho0.round(4).tolist(),
@@ -381,6 +378,18 @@ def _lane_measures(ds, result, lane: int, steps, signature, setup: ArithmeticSet
         "loss_curve": np.asarray(traj.loss[lane]).round(4).tolist(),
     }
     return entry, (curves, S_emb, spectrum)
+
+
+def frequency_numbers(spectrum: np.ndarray, i_late: int) -> dict:
+    """What a lane's order-1 spectrum ``rho_(1),k`` ``[S, K]`` (k = 0..K-1; k = 0 is the
+    constant mode, on the 1 - MSE scale for mod) says of the frequencies k >= 1: the best one
+    at snapshot ``i_late``, ``k_star_late``, its value, and the best value at init."""
+    k_late = 1 + int(np.argmax(spectrum[i_late, 1:]))
+    return {
+        "k_star_late": k_late,
+        "rho1_kstar_late": float(spectrum[i_late, k_late]),
+        "rho1_best_init": float(spectrum[0, 1:].max()),
+    }
 
 
 def _scored_at_end(criterion, end, init, finite: bool) -> dict:
