@@ -108,6 +108,7 @@ def test_two_processes_bitwise_equal_to_one(tmp_path, one_process):
     np.testing.assert_array_equal(two["loss"], one_process.loss)
 
 
+@pytest.mark.slow  # four JAX processes started: about 20 s
 def test_two_processes_resume_what_process_zero_saved(tmp_path, one_process):
     store = tmp_path / "sweep"
     first = _api_sweep(tmp_path, 2, str(store))

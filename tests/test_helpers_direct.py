@@ -85,6 +85,7 @@ def _adamw_by_hand(graphdef, state, opt_state, batch, config):
     return jax.tree.map(lambda p, u: p + u, state, updates), opt_state
 
 
+@pytest.mark.slow  # about 20 s, most of it compiling
 def test_step_function_draws_its_batch_from_fold_in_key_i_and_takes_one_adamw_step():
     """Steps 0 then 5 equal two AdamW steps on the windows at the starts
     ``randint(fold_in(key, i), (B,), 0, N - T)`` of the stream, each ``T + 1`` tokens long,

@@ -302,6 +302,7 @@ def test_the_split_unit_flow_takes_over_at_t_c_plus_start_after():
     assert not np.array_equal(split.rho0[:common][~before], alone.rho0[:common][~before])
 
 
+@pytest.mark.slow  # about 20 s
 def test_the_split_unit_path_is_its_flow_read_save_by_save():
     """L1's path against the split-unit flow integrated here with the public pieces: Heun at
     `SPLIT_STEP` over each save, rho_0 of the whole ``W_E`` (`split_weights`, `rho0`); the
