@@ -165,6 +165,7 @@ def test_bad_theory_input_exits_2_with_one_line_and_writes_nothing(argv, tmp_pat
     assert not out.exists()
 
 
+@pytest.mark.slow  # about 17 s
 def test_theory_runs_in_float64_whatever_the_global_flag():
     """A scoped jax.enable_x64: no silent float32 truncation of the theory or the training."""
     ds = tasks.make("add", N=4)

@@ -249,6 +249,7 @@ def test_task_embedding_equal_to_its_signature_scores_one():
 # the loop: an lm export measured back
 
 
+@pytest.mark.slow  # trains an LM, exports and measures it back: about 18 s
 def test_measure_on_an_lm_export_reproduces_its_rho_next(tmp_path):
     corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=600, seed=0), vocab_size=None)
     config = small_lm_config(
