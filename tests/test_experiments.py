@@ -997,3 +997,20 @@ def test_fig6_frequency_numbers_leave_out_the_constant_mode():
         "rho1_best_init": 0.3,
     }
     assert fig6.frequency_numbers(spectrum, 1)["k_star_late"] == 2
+
+
+def test_the_saved_regime_study_is_the_study_of_its_saved_units():
+    """sims/results/regime_study.json's table and counts are `study_numbers` of the unit records
+    saved beside it: a unit rerun without rebuilding the study shows here."""
+    from pathlib import Path
+
+    from ctx_staircase import results
+    from ctx_staircase.experiments import regime_study
+
+    sims = Path(__file__).resolve().parents[1] / "sims"
+    study = _saved("regime_study")["numbers"]
+    rebuilt = results.loads(
+        results.dumps(regime_study.study_numbers(regime_study.saved_grid(sims)))
+    )
+    for key in ("regimes", "primary", "rows", "counts"):
+        assert rebuilt[key] == study[key], key
