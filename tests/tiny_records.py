@@ -8,17 +8,31 @@ results at the rounding level, so after a change that is meant to move their num
 regenerate them through the test itself and read the diff:
 
     RECORD_TINY=1 python -m pytest tests/test_tiny_records.py -n 0
+
+Four more experiments spend nearly all of their smoke run training (`ANALYSED`): their
+trainings are recorded too (``NAME.sweeps.npz``, each `sweep.train_sweep` result under a digest
+of its arguments), and the replay hands them back (`recorded_sweeps`), so what runs is the
+experiment's own analysis: its measures, numbers and claims. A training whose arguments
+changed (another width, seed, schedule or data set) has no recording and fails the replay.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 
-from ctx_staircase import experiments, results
+import numpy as np
+
+from ctx_staircase import experiments, results, sweep, train
 
 #: The replayed experiments: their smoke runs are the shortest (4-9 s each on 2 cores).
 RECORDED = ("fig2a_label_laws", "fig2_geometry", "fig5_activation_order", "fig9_modulus", "minmax")
+
+#: The experiments replayed on their recorded trainings (`recorded_sweeps`): analysis only.
+ANALYSED = ("fig3_staircase", "fig4_frequency", "appc_task4_orders", "fig6_attention")
 
 DIRECTORY = Path(__file__).resolve().parent / "data" / "tiny"
 
@@ -41,3 +55,88 @@ def tiny_record(name: str) -> dict:
 
 def path(name: str) -> Path:
     return DIRECTORY / f"{name}.json"
+
+
+#: `sweep.train_sweep`'s keywords that say how the lanes run, not what they train (the same
+#: bits either way: tests/test_sweep.py).
+HOW_LANES_RUN = ("out", "chunk", "devices", "lanes_per_batch", "concurrent_calls", "progress")
+
+
+def sweeps_path(name: str) -> Path:
+    return DIRECTORY / f"{name}.sweeps.npz"
+
+
+def training_digest(model, ds, config, gammas, seeds, lrs=None, **model_kwargs) -> str:
+    """A digest of everything a `sweep.train_sweep` call trains on: the model, the data set's
+    arrays, the training configuration, the grid and the model's keywords (their ``repr``:
+    a `models.FrozenArray` prints a digest of its contents)."""
+    h = hashlib.sha256(repr((model, ds.name, ds.vocab_size, config)).encode())
+    for array in (ds.tokens, ds.labels, ds.weights):
+        h.update(np.ascontiguousarray(array).tobytes())
+    grid = [np.asarray(v, float).tolist() if v is not None else None for v in (gammas, seeds, lrs)]
+    h.update(repr((grid, sorted((k, repr(v)) for k, v in model_kwargs.items()))).encode())
+    return h.hexdigest()[:16]
+
+
+def _flatten(result: sweep.SweepResult) -> tuple[dict, dict]:
+    """A sweep result as ``(arrays, meta)``: every array under a ``field/key`` name, and the
+    lane statuses and the fields that are None or dicts as JSON."""
+    arrays = {"gamma": result.gamma, "seed": result.seed, "lr": result.lr}
+    meta = {"status": list(result.status), "dicts": {}, "none": []}
+    for field, value in result.trajectory._asdict().items():
+        if value is None:
+            meta["none"].append(field)
+        elif isinstance(value, dict):
+            meta["dicts"][field] = sorted(value)
+            arrays |= {f"trajectory/{field}/{key}": v for key, v in value.items()}
+        else:
+            arrays[f"trajectory/{field}"] = value
+    return {k: np.asarray(v) for k, v in arrays.items()}, meta
+
+
+def _unflatten(arrays: dict, meta: dict) -> sweep.SweepResult:
+    fields = {}
+    for field in train.Trajectory._fields:
+        if field in meta["none"]:
+            fields[field] = None
+        elif field in meta["dicts"]:
+            fields[field] = {k: arrays[f"trajectory/{field}/{k}"] for k in meta["dicts"][field]}
+        else:
+            fields[field] = arrays[f"trajectory/{field}"]
+    return sweep.SweepResult(
+        arrays["gamma"], arrays["seed"], arrays["lr"], train.Trajectory(**fields), meta["status"]
+    )
+
+
+@contextlib.contextmanager
+def recorded_sweeps(monkeypatch, name: str, *, record: bool):
+    """`sweep.train_sweep` answered from experiment ``name``'s recorded trainings (``record``:
+    trained for real, and the results written when the block ends)."""
+    real, saved = sweep.train_sweep, {}
+    if not record:
+        with np.load(sweeps_path(name)) as stored:
+            meta = json.loads(str(stored["meta"]))
+            arrays = {k: stored[k] for k in stored.files if k != "meta"}
+
+    def replay(model, ds, config, *, gammas, seeds=(0,), lrs=None, **kwargs):
+        trains = {k: v for k, v in kwargs.items() if k not in HOW_LANES_RUN}
+        digest = training_digest(model, ds, config, gammas, seeds, lrs, **trains)
+        if record:
+            result = real(model, ds, config, gammas=gammas, seeds=seeds, lrs=lrs, **kwargs)
+            saved[digest] = _flatten(result)
+            return result
+        if digest not in meta:
+            raise LookupError(
+                f"no recorded training of {model} on {ds.name} with {config} and "
+                f"{sorted(trains)} (digest {digest}): its arguments changed since the recording"
+            )
+        prefix = f"{digest}/"
+        own = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+        return _unflatten(own, meta[digest])
+
+    monkeypatch.setattr(sweep, "train_sweep", replay)
+    yield
+    if record:
+        stored = {f"{d}/{k}": v for d, (a, _) in saved.items() for k, v in a.items()}
+        meta = json.dumps({d: m for d, (_, m) in saved.items()})
+        np.savez_compressed(sweeps_path(name), meta=np.asarray(meta), **stored)
