@@ -438,6 +438,8 @@ PROBE_STEPS = 300
 PROBE_LR = 0.01
 """Adam learning rate of a probe fit (paper App. A.1.5), the default of `probe_fit` and
 `lm.prefix_probe`."""
+PROBE_FOLDS = 5
+"""Folds of `probe_fit`'s held-out score; it needs two token pairs per fold."""
 
 
 def adam_descent(loss, v, learning_rate, steps: int):
@@ -539,7 +541,7 @@ def probe_fit(
     phi,
     S_emb,
     *,
-    folds: int = 5,
+    folds: int = PROBE_FOLDS,
     steps: int = PROBE_STEPS,
     lr: float = PROBE_LR,
     seed: int = 0,

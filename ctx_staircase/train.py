@@ -174,11 +174,14 @@ def init_state(
 def train(
     model: str, ds: TokenDataset, config: TrainConfig, *, gamma=0.8, seed: int = 0, **model_kwargs
 ) -> Trajectory:
-    """Train one model on ``ds``; see `make_run` for the compiled loop."""
+    """Train one model on ``ds``; see `make_run` for the compiled loop. The initial weights
+    come from ``fold_in(key(seed), 0)`` (`init_state`) and the minibatches from
+    ``fold_in(key(seed), 1)``, as in a lane of `sweep.train_sweep`: the same run either way."""
     graphdef, state = init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)
     run = _jitted_run(graphdef, config)
     lr = jnp.asarray(config.lr, dtype=state_dtype(state))
-    return run(state, lr, jax.random.key(seed), TrainData.from_dataset(ds))
+    key = jax.random.fold_in(jax.random.key(seed), 1)
+    return run(state, lr, key, TrainData.from_dataset(ds))
 
 
 @functools.lru_cache(maxsize=32)

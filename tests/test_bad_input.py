@@ -66,6 +66,7 @@ CLI_CASES = [
     case("lm-max-memory-1MB", "lm --tiny --max-memory 1MB", "--max-memory"),
     case("theory-max-memory-1MB", "theory add --param N=8 --max-memory 1MB", "--max-memory"),
     case("train-max-memory-abc", "train add --max-memory abc", "--max-memory"),
+    case("train-probe-group-of-4", "train add --param N=4", "--probe-snapshots"),
     case("train-max-memory-negative-as-option", "train add --max-memory -5GB", "--max-memory"),
     case("train-max-memory-negative", "train add --max-memory=-5GB", "--max-memory"),
     case("train-max-memory-zero", "train add --max-memory 0", "--max-memory"),

@@ -403,6 +403,24 @@ def test_estimators_compile_nothing(compilations):
     assert not compilations
 
 
+def test_train_cli_budgets_every_lane_of_its_grid(tmp_path, capsys):
+    """`ctx-staircase train` estimates the whole grid, gammas x seeds x lrs: one gamma over 8
+    seeds and 2 rates is 16 lanes. Under a limit that one lane fits and 16 do not, it refuses
+    before anything is trained or written, and says how many lanes it counted."""
+    from ctx_staircase import cli
+
+    ds = tasks.make("add", N=20)
+    config = train.TrainConfig(optimizer="gd", lr=0.1, steps=2)
+    one, sixteen = (budget.train_bytes("ffn", ds, config, lanes=n, d=256) for n in (1, 16))
+    assert sixteen > 2 * one
+    argv = ["train", "add", "--param", "N=20", "--d", "256", "--steps", "2", "--gamma", "1"]
+    argv += ["--seeds", *map(str, range(8)), "--lr", "0.1", "0.2"]
+    limit = f"{(one + sixteen) // 2}B"
+    assert cli.main([*argv, "--max-memory", limit, "--out", str(tmp_path / "never")]) == 2
+    assert "16 lanes" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+
 def test_each_more_lane_holds_its_recorded_weights_twice():
     """`train_bytes`: a lane beyond those in flight adds only its trajectory, held twice; the
     weights part of it is S snapshots of ``W_E, W_U [V, d]``."""

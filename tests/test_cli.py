@@ -303,15 +303,16 @@ def test_param_values_are_python_literals_and_split_at_the_first_equals_sign():
 
 def test_train_summary_is_of_the_last_snapshot(tmp_path, capsys, monkeypatch):
     """``metrics.json`` of ``ctx-staircase train``: each lane's final loss and accuracy are those
-    of its last snapshot in ``sweep/arrays.npz`` (the figures are skipped: they hold no number)."""
+    of its last snapshot in ``sweep/arrays.npz``, and a two-token task (L = 2) gets its probe
+    (the figures are skipped: they hold no number)."""
     from ctx_staircase import plots
 
     monkeypatch.setattr(plots, "save_figure", lambda figure, path: None)
     for name in ("training_figure", "embedding_geometry_figure"):
         monkeypatch.setattr(plots, name, lambda *args, **kwargs: None)
     out = tmp_path / "train"
-    flags = "--gamma 0.5 --steps 40 --snapshot-steps 0 40 --d 8 --lr 0.05 --probe-snapshots 0"
-    argv = ["train", "add", "--param", "N=4", *flags.split(), "--out", str(out)]
+    flags = "--gamma 0.5 --steps 40 --snapshot-steps 0 40 --d 8 --lr 0.05 --probe-snapshots 1"
+    argv = ["train", "add", "--param", "N=5", *flags.split(), "--out", str(out)]
     assert cli.main(argv) == 0
     capsys.readouterr()
     summary = json.loads((out / "metrics.json").read_text())
@@ -320,3 +321,5 @@ def test_train_summary_is_of_the_last_snapshot(tmp_path, capsys, monkeypatch):
     np.testing.assert_array_equal(summary["final_loss"], loss[:, -1])
     np.testing.assert_array_equal(summary["final_accuracy"], accuracy[:, -1])
     assert accuracy[0, -1] > accuracy[0, 0]  # it learned: the two ends differ
+    probe = summary["alignment"]
+    assert len(probe["probe_steps"]) == 1 and np.shape(probe["probe_heldout_corr"]) == (1, 1)

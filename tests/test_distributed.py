@@ -143,6 +143,7 @@ def test_blocks_cover_every_lane_once(lanes, count):
     [
         (distributed.Cluster("127.0.0.1", 2, 0), "--coordinator must be HOST:PORT"),
         (distributed.Cluster("127.0.0.1:70000", 2, 0), "--coordinator must be HOST:PORT"),
+        (distributed.Cluster("127.0.0.1:0", 2, 0), "--coordinator must be HOST:PORT"),
         (distributed.Cluster("127.0.0.1:1234", 2, 2), "--process-id must lie in [0, 1]"),
         (distributed.Cluster("127.0.0.1:1234", None, 0), "--num-processes missing"),
         (distributed.Cluster(None, None, 1), "--process-id needs --coordinator"),

@@ -782,6 +782,51 @@ def test_second_plateau_null_is_each_tasks_mean_plateau_length_after_t0():
     assert claim["null_passed"] is False
 
 
+def test_second_plateau_null_skips_a_missing_escape_in_its_task_mean():
+    """A cell whose rho_0 never left the plateau (t_1 missing) is a miss for the prediction and
+    for the null alike, but the rest of its task keeps its null: every other cell has the same
+    length, so the task's mean over the escapes that happened predicts each of them exactly
+    (a mean that took in the missing one would be NaN and miss them all)."""
+    import copy
+
+    record = copy.deepcopy(_saved("second_plateau"))
+    shares = {}
+    for missing in (False, True):
+        changed = copy.deepcopy(record)
+        total = 0
+        for name, summary in changed["numbers"].items():
+            if name == "smooth":
+                continue
+            level1 = [i for i, level in enumerate(summary["level"]) if level == "L1"]
+            total += len(level1)
+            for i in level1:
+                summary["t0"][i], summary["t1_measured"][i] = 100.0, 300.0
+            if missing:
+                summary["t1_measured"][level1[0]] = float("nan")
+        claim = _rebuilt_claim("second_plateau", changed, "the split-unit flow from the training")
+        shares[missing] = claim["null"]
+    tasks = sum(name != "smooth" for name in record["numbers"])
+    assert shares[False].endswith(": 100% within")
+    assert shares[True].endswith(f": {(total - tasks) / total:.0%} within")
+
+
+@pytest.mark.parametrize("second_fraction, passes", [(0.85, True), (0.1, False)])
+def test_fig4_ring_needs_every_eligible_seed_ordered(second_fraction, passes):
+    """§8.6's ring test holds when every eligible seed (gcd(k*, N) = 1, rho_k* >= 0.5) has a
+    ring fraction >= 0.8: with two eligible seeds, one ordered ring is not enough."""
+    import copy
+
+    record = copy.deepcopy(_saved("fig4_frequency"))
+    seeds = record["numbers"]["mod/relu"]["seeds"]
+    for s in seeds:
+        s["pca_match"]["11"] = 0.0  # a new k* below: every seed is scored against it
+    for s, k_star, fraction in ((seeds[3], 19, 0.9), (seeds[9], 11, second_fraction)):
+        s["k_star"], s["rho_k_star"], s["ring_fraction"] = k_star, 0.9, fraction
+    claim = _rebuilt_claim("fig4_frequency", record, "mod: the PCA ring")
+    assert claim["passed"] is passes
+    assert "seed 3: k*=19" in claim["measured"] and "seed 9: k*=11" in claim["measured"]
+
+
 def test_fig8_epochs_to_target_counts_an_exact_hit():
     """`fig8_role.first_epoch`: the first epoch at or above the target, an exact 0.95 included;
     None when never reached."""

@@ -84,6 +84,16 @@ def test_a_lane_equals_the_same_run_alone(ds, reference):
         np.testing.assert_allclose(alone.loss, reference.trajectory.loss[lane], atol=1e-10)
 
 
+def test_a_minibatch_lane_draws_the_batches_of_the_same_run_alone(ds):
+    """With minibatches the key matters: a lane and `train.train` draw theirs from
+    ``fold_in(key(seed), 1)``, a stream of its own, not the initialization's
+    ``fold_in(key(seed), 0)``, so the two runs are the same run."""
+    config = train.TrainConfig(optimizer="sgd", lr=0.5, steps=12, batch_size=3, snapshots=(12,))
+    lane = sweep.train_sweep("ffn", ds, config, gammas=[0.5], seeds=[3], **F64).lane(0)
+    alone = train.train("ffn", ds, config, gamma=0.5, seed=3, **F64)
+    np.testing.assert_allclose(alone.W_E, lane.W_E, rtol=0, atol=1e-12)
+
+
 def test_divergent_lanes_do_not_touch_the_others(ds, reference):
     assert [s.startswith("diverged") for s in reference.status] == [False, True] * 4
     calm = sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], **F64)

@@ -715,3 +715,11 @@ def test_token_dataset_refuses_bad_shapes_and_weights_naming_them(kwargs, messag
     with pytest.raises(ValueError, match=message):
         TokenDataset(vocab_size=2, **kwargs)
     assert TokenDataset(tokens=[[0], [1]], labels=[0, 1], vocab_size=2, weights=[0.0, 3.0]).n == 2
+
+
+def test_vocab_size_must_cover_the_largest_id_exactly():
+    """add N=5's largest id is 10: ``vocab_size=11`` (ids 0..10) is the least `make` accepts,
+    and 10 is refused by `make` itself, naming the least size."""
+    assert tasks.make("add", N=5, vocab_size=11).vocab_size == 11
+    with pytest.raises(ValueError, match="vocab_size must be at least 11 for task 'add'"):
+        tasks.make("add", N=5, vocab_size=10)

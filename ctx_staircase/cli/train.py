@@ -41,6 +41,7 @@ def handler(args: argparse.Namespace) -> int:
         model_kwargs["dtype"] = "float64"
     if args.vocab_size is not None:
         model_kwargs["vocab_size"] = args.vocab_size
+    _check_probe_group(args, ds)
     gamma, _, _ = sweep.grid(args.gamma, args.seeds, args.lr)
     budget.check(
         budget.train_bytes(args.model, ds, config, lanes=gamma.size, **model_kwargs),
@@ -54,6 +55,23 @@ def handler(args: argparse.Namespace) -> int:
             lambda: train.init_state(args.model, ds, gamma=1.0, seed=0, **dict(model_kwargs))[1]
         )
         return _train_and_report(args, ds, config, model_kwargs, out)
+
+
+def _check_probe_group(args: argparse.Namespace, ds) -> None:
+    """Refuse, before training, a probe its token group is too small for (`metrics.probe_fit`
+    needs two token pairs per fold)."""
+    from ctx_staircase import geometry, metrics
+
+    group = geometry.default_group(ds)
+    tokens = geometry.group_tokens(ds, group).size
+    pairs = 2 * metrics.PROBE_FOLDS
+    if args.probe_snapshots and ds.L > 1 and tokens * (tokens - 1) // 2 < pairs:
+        least = next(n for n in range(2, pairs + 2) if n * (n - 1) // 2 >= pairs)
+        raise ValueError(
+            f"--probe-snapshots needs a token group of at least {least} tokens ({pairs} pairs "
+            f"for its {metrics.PROBE_FOLDS} folds); {args.task} {ds.params} has {tokens} in "
+            f"its group {group!r}: pass --probe-snapshots 0, or a larger task"
+        )
 
 
 class TrainSummary(NamedTuple):
