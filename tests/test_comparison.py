@@ -237,6 +237,11 @@ def test_theory_cli_prints_the_attention_law(tmp_path, capsys):
     assert metrics["escape_slope"]["analytic"] == pytest.approx(2 * np.log(16))
     assert all(np.isfinite(t) for t in metrics["escape"]["simulation"])
     assert (out / "escape_time.png").is_file()
+    # the reported constants are the law's own: t* = T_Z d^(2 gamma) - c, c = sqrt(A / kappa)
+    law = metrics["law"]
+    assert law["offset_c"] == pytest.approx(np.sqrt(law["amplitude_A"] / metrics["threshold"]))
+    predicted = [law["blowup_time_T_Z"] * 16 ** (2 * g) - law["offset_c"] for g in (0.6, 0.7)]
+    np.testing.assert_allclose(law["plateau_law"], predicted, rtol=1e-12)
 
 
 @pytest.mark.slow

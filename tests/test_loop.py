@@ -183,7 +183,8 @@ def test_one_compiled_run_serves_every_dataset_of_a_shape():
     graphdef, state = train.init_state("ffn", base, gamma=0.5, seed=0, d=8)
     assert train.make_run(graphdef, config) is train.make_run(graphdef, config)
     run = jax.jit(train.make_run(graphdef, config))
-    lr, key = jnp.asarray(0.3, jnp.float32), jax.random.key(0)
+    # the minibatch stream of `train.train` and of a sweep lane: fold_in(key(seed), 1)
+    lr, key = jnp.asarray(0.3, jnp.float32), jax.random.fold_in(jax.random.key(0), 1)
     data = [train.TrainData.from_dataset(ds) for ds in (first, second)]
     out_first, compiles = compile_events(lambda: run(state, lr, key, data[0]))
     assert compiles >= 1
