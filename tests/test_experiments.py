@@ -140,6 +140,14 @@ def test_report_renders_the_regime_table():
     assert "## Regime study" in text and "(**primary**)" in text
     row = next(line for line in text.splitlines() if line.startswith("| figA | §8.3: c"))
     assert row.count("**pass**") == 2 and row.count("**FAIL**") == 4
+    counts = next(line for line in text.splitlines() if line.startswith("| pass |"))
+    assert counts.count("1 / 1") == 2 and counts.count("0 / 0") == 4  # paper / all claims
+    # a claim's kind is its full-size record's: a project claim is no paper claim in any regime
+    project = _record("figA", [Claim("§8.3", "c", "v", "k", True, kind="project")])
+    counts = next(
+        line for line in report.render([study, project]).splitlines() if line.startswith("| pass |")
+    )
+    assert counts.count("0 / 1") == 2 and "1 / 1" not in counts
 
 
 # ---------------------------------------------------------------------------- theory's null
@@ -740,10 +748,12 @@ def test_lm_builtin_embedding_claim_reads_the_gamma_1_embeddings():
     good = dict(number_order=1.0, weekday_cycle=7, month_cycle=12, category_purity=1.0)
     bad = dict(number_order=0.0, weekday_cycle=0, month_cycle=0, category_purity=0.0)
     assert lm_builtin.EMBEDDING_ORDER_MIN <= 1.0 and lm_builtin.EMBEDDING_CYCLE_MIN <= 7
-    for one, half, passed in ((good, bad, True), (bad, good, False)):
+    # each criterion on its own: one failing fails the claim (the months are not the weekdays)
+    alone = [(good | {key: bad[key]}, good, False) for key in good if key != "month_cycle"]
+    for one, half, passed in ((good, bad, True), (bad, good, False), *alone):
         changed = copy.deepcopy(record)
         changed["numbers"]["embedding_structure"] = {"1": one, "0.5": half}
-        assert _rebuilt_claim("lm_builtin", changed, keeps)["passed"] is passed
+        assert _rebuilt_claim("lm_builtin", changed, keeps)["passed"] is passed, one
 
 
 def test_task4_staging_compares_the_first_collapse_with_the_last_band():
@@ -825,6 +835,30 @@ def test_fig4_ring_needs_every_eligible_seed_ordered(second_fraction, passes):
     claim = _rebuilt_claim("fig4_frequency", record, "mod: the PCA ring")
     assert claim["passed"] is passes
     assert "seed 3: k*=19" in claim["measured"] and "seed 9: k*=11" in claim["measured"]
+
+
+def test_escape_feedback_tracking_needs_every_solve_ok():
+    """ "The feedback closed form tracks the flow" needs the flow solved at every gamma: with
+    the feedback's escapes equal to the flow's (ratios 1) it passes, and one failed flow solve
+    fails it, however close the ratios."""
+    import copy
+
+    record = copy.deepcopy(_saved("escape_feedback"))
+    escape = record["numbers"]["add"]["escape"]
+    escape["closed_form_feedback"] = list(escape["signature_flow_m1"])
+    tracks = "the feedback closed form tracks"
+    verdicts = []
+    for failed in (False, True):
+        if failed:
+            solver = record["numbers"]["add"]["runs"][0]["solver"]
+            solver["signature_flow_m1"] = {"ok": False, "result": "max_steps reached"}
+        found = [
+            c
+            for c in _claims_of("escape_feedback")(record)
+            if c.item == "escape law / add" and c.claim.startswith(tracks)
+        ]
+        verdicts.append(found[0].passed)
+    assert verdicts == [True, False]
 
 
 def test_fig8_epochs_to_target_counts_an_exact_hit():
