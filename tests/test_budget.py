@@ -151,6 +151,8 @@ def test_lanes_in_flight_mirrors_the_sweep_layout():
     )
     assert budget.lanes_in_flight(8, platform="gpu", devices=1) == 8
     assert budget.lanes_in_flight(8, platform="gpu", devices=2) == 8
+    # an uneven split over devices: 9 lanes on 2 devices are 5 per device (the last padded)
+    assert budget.lanes_in_flight(9, platform="gpu", devices=2) == 10
 
 
 def test_lanes_in_flight_never_exceeds_the_concurrent_calls():

@@ -242,6 +242,10 @@ def test_theory_cli_prints_the_attention_law(tmp_path, capsys):
     assert law["offset_c"] == pytest.approx(np.sqrt(law["amplitude_A"] / metrics["threshold"]))
     predicted = [law["blowup_time_T_Z"] * 16 ** (2 * g) - law["offset_c"] for g in (0.6, 0.7)]
     np.testing.assert_allclose(law["plateau_law"], predicted, rtol=1e-12)
+    # A5 for one balanced mode: rate s_1 / L (L = 2), u0 = (d^-gamma sqrt d)^4
+    s_1 = metrics["top_singular_value"]
+    a5 = [closed_form.attention_plateau_time(s_1 / 2, (16**-g * 4) ** 4) for g in (0.6, 0.7)]
+    np.testing.assert_allclose(law["single_mode_a5"], a5, rtol=1e-12)
 
 
 @pytest.mark.slow
@@ -261,6 +265,20 @@ def test_attention_theory_against_training_add():
     assert np.all(np.abs(law - 1) <= 0.10), law
     slopes = out.escape_slope
     assert slopes.analytic == pytest.approx(slopes.simulation, rel=0.05)
+
+
+def test_weight_errors_are_relative_to_training():
+    """A theory twice the trained weights is off by ||2W - W|| / ||W|| = 1 at every time: the
+    errors are relative to training (the measured run), not to the theory (which gives 1/2)."""
+    ds = tasks.make("add", N=4)
+    rng = np.random.default_rng(1)
+    W0, D, U = (1e-3 * rng.standard_normal((ds.vocab_size, 8)) for _ in range(3))
+    ts = np.linspace(0.0, 10.0, 11)
+    W_E = W0 + ts[:, None, None] * D
+    sim = comparison.WeightTrajectory(ts, W_E, np.broadcast_to(U, W_E.shape))
+    twice = comparison.WeightTrajectory(ts, 2 * W_E, 2 * sim.W_U)
+    out = comparison.compare(twice, sim, ds, coefficients=(1.0,))
+    assert out.weight_rel_error_max == pytest.approx(1.0, rel=1e-12)
 
 
 def test_a5_mode_rate_is_s1_over_L_on_the_uniform_attention_flow():
@@ -562,6 +580,11 @@ def test_a_run_solves_only_the_theories_it_names():
         np.testing.assert_array_equal(alone.simulation.W_E, whole.simulation.W_E)
         assert alone.comparisons[flow].escape_time == whole.comparisons[flow].escape_time
     assert set(named.escape.as_json()) == {"gamma", "simulation", flow}
+    # a theory's output is what `theory.Size.trajectory_bytes` sizes: W_E and W_U of every lane
+    size = theory.Size(len(every.runs), len(every.ts), 0, 2, ds.vocab_size, 8, 0, 0, (1,), "", 1)
+    for name in every.runs[0].theories:
+        held = sum(r.theories[name].W_E.nbytes + r.theories[name].W_U.nbytes for r in every.runs)
+        assert held == size.trajectory_bytes, name
     one = budget.theory_stages(ds, d=8, max_orders=(1,), steps=60, theories=[flow])
     all_ = budget.theory_stages(ds, d=8, max_orders=(1,), steps=60)
     assert one["compare"] < all_["compare"]
