@@ -756,6 +756,23 @@ def test_lm_builtin_embedding_claim_reads_the_gamma_1_embeddings():
         assert _rebuilt_claim("lm_builtin", changed, keeps)["passed"] is passed, one
 
 
+def test_lm_builtin_signature_structures_are_the_saved_ones_and_the_null_is_shuffled():
+    """The next-token signatures' structure and its null (the training stream shuffled) need no
+    training: rebuilt from the full-size built-in corpus they are the saved record's, and the
+    shuffled stream has lost the weekday and month cycles the real one shows."""
+    from ctx_staircase import text
+    from ctx_staircase.experiments import lm_builtin
+
+    record = _saved("lm_builtin")
+    corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=40_000, seed=0), vocab_size=None)
+    got = lm_builtin.signature_structures(corpus, seed=0)
+    for key, value in got.items():
+        assert value == pytest.approx(record["numbers"][key]), key
+    real, null = got["signature_structure"], got["signature_structure_shuffled_stream"]
+    for cycle in ("weekday_cycle", "month_cycle"):
+        assert real[cycle] > null[cycle], cycle
+
+
 def test_task4_staging_compares_the_first_collapse_with_the_last_band():
     """Collapsed first, banded later: the anchors' cosines near-uniform from snapshot 3 and
     their order-1 band at snapshots 1 and 5 is staged (3 < 5, the last band), not refused for

@@ -342,6 +342,9 @@ def test_lm_metrics_fits_the_probe_on_held_out_tokens(run):
     curves = lm.lm_metrics(fake, signature._replace(prefix=prefix), probe_steps=300)
     assert np.all(curves.probe_mse < 1e-3 * curves.probe_baseline_mse)
     np.testing.assert_allclose(curves.probe_slope, 0.5, atol=1e-3)
+    # the baseline is the held-out variance (the best constant), strictly below the constant
+    # of the training pairs' mean whenever the two means differ, as they do on random data
+    assert np.all(curves.probe_baseline_mse < curves.probe_constant_mse)
 
 
 def summary_lane(**changes):
