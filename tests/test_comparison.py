@@ -267,6 +267,15 @@ def test_attention_theory_against_training_add():
     assert slopes.analytic == pytest.approx(slopes.simulation, rel=0.05)
 
 
+def test_onset_is_the_first_crossing_of_half_the_peak():
+    """`comparison.onset_time` (eq. C9): the first time a curve reaches half of its maximum,
+    interpolated in log value, also when the curve falls back later (to 0.3 here, whose half
+    would be reached at once); NaN for a curve that never rises above 0."""
+    onset = comparison.onset_time([0.0, 1.0, 2.0, 3.0], [0.2, 1.0, 0.4, 0.3])
+    assert onset == pytest.approx(np.log(0.5 / 0.2) / np.log(1.0 / 0.2), rel=1e-12)
+    assert np.isnan(comparison.onset_time([0.0, 1.0], [0.0, 0.0]))
+
+
 def test_weight_errors_are_relative_to_training():
     """A theory twice the trained weights is off by ||2W - W|| / ||W|| = 1 at every time: the
     errors are relative to training (the measured run), not to the theory (which gives 1/2)."""
