@@ -517,7 +517,7 @@ def _lane_function(model, config, frozen_kwargs) -> Callable:
     def lane(gamma, seed, lr, data):
         key = jax.random.key(seed)
         graphdef, state = train.init_state(model, data, gamma=gamma, seed=key, **kwargs)
-        return train.make_run(graphdef, config)(state, lr, jax.random.fold_in(key, 1), data)
+        return train.make_run(graphdef, config)(state, lr, train.minibatch_key(key), data)
 
     return lane
 

@@ -171,17 +171,22 @@ def init_state(
     return nnx.split(module)
 
 
+def minibatch_key(key: jax.Array) -> jax.Array:
+    """The minibatch stream of a run seeded with ``key``: ``fold_in(key, 1)``, apart from the
+    initialization's ``fold_in(key, 0)`` (`init_state`). `train` and every lane of
+    `sweep.train_sweep` use it, so one seed is one run either way."""
+    return jax.random.fold_in(key, 1)
+
+
 def train(
     model: str, ds: TokenDataset, config: TrainConfig, *, gamma=0.8, seed: int = 0, **model_kwargs
 ) -> Trajectory:
-    """Train one model on ``ds``; see `make_run` for the compiled loop. The initial weights
-    come from ``fold_in(key(seed), 0)`` (`init_state`) and the minibatches from
-    ``fold_in(key(seed), 1)``, as in a lane of `sweep.train_sweep`: the same run either way."""
+    """Train one model on ``ds``; see `make_run` for the compiled loop and `minibatch_key` for
+    its random streams."""
     graphdef, state = init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)
     run = _jitted_run(graphdef, config)
     lr = jnp.asarray(config.lr, dtype=state_dtype(state))
-    key = jax.random.fold_in(jax.random.key(seed), 1)
-    return run(state, lr, key, TrainData.from_dataset(ds))
+    return run(state, lr, minibatch_key(jax.random.key(seed)), TrainData.from_dataset(ds))
 
 
 @functools.lru_cache(maxsize=32)

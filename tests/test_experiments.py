@@ -760,12 +760,13 @@ def test_lm_builtin_signature_structures_are_the_saved_ones_and_the_null_is_shuf
     """The next-token signatures' structure and its null (the training stream shuffled) need no
     training: rebuilt from the full-size built-in corpus they are the saved record's, and the
     shuffled stream has lost the weekday and month cycles the real one shows."""
-    from ctx_staircase import text
+    from ctx_staircase import signatures, text
     from ctx_staircase.experiments import lm_builtin
 
     record = _saved("lm_builtin")
     corpus = text.prepare_corpus(text.builtin_corpus(n_sentences=40_000, seed=0), vocab_size=None)
-    got = lm_builtin.signature_structures(corpus, seed=0)
+    phi_next = signatures.next_token_signature(corpus.train, corpus.vocab_size)[0]
+    got = lm_builtin.signature_structures(corpus, phi_next, seed=0)
     for key, value in got.items():
         assert value == pytest.approx(record["numbers"][key]), key
     real, null = got["signature_structure"], got["signature_structure_shuffled_stream"]

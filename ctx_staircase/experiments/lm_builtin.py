@@ -48,15 +48,13 @@ def initial_embedding(config: lm.LMConfig, vocab_size: int, seed: int) -> np.nda
     return np.asarray(models.weights(lm.gpt(config, vocab_size, 1.0, key))["W_E"])
 
 
-def signature_structures(corpus: text.Corpus, seed: int) -> dict:
-    """`lm_study.structure` of the next-token signatures of ``corpus``'s training stream, and of
-    its null: the same stream with its tokens shuffled by ``seed`` (word order destroyed, word
-    counts kept)."""
+def signature_structures(corpus: text.Corpus, phi_next: np.ndarray, seed: int) -> dict:
+    """`lm_study.structure` of ``phi_next``, the next-token signature of ``corpus``'s training
+    stream, and of its null: the same stream with its tokens shuffled by ``seed`` (word order
+    destroyed, word counts kept)."""
     shuffled = np.random.default_rng(seed).permutation(corpus.train)
     return {
-        "signature_structure": lm_study.structure(
-            signatures.next_token_signature(corpus.train, corpus.vocab_size)[0], corpus.vocabulary
-        ),
+        "signature_structure": lm_study.structure(phi_next, corpus.vocabulary),
         "signature_structure_shuffled_stream": lm_study.structure(
             signatures.next_token_signature(shuffled, corpus.vocab_size)[0], corpus.vocabulary
         ),
@@ -77,7 +75,7 @@ def run(full: bool = False, tiny: bool = False, seed: int = 0) -> Outcome:
         corpus, config, seed=seed, probe_steps=probe_steps
     )
     numbers = dict(
-        **signature_structures(corpus, seed),
+        **signature_structures(corpus, phi_next, seed),
         embedding_structure={
             f"{gamma:g}": lm_study.structure(trajectory.final_W_E[g], vocabulary)
             for g, gamma in enumerate(trajectory.gammas)
