@@ -610,9 +610,10 @@ def horizon(predicted: np.ndarray, gammas, lr: float, steps: int | None) -> tupl
     missed = [float(g) for g, t in zip(gammas, predicted, strict=True) if not t <= lr * steps]
     notes = []
     if missed and len(missed) == len(predicted):
+        earliest = f"earliest t={np.min(predicted[finite]):.4g}" if finite.any() else "none finite"
         raise ValueError(
             f"steps={steps}: the horizon t={lr * steps:g} ends before every predicted escape "
-            f"(earliest t={np.nanmin(predicted):.4g}); too short to compare anything"
+            f"({earliest}); too short to compare anything"
         )
     if missed:
         notes.append(

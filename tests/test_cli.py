@@ -271,15 +271,16 @@ def test_a_tiny_record_says_its_verdicts_are_smoke_checks(capsys):
 
 
 def test_a_smoke_run_compiles_without_backend_optimization_unless_the_user_says(monkeypatch):
-    """--tiny puts XLA's backend optimization level 0 before the user's own XLA_FLAGS (so a flag
-    the user sets wins: XLA reads the last), and only while JAX is not imported yet."""
+    """--tiny puts XLA's backend optimization level 0 and its classic CPU emitters before the
+    user's own XLA_FLAGS (so a flag the user sets wins: XLA reads the last), and only while JAX
+    is not imported yet."""
     import sys
 
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
     cli.compile_for_smoke_runs()
     flags = os.environ["XLA_FLAGS"].split()
-    assert flags == [cli.SMOKE_XLA_FLAGS, "--xla_backend_optimization_level=2"]
+    assert flags == [*cli.SMOKE_XLA_FLAGS.split(), "--xla_backend_optimization_level=2"]
     monkeypatch.delenv("XLA_FLAGS")
     cli.compile_for_smoke_runs()
     assert os.environ["XLA_FLAGS"] == cli.SMOKE_XLA_FLAGS

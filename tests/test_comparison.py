@@ -148,6 +148,16 @@ def test_a_horizon_before_every_escape_is_refused():
         comparison.horizon(np.array([1e6]), [0.9], 0.2, None)
 
 
+def test_a_lane_with_no_predicted_escape_is_noted_as_one_that_cannot_escape():
+    """A NaN predicted escape (no escape in the theory) lies past every horizon: it is named in
+    the note, and a horizon whose every lane has none is refused."""
+    steps, notes = comparison.horizon(np.array([10.0, np.nan]), [0.6, 0.8], 1.0, None)
+    assert steps == 20 and len(notes) == 1  # 1.25 x 10 rounded up to whole tens
+    assert "gamma 0.8:" in notes[0] and "0.6" not in notes[0]
+    with pytest.raises(ValueError, match=r"\(none finite\); too short to compare anything"):
+        comparison.horizon(np.array([np.nan, np.nan]), [0.6, 0.8], 0.2, 100)
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -123,6 +123,26 @@ def test_report_headline_counts_only_paper_claims_and_sections_split_by_kind():
     assert "*vacuous*" in text and "because 0.5" in text
 
 
+def test_report_rows_say_whether_each_null_passes():
+    """The null-control cell is the null's text and its own result: "(passes)", "(fails)", or
+    nothing for a claim whose null was not scored."""
+    claims = [
+        Claim("§8.3", "scored null passes", "v", "k", True, null="shuffled", null_passed=True),
+        Claim("§8.3", "scored null fails", "v", "k", True, null="shuffled", null_passed=False),
+        Claim("§8.3", "null not scored", "v", "k", True, null="shuffled"),
+    ]
+    rows = {
+        line.split(" | ")[2]: line.split(" | ")[6]
+        for line in report.render([_record("figA", claims)]).splitlines()
+        if line.startswith("| figA |")
+    }
+    assert rows == {
+        "scored null passes": "shuffled (passes)",
+        "scored null fails": "shuffled (fails)",
+        "null not scored": "shuffled",
+    }
+
+
 def test_report_renders_the_regime_table():
     cells = {
         r.name: {"verdict": "pass" if r.optimizer == "gd" else "FAIL", "measured": "v", "null": ""}

@@ -380,6 +380,22 @@ def test_lm_claims_score_their_nulls():
     assert early.null_passed is True and verdict(early) == "vacuous"
 
 
+def test_lm_settles_claim_needs_a_drop_below_the_peak_and_a_nonzero_final():
+    """The claim that rho_next settles at a lower, nonzero level: final <= peak - DROP_MIN and
+    final >= FINAL_MIN, checked on each side of both bounds."""
+    assert (lm_text.DROP_MIN, lm_text.FINAL_MIN) == (0.05, 0.1)
+
+    def settles(final: float) -> bool:
+        small = summary_lane(rho_next_peak=0.8, rho_next_final=final, rho_next_min_after_peak=final)
+        claim = lm_text.claims({"1": small, "0.5": summary_lane()}, 1000, "r")[2]
+        assert claim.claim.startswith("rho_next then settles")
+        return claim.passed
+
+    assert settles(0.74) and not settles(0.76)  # the drop from the peak 0.8
+    assert settles(0.11) and not settles(0.09)  # the final level
+    assert not settles(0.8)  # a curve that ends at its peak never settled
+
+
 def test_lm_metrics_rejects_other_tokens(run):
     trajectory, signature = run
     with pytest.raises(ValueError, match="tracked"):

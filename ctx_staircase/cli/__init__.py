@@ -63,10 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-#: XLA's flag for a smoke run: compiling is most of a ``--tiny`` run's time, and the backend's
-#: optimization passes are most of compiling (e.g. escape_feedback 26 s -> 18 s on 2 cores),
-#: while its arithmetic is too small to feel slower code.
-SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0"
+#: XLA's flags for a smoke run: compiling is most of a ``--tiny`` run's time, while its
+#: arithmetic is too small to feel slower code. The backend's optimization passes are most of
+#: compiling (escape_feedback 26 s -> 18 s on 2 cores), and XLA's MLIR fusion emitters cost more
+#: to compile than its classic elemental emitters (order1_onset 22 s -> 17 s). Either changes
+#: only rounding, which can flip a near-tie such as a probe's best restart (benchmarks/README.md).
+SMOKE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def compile_for_smoke_runs() -> None:
