@@ -146,7 +146,7 @@ def test_flagship_run_tiny_end_to_end(tmp_path, capsys):
     for key in ("staircase", "theory_overlay", "escape_time"):
         png = out / record["figures"][key]
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size < 300_000
-        assert png.with_suffix(".pdf").read_bytes()[:4] == b"%PDF"  # the PDF beside it
+        assert not png.with_suffix(".pdf").exists()  # a smoke run writes no PDF beside it
     assert "jax" in record["environment"]["packages"]
     assert cli.main(["run", "--list"]) == 0
     listing = capsys.readouterr().out
