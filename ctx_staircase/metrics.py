@@ -442,6 +442,12 @@ PROBE_FOLDS = 5
 """Folds of `probe_fit`'s held-out score; it needs two token pairs per fold."""
 
 
+def probe_min_tokens(folds: int = PROBE_FOLDS) -> int:
+    """The fewest tokens ``A`` whose ``A (A - 1) / 2`` pairs give each of `probe_fit`'s
+    ``folds`` folds two pairs."""
+    return next(A for A in range(2, 2 * folds + 2) if A * (A - 1) // 2 >= 2 * folds)
+
+
 def adam_descent(loss, v, learning_rate, steps: int):
     """``v`` after ``steps`` Adam steps (optax, rate ``learning_rate``) down ``loss(v)``, run as one
     ``jax.lax.scan``; ``v`` is any pytree of arrays and keeps its structure and dtypes.
@@ -653,13 +659,12 @@ def _check_probe(phi, S_emb, folds, steps, lr, objective) -> None:
     if S_emb.shape != (A, A):
         raise ValueError(f"S_emb must have shape [{A}, {A}] to match phi; got {S_emb.shape}")
     check_finite(phi=phi, S_emb=S_emb)
-    n_pairs = A * (A - 1) // 2
     if isinstance(folds, bool) or not isinstance(folds, int | np.integer) or folds < 2:
         raise ValueError(f"folds must be an int >= 2; got {folds!r}")
-    if n_pairs < 2 * folds:
+    if A < probe_min_tokens(folds):
         raise ValueError(
             f"folds={folds} needs at least {2 * folds} token pairs; phi has A={A} tokens, "
-            f"{n_pairs} pairs"
+            f"{A * (A - 1) // 2} pairs"
         )
     if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
         raise ValueError(f"steps must be an int >= 0; got {steps!r}")

@@ -619,3 +619,20 @@ def test_pca_centres_each_column_and_projects_on_the_covariance_eigenvectors():
     np.testing.assert_allclose(np.asarray(out.scores), centred @ vectors.T, atol=1e-12)
     np.testing.assert_allclose(out.explained_variance_ratio, values / values.sum(), atol=1e-12)
     np.testing.assert_allclose(np.asarray(out.scores).mean(axis=0), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("folds", [2, 5, 7])
+def test_a_probe_needs_two_token_pairs_per_fold(folds):
+    """`probe_min_tokens` is the fewest tokens A with A (A - 1) / 2 >= 2 folds pairs (counted by
+    enumeration), and `probe_fit` refuses one token fewer, naming ``folds``."""
+    least = metrics.probe_min_tokens(folds)
+    pairs = [len(list(itertools.combinations(range(A), 2))) for A in (least - 1, least)]
+    assert pairs[0] < 2 * folds <= pairs[1]
+    rng = np.random.default_rng(0)
+    for A in (least - 1, least):
+        phi, S_emb = rng.random((A, 3, 4)), np.eye(A)
+        if A < least:
+            with pytest.raises(ValueError, match=f"folds={folds} needs at least {2 * folds}"):
+                metrics.probe_fit(phi, S_emb, folds=folds, steps=0)
+        else:
+            assert metrics.probe_fit(phi, S_emb, folds=folds, steps=0).fold_mse.shape == (folds,)

@@ -79,32 +79,22 @@ def training_digest(model, ds, config, gammas, seeds, lrs=None, **model_kwargs) 
 
 
 def _flatten(result: sweep.SweepResult) -> tuple[dict, dict]:
-    """A sweep result as ``(arrays, meta)``: every array under a ``field/key`` name, and the
-    lane statuses and the fields that are None or dicts as JSON."""
+    """A sweep result as ``(arrays, meta)``: the grid and `train.trajectory_arrays` of its
+    trajectory (under ``trajectory/``), and the lane statuses as JSON."""
+    trajectory = train.trajectory_arrays(result.trajectory)
     arrays = {"gamma": result.gamma, "seed": result.seed, "lr": result.lr}
-    meta = {"status": list(result.status), "dicts": {}, "none": []}
-    for field, value in result.trajectory._asdict().items():
-        if value is None:
-            meta["none"].append(field)
-        elif isinstance(value, dict):
-            meta["dicts"][field] = sorted(value)
-            arrays |= {f"trajectory/{field}/{key}": v for key, v in value.items()}
-        else:
-            arrays[f"trajectory/{field}"] = value
-    return {k: np.asarray(v) for k, v in arrays.items()}, meta
+    arrays |= {f"trajectory/{name}": value for name, value in trajectory.items()}
+    return {k: np.asarray(v) for k, v in arrays.items()}, {"status": list(result.status)}
 
 
 def _unflatten(arrays: dict, meta: dict) -> sweep.SweepResult:
-    fields = {}
-    for field in train.Trajectory._fields:
-        if field in meta["none"]:
-            fields[field] = None
-        elif field in meta["dicts"]:
-            fields[field] = {k: arrays[f"trajectory/{field}/{k}"] for k in meta["dicts"][field]}
-        else:
-            fields[field] = arrays[f"trajectory/{field}"]
+    """Inverse of `_flatten`."""
+    prefix = "trajectory/"
+    trajectory = train.trajectory_from_arrays(
+        {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+    )
     return sweep.SweepResult(
-        arrays["gamma"], arrays["seed"], arrays["lr"], train.Trajectory(**fields), meta["status"]
+        arrays["gamma"], arrays["seed"], arrays["lr"], trajectory, meta["status"]
     )
 
 

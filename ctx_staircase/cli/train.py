@@ -63,13 +63,11 @@ def _check_probe_group(args: argparse.Namespace, ds) -> None:
     from ctx_staircase import geometry, metrics
 
     group = geometry.default_group(ds)
-    tokens = geometry.group_tokens(ds, group).size
-    pairs = 2 * metrics.PROBE_FOLDS
-    if args.probe_snapshots and ds.L > 1 and tokens * (tokens - 1) // 2 < pairs:
-        least = next(n for n in range(2, pairs + 2) if n * (n - 1) // 2 >= pairs)
+    tokens, least = geometry.group_tokens(ds, group).size, metrics.probe_min_tokens()
+    if args.probe_snapshots and ds.L > 1 and tokens < least:
         raise ValueError(
-            f"--probe-snapshots needs a token group of at least {least} tokens ({pairs} pairs "
-            f"for its {metrics.PROBE_FOLDS} folds); {args.task} {ds.params} has {tokens} in "
+            f"--probe-snapshots needs a token group of at least {least} tokens (two pairs for "
+            f"each of its {metrics.PROBE_FOLDS} folds); {args.task} {ds.params} has {tokens} in "
             f"its group {group!r}: pass --probe-snapshots 0, or a larger task"
         )
 
