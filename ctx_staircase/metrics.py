@@ -62,6 +62,7 @@ __all__ = [
     "pca",
     "pearson",
     "probe_fit",
+    "probe_min_tokens",
     "probe_similarity",
     "signature_cosine_matrix",
     "spearman",
