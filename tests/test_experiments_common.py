@@ -8,9 +8,11 @@ from ctx_staircase.experiments.common import (
     Draws,
     NoNull,
     joined_outcome,
+    recorded_config,
     reported,
     scored,
     train_configured,
+    train_gammas,
 )
 from ctx_staircase.experiments.regime import PRIMARY
 
@@ -117,3 +119,28 @@ def test_a_tiny_run_is_tiny_even_when_quick_too():
         "tiny",
         "tiny",
     ]
+
+
+def test_recorded_config_orders_fields_nulls_reduction_then_regime():
+    """The saved records keep this key order, so a refactored experiment writes the same JSON."""
+    reductions = {"tiny": "t", "quick": "q", "paper": "none"}
+    nulls = {"null_a": "shuffled labels", "null_b": "epoch 0"}
+    got = recorded_config(
+        {"task": "add", "N": 6}, nulls, reductions, PRIMARY, tiny=True, quick=True
+    )
+    assert list(got) == ["task", "N", "null_a", "null_b", "reduction", "regime", "regime_label"]
+    assert got["reduction"] == "t" and got["null_a"] == "shuffled labels"
+    assert got["regime"] == PRIMARY.name and got["regime_label"] == PRIMARY.label
+    paper = recorded_config({}, {}, reductions, PRIMARY, tiny=False, quick=False)
+    assert paper["reduction"] == "none"
+
+
+def test_train_gammas_equals_train_sweep_at_the_configured_seed():
+    ds = tasks.make("add", N=6)
+    tc = PRIMARY.train_config(ds, epochs=3, snapshots=(0, 3), adam_lr=1e-3)
+    config = dict(seed=3, d=8, d_k=4, unused=1)
+    got = train_gammas("attention", ds, tc, [0.5, 1.0], config, "d", "d_k")
+    want = sweep.train_sweep("attention", ds, tc, gammas=[0.5, 1.0], seeds=(3,), d=8, d_k=4)
+    assert np.array_equal(np.asarray(got.seed), [3, 3])
+    assert np.array_equal(np.asarray(got.gamma), np.asarray(want.gamma))
+    assert np.array_equal(np.asarray(got.trajectory.W_E), np.asarray(want.trajectory.W_E))

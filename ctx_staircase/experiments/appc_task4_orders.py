@@ -59,8 +59,13 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, size, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, recorded_config, scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
+
+NULLS = {  # how each null control is built
+    "null_checkpoint": "the untrained initialization (epoch 0), held-out probes",
+    "null_trajectory": "the same training on the label-shuffled data set (seed 0, one seed)",
+}
 
 HIGH = 0.7  # [R] "both high"
 SYMLOG = 5  # linear below epoch 5 on the log-time axes (epoch 0 shown)
@@ -101,7 +106,7 @@ def run_config(
     if tiny:
         ffn["d"] = TINY["d"]
         probe |= TINY["probe"]
-    return dict(
+    config = dict(
         task="task4",
         n_x=20,
         n_a=10,
@@ -112,11 +117,8 @@ def run_config(
         probe=probe,
         high=HIGH,
         late_fraction=LATE_FRACTION,
-        null_checkpoint="the untrained initialization (epoch 0), held-out probes",
-        null_trajectory="the same training on the label-shuffled data set (seed 0, one seed)",
-        reduction=REDUCTION[size(tiny, quick)],
-        **regime.describe(),
     )
+    return recorded_config(config, NULLS, REDUCTION, regime, tiny=tiny, quick=quick)
 
 
 def _train(ds, regime: Regime, config: dict, seeds):

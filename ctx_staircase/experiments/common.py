@@ -27,6 +27,22 @@ def size(tiny: bool, quick: bool) -> str:
     return "tiny" if tiny else "quick" if quick else "paper"
 
 
+def recorded_config(
+    fields: dict,
+    nulls: dict[str, str],
+    reductions: dict[str, str],
+    regime,
+    *,
+    tiny: bool,
+    quick: bool,
+) -> dict:
+    """The configuration an experiment records, in this key order: its own ``fields``; how each
+    of its null controls is built (``nulls``, keyed as the record names them); ``reduction``,
+    what this size of run leaves out of the paper's (``reductions[size(tiny, quick)]``); then
+    the training regime's description (`regime.Regime.describe`)."""
+    return fields | nulls | {"reduction": reductions[size(tiny, quick)]} | regime.describe()
+
+
 def train_configured(
     ds: TokenDataset,
     train_config: train.TrainConfig,
@@ -44,6 +60,18 @@ def train_configured(
         seeds=seeds,
         d=config["d"],
         activation=config["activation"] if activation is None else activation,
+    )
+
+
+def train_gammas(
+    model: str, ds: TokenDataset, train_config: train.TrainConfig, gammas, config: dict, *keys
+) -> sweep.SweepResult:
+    """`sweep.train_sweep` of ``model`` with one lane per initialization scale in ``gammas``, all
+    at seed ``config["seed"]``, and the model keywords named by ``keys`` read from ``config``
+    (e.g. ``"d", "d_k"``)."""
+    model_kwargs = {key: config[key] for key in keys}
+    return sweep.train_sweep(
+        model, ds, train_config, gammas=gammas, seeds=(config["seed"],), **model_kwargs
     )
 
 

@@ -43,8 +43,10 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, size, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, recorded_config, scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
+
+NULLS = {"null": "the untrained initialization (epoch 0), same readout and criterion"}
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
 QUICK_LAWS = ("uniform", "normal")  # the vacuous suspect and one informative law
@@ -112,7 +114,7 @@ def run_config(
 ) -> dict:
     """The configuration `run` records for these options."""
     laws = QUICK_LAWS if quick or tiny else LAWS
-    return dict(
+    config = dict(
         task="label_law",
         laws=list(laws),
         anchor=100,
@@ -124,10 +126,8 @@ def run_config(
         epochs=EPOCHS,
         dtype="float32",
         readout="softmax over X of W_U relu(w_a) (anchor alone through the FFN)",
-        null="the untrained initialization (epoch 0), same readout and criterion",
-        reduction=REDUCTION[size(tiny, quick)],
-        **regime.describe(),
     )
+    return recorded_config(config, NULLS, REDUCTION, regime, tiny=tiny, quick=quick)
 
 
 def run(

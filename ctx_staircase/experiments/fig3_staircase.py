@@ -66,8 +66,13 @@ from ctx_staircase import geometry, metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import paper_ffn, size, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, recorded_config, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
+
+NULLS = {  # how each null control is built
+    "null_checkpoint": "the untrained initialization (epoch 0 of the same run)",
+    "null_trajectory": "the same training on the label-shuffled data set (seed 0)",
+}
 
 TASKS = ("add", "mod")
 EPOCHS = 1200
@@ -162,7 +167,7 @@ def run_config(
             late=LATE,
         )
     )
-    return dict(
+    config = dict(
         tasks=list(TASKS),
         N=sizes["N"],
         **paper_ffn(ADAM_LR) | {"d": sizes["d"]},
@@ -178,11 +183,8 @@ def run_config(
         collapse_threshold=scoring.COLLAPSE,
         probe_gap_closed=scoring.GAP_CLOSED,
         dtype="float32",
-        null_checkpoint="the untrained initialization (epoch 0 of the same run)",
-        null_trajectory="the same training on the label-shuffled data set (seed 0)",
-        reduction=REDUCTION[size(tiny, quick)],
-        **regime.describe(),
     )
+    return recorded_config(config, NULLS, REDUCTION, regime, tiny=tiny, quick=quick)
 
 
 def run(

@@ -77,7 +77,7 @@ from ctx_staircase import (
     train,
 )
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import joined_outcome, scored
+from ctx_staircase.experiments.common import joined_outcome, scored, train_gammas
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 #: [R] thresholds (0.9 for rho_0 as in claim §8.3; the paper's others are qualitative).
@@ -256,15 +256,7 @@ def finite_prefix(traj, lane: int) -> int:
 
 def _train(job) -> sweep.SweepResult:
     ds, train_config, gammas, config = job
-    return sweep.train_sweep(
-        "attention",
-        ds,
-        train_config,
-        gammas=gammas,
-        seeds=(config["seed"],),
-        d=config["d"],
-        d_k=config["d_k"],
-    )
+    return train_gammas("attention", ds, train_config, gammas, config, "d", "d_k")
 
 
 def _arithmetic_job(task: str, setup: ArithmeticSetup, config: dict, regime: Regime) -> tuple:

@@ -55,8 +55,16 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import Draws, paper_ffn, scored, size, train_configured
+from ctx_staircase.experiments.common import (
+    Draws,
+    paper_ffn,
+    recorded_config,
+    scored,
+    train_configured,
+)
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
+
+NULLS = {"null": "M | N indicator permuted over the M values (exact enumeration)"}
 
 THRESHOLD = 0.95
 SYMLOG = 10  # linear below epoch 10 on the log-time axes (epoch 0 shown)
@@ -85,7 +93,7 @@ def run_config(
     """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
     ``tiny``, as `run` takes them)."""
     quick = quick and not tiny
-    return dict(
+    config = dict(
         task="modulus",
         N=20,
         Ms=list(TINY_MS) if tiny else list(QUICK_MS) if quick else list(range(2, 21)),
@@ -98,11 +106,10 @@ def run_config(
         min_jump=MIN_JUMP,
         collapse_epoch=COLLAPSE_EPOCH,
         vocabulary="shared by every M: V_min = 21 (1 + max id), the regime's V from it",
-        null="M | N indicator permuted over the M values (exact enumeration)",
-        reduction=REDUCTION[size(tiny, quick)],
-        **regime.describe(),
-        vocab_size=regime.vocab_size(MINIMAL_VOCAB) or MINIMAL_VOCAB,
     )
+    return recorded_config(config, NULLS, REDUCTION, regime, tiny=tiny, quick=quick) | {
+        "vocab_size": regime.vocab_size(MINIMAL_VOCAB) or MINIMAL_VOCAB
+    }
 
 
 def _first_hit(epochs: np.ndarray, accuracy: np.ndarray, threshold: float) -> int | None:

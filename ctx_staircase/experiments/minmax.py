@@ -52,8 +52,13 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, scored, size, train_in_regime
+from ctx_staircase.experiments.common import paper_ffn, recorded_config, scored, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
+
+NULLS = {  # how each null control is built
+    "null_learned": "the same training on the label-shuffled data set (seed 0)",
+    "null_geometry": "the untrained initialization (epoch 0)",
+}
 
 TRAINED = 0.99  # [R]
 RHO0_EARLY = 0.9  # [R] (§8.3 add/sub threshold)
@@ -82,7 +87,7 @@ def run_config(
     ffn = paper_ffn(ADAM_LR)
     if tiny:
         ffn["d"] = TINY_D
-    return dict(
+    config = dict(
         task="minmax",
         N=20,
         **ffn,
@@ -94,11 +99,8 @@ def run_config(
         rho0_early=RHO0_EARLY,
         early_epochs=EARLY_EPOCHS,
         readout_threshold=READOUT,
-        null_learned="the same training on the label-shuffled data set (seed 0)",
-        null_geometry="the untrained initialization (epoch 0)",
-        reduction=REDUCTION[size(tiny, quick)],
-        **regime.describe(),
     )
+    return recorded_config(config, NULLS, REDUCTION, regime, tiny=tiny, quick=quick)
 
 
 def superposition(phi0_rows: np.ndarray, tokens: np.ndarray) -> np.ndarray:

@@ -62,9 +62,9 @@ import math
 
 import numpy as np
 
-from ctx_staircase import geometry, metrics, plots, sweep, tasks, train
+from ctx_staircase import geometry, metrics, plots, tasks, train
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import scored
+from ctx_staircase.experiments.common import scored, train_gammas
 
 EQUAL_TOLERANCE = 0.10
 MARGIN = 0.05  # nats: "lower" means lower by more than this [R]
@@ -134,15 +134,7 @@ def _train(config: dict, gammas, memory_labels: str = "uniform"):
         batch_size=config["batch_size"],
         snapshots=_snapshots(config),
     )
-    result = sweep.train_sweep(
-        "transformer",
-        ds,
-        train_config,
-        gammas=gammas,
-        seeds=(config["seed"],),
-        d=config["d"],
-        d_ff=config["d_ff"],
-    )
+    result = train_gammas("transformer", ds, train_config, gammas, config, "d", "d_ff")
     return ds, result
 
 
