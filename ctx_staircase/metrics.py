@@ -55,6 +55,7 @@ __all__ = [
     "constant_frequencies",
     "cosine_matrix",
     "distribution_match",
+    "first_best",
     "fourier_basis",
     "frequency_alignment",
     "is_constant",
@@ -66,6 +67,7 @@ __all__ = [
     "probe_similarity",
     "signature_cosine_matrix",
     "spearman",
+    "tied_ranks",
     "upper_triangle",
 ]
 
@@ -239,15 +241,40 @@ def spearman(a, b) -> jax.Array:
     """Spearman rank correlation along the last axis: Pearson of average ranks (ties averaged).
 
     ``a``, ``b``: ``[..., m]`` -> ``[...]``; 0 where either is constant (see ``pearson``), NaN
-    where either holds a NaN (``jax.scipy.stats.rankdata``'s ``nan_policy="propagate"``).
+    where either holds a NaN. Values that differ by rounding only are one tie (`tied_ranks`).
     """
     a, b = _as_float(a, b)
     a, b = _broadcast(a=a, b=b)
-    # 0-based ranks: the Pearson of ranks shifted by one rounds differently in the last bit
-    ranks = [
-        (jax.scipy.stats.rankdata(x, method="average", axis=-1) - 1).astype(x.dtype) for x in (a, b)
-    ]
-    return pearson(*ranks)
+    rho = pearson(tied_ranks(a), tied_ranks(b))
+    missing = jnp.any(jnp.isnan(a), axis=-1) | jnp.any(jnp.isnan(b), axis=-1)
+    return jnp.where(missing, jnp.full_like(rho, jnp.nan), rho)
+
+
+@jax.jit
+def tied_ranks(x) -> jax.Array:
+    """0-based average ranks along the last axis, ties up to rounding: ``[..., m] -> [..., m]``.
+
+    Sorted neighbours at most ``tol * max(1, max |x|)`` apart belong to one tie (``tol`` of the
+    dtype, as for a constant vector in the module docstring), and every member of a tie gets the
+    mean of the tie's positions. The ties that matter are those of exact statistics: a signature
+    cosine matrix has large groups of mathematically equal entries, which rounding splits into
+    near-equal values in an order set by the host's vector width; ranking them apart would move a
+    Spearman correlation by 1e-2 between hosts (tests/README.md, "Host-to-host spread").
+    """
+    (x,) = _as_float(x)
+    m = x.shape[-1]
+    order = jnp.argsort(x, axis=-1)
+    ascending = jnp.take_along_axis(x, order, axis=-1)
+    scale = jnp.maximum(1, jnp.max(jnp.abs(x), axis=-1, keepdims=True))
+    apart = jnp.diff(ascending, axis=-1) > _constant_tolerance(x.dtype) * scale  # [..., m-1]
+    edge = jnp.ones((*x.shape[:-1], 1), bool)
+    starts = jnp.concatenate([edge, apart], axis=-1)
+    ends = jnp.concatenate([apart, edge], axis=-1)
+    position = jnp.broadcast_to(jnp.arange(m), x.shape)
+    first = jax.lax.cummax(jnp.where(starts, position, 0), axis=x.ndim - 1)
+    last = jax.lax.cummin(jnp.where(ends, position, m - 1), axis=x.ndim - 1, reverse=True)
+    mean_position = ((first + last) / 2).astype(x.dtype)
+    return jnp.take_along_axis(mean_position, jnp.argsort(order, axis=-1), axis=-1)
 
 
 @jax.jit
@@ -498,7 +525,8 @@ def fit_probe(
         key: the PRNG key of the ``restarts`` initializations ``v_r ~ init_std[r] N(0, 1)``.
         init_std: ``[m]`` one std per probe vector.
         learning_rate, steps: Adam's.
-        restarts: initializations per fit, vmapped; the best by training objective is kept.
+        restarts: initializations per fit, vmapped; the best by training objective is kept
+            (the first of those tied with it up to rounding, `first_best`).
         objective_name: ``"pearson"`` (maximized) or ``"mse"`` (minimized).
 
     Returns:
@@ -525,7 +553,7 @@ def fit_probe(
 
     def best_fit(weights):
         v = jax.vmap(fit, in_axes=(0, None))(v_init, weights)
-        best = jnp.argmax(jax.vmap(objective, in_axes=(0, None))(v, weights))
+        best = first_best(jax.vmap(objective, in_axes=(0, None))(v, weights))
         return tuple(v_r[best] for v_r in v)
 
     v = jax.vmap(best_fit)(train_weights)
@@ -542,6 +570,22 @@ def _fold_masks(n_pairs: int, folds: int, seed: int) -> np.ndarray:
     fold_of_pair = np.empty(n_pairs, dtype=np.int64)
     fold_of_pair[permutation] = np.arange(n_pairs) % folds
     return fold_of_pair[None, :] == np.arange(folds)[:, None]
+
+
+@jax.jit
+def first_best(objective) -> jax.Array:
+    """The index of the first of ``objective [R]``'s entries that tie its maximum up to rounding
+    (within ``tol * max(1, |max|)``, ``tol`` of the dtype as for a constant vector in the module
+    docstring): the restart `fit_probe` keeps.
+
+    A Pearson-fitted probe often has a flat direction: every ``v`` whose ``S^sig(v)`` is an
+    affine map of another's has the same correlation (for the modular tasks, the power of the
+    constant Fourier mode), so several restarts end on one objective value up to rounding while
+    their MSEs differ by 10-50%. Taking the plain argmax let the host's rounding pick among them.
+    """
+    best = jnp.max(objective)
+    tied = objective >= best - _constant_tolerance(objective.dtype) * jnp.maximum(1, jnp.abs(best))
+    return jnp.argmax(tied)
 
 
 def probe_fit(

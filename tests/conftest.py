@@ -4,12 +4,10 @@ corpus path for the tests that need real text."""
 import os
 from pathlib import Path
 
-# Four host devices, so the sharded sweep is tested across devices on a CPU-only machine, and
-# XLA's classic CPU emitters, which compile faster than its MLIR fusion emitters (the suite is
-# mostly compiling; benchmarks/README.md); both must be set before JAX initializes its backend.
-os.environ.setdefault(
-    "XLA_FLAGS", "--xla_force_host_platform_device_count=4 --xla_cpu_use_fusion_emitters=false"
-)
+import xla_flags
+
+# set before JAX initializes its backend (tests/xla_flags.py says which and why)
+os.environ["XLA_FLAGS"] = xla_flags.flags()
 
 import jax
 import pytest

@@ -486,6 +486,32 @@ def test_fig5_top_share_is_the_largest_eigenvalue_over_the_trace():
     assert fig5.top_share(S) == pytest.approx(0.6)
 
 
+def test_fig5_loss_rises_counts_the_intervals_whose_loss_rose_beyond_rounding():
+    from ctx_staircase.experiments import fig5_activation_order as fig5
+
+    rise = fig5.LOSS_RISE
+    assert fig5.loss_rises([2.0, 1.5, 1.5, 1.0]) == 0  # flat and falling
+    assert fig5.loss_rises([2.0, 2.0 * (1 + 0.5 * rise), 1.0]) == 0  # within rounding
+    assert fig5.loss_rises([2.0, 1.0, 1.0 * (1 + 2 * rise), 1.2, 0.5, 0.6]) == 3
+    assert fig5.loss_rises([1.0]) == 0
+
+
+def test_fig5_learnability_note_names_the_cells_whose_gd_loss_rose():
+    """A cell whose full-batch GD loss rose between snapshots is beyond the stability edge, and
+    the claim says its accuracy is a chaotic statistic; under Adam a rising loss says nothing."""
+    from ctx_staircase.experiments import fig5_activation_order as fig5
+
+    record = _saved("fig5_activation_order")
+    numbers, config = record["numbers"], dict(record["config"])
+    for cell in numbers["cells"].values():
+        cell["loss_rises"] = 0
+    numbers["cells"]["L3_K1"]["loss_rises"] = 2
+    note = fig5.claims(numbers, config)[0].note
+    assert "rose between snapshots in L3K1:" in note and "chaotic" in note
+    config["regime"] = "adam-wide"
+    assert "rose between snapshots" not in fig5.claims(numbers, config)[0].note
+
+
 def test_unordered_label_shuffle_gives_each_input_multiset_one_label():
     """The unordered null permutes labels across the input multisets: ``(a, b)`` and ``(b, a)``
     keep one shared label, and the multiset's label marginal is kept."""

@@ -112,6 +112,40 @@ def test_spearman_is_batched_over_leading_axes_and_propagates_nan():
     assert np.isnan(out[0, 1]) and np.isfinite(np.delete(out.ravel(), 1)).all()
 
 
+def test_ties_split_by_rounding_rank_as_one_tie_on_any_host():
+    # A signature cosine matrix has large groups of equal entries, which rounding splits into
+    # values a few ulp apart in a host-dependent order: every such split is the exact tie.
+    rng = np.random.default_rng(9)
+    exact = rng.integers(0, 4, size=60) / 7.0  # four tie groups, the largest ~15 members
+    other = rng.normal(size=60)
+    reference = np.corrcoef(_average_ranks_reference(exact), _average_ranks_reference(other))[0, 1]
+    for _ in range(5):
+        rounded = exact * (1 + rng.integers(-8, 9, size=60) * np.finfo(float).eps)
+        assert not np.array_equal(rounded, exact)
+        np.testing.assert_array_equal(
+            metrics.tied_ranks(rounded), _average_ranks_reference(exact) - 1
+        )
+        assert float(metrics.spearman(rounded, other)) == pytest.approx(reference, rel=1e-12)
+    # in float32 the tie is up to float32 rounding
+    rounded32 = (exact * (1 + rng.integers(-8, 9, size=60) * 2e-7)).astype(np.float32)
+    np.testing.assert_array_equal(
+        metrics.tied_ranks(rounded32), _average_ranks_reference(exact.astype(np.float32)) - 1
+    )
+
+
+def test_tied_ranks_separate_values_just_beyond_the_rounding_tolerance():
+    tol = metrics.signatures.ROUNDING_RTOL
+    # the largest |x|, 2, scales the tolerance of the whole vector to 2 tol
+    within = np.array([0.5, 0.5 + 1.9 * tol, 0.25, 2.0, 2.0 + 1.9 * tol])
+    np.testing.assert_array_equal(metrics.tied_ranks(within), [1.5, 1.5, 0, 3.5, 3.5])
+    beyond = np.array([0.5, 0.5 + 2.5 * tol, 0.25, 2.0, 2.0 + 2.5 * tol])
+    np.testing.assert_array_equal(metrics.tied_ranks(beyond), [1, 2, 0, 3, 4])
+    batched = np.stack([within, beyond])
+    np.testing.assert_array_equal(
+        metrics.tied_ranks(batched), [metrics.tied_ranks(within), metrics.tied_ranks(beyond)]
+    )
+
+
 def test_spearman_matches_scipy():
     stats = pytest.importorskip("scipy.stats")
     a, b = np.random.default_rng(5).integers(0, 4, size=(2, 25)).astype(float)
@@ -636,3 +670,36 @@ def test_a_probe_needs_two_token_pairs_per_fold(folds):
                 metrics.probe_fit(phi, S_emb, folds=folds, steps=0)
         else:
             assert metrics.probe_fit(phi, S_emb, folds=folds, steps=0).fold_mse.shape == (folds,)
+
+
+def test_first_best_takes_the_first_restart_tied_with_the_best_up_to_rounding():
+    tol = metrics.signatures.ROUNDING_RTOL
+    # rounding ties in either order pick the first; a real margin picks the better
+    assert int(metrics.first_best(np.array([0.3, 0.5, 0.5 + 1e-15, 0.4]))) == 1
+    assert int(metrics.first_best(np.array([0.3, 0.5 + 1e-15, 0.5, 0.4]))) == 1
+    assert int(metrics.first_best(np.array([0.3, 0.5, 0.5 + 2 * tol, 0.4]))) == 2
+    assert int(metrics.first_best(np.array([0.3, 0.5, 0.5 + 0.5 * tol, 0.4]))) == 1
+    # float32 objectives tie up to float32 rounding; |best| > 1 scales the tolerance
+    assert int(metrics.first_best(np.array([0.5, 0.5 + 1e-6], np.float32))) == 0
+    assert int(metrics.first_best(np.array([3.0, 3.0 + 2.5 * tol]))) == 0
+
+
+def test_a_probe_on_a_flat_objective_keeps_the_same_restart_under_a_rounding_perturbation():
+    # Cyclic signatures (a modular task): S^sig(v) depends on v only through its power
+    # spectrum, and the Pearson objective is flat in the constant mode's power, so restarts end
+    # on one correlation while their MSEs differ. A perturbation of S_emb at its float32
+    # rounding, as another host gives, must not change which restart is kept.
+    A = 7
+    phi = np.zeros((A, A, A))
+    for alpha in range(A):
+        for beta in range(A):
+            phi[alpha, (alpha + beta) % A, beta] = 1.0
+    rng = np.random.default_rng(11)
+    W = rng.normal(size=(A, 5)).astype(np.float32)
+    S = np.asarray(metrics.cosine_matrix(W), np.float32)
+    nudged = np.nextafter(S, np.float32(np.inf)) * (1 - np.eye(A, dtype=np.float32)) + np.eye(
+        A, dtype=np.float32
+    )
+    fits = [metrics.probe_fit(phi, s, folds=3, restarts=4) for s in (S, nudged)]
+    assert float(fits[0].heldout_corr) == pytest.approx(float(fits[1].heldout_corr), abs=1e-6)
+    np.testing.assert_allclose(fits[0].fold_mse, fits[1].fold_mse, rtol=1e-5)

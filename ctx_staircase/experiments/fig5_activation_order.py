@@ -65,6 +65,7 @@ LEARNED = 0.95  # [R] "≈ 1"
 SYMLOG = 10  # linear below epoch 10 on the log-time axes (epoch 0 shown)
 CHANCE_FACTOR = 2.0  # [R] "near chance": max accuracy <= 2/N
 RANK1_SHARE = 0.9  # [R] "near rank-1"
+LOSS_RISE = 1e-4  # a rise of the full-batch loss far above its float32 rounding (`loss_rises`)
 ADAM_LR = 1e-2
 CELL_THREADS = 2
 LONG_GD_EPOCHS = 6000  # the lengthened-horizon probe (GD only, not quick)
@@ -156,6 +157,7 @@ def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
     return dict(
         K=K,
         epochs=epochs,
+        loss_rises=loss_rises(loss[valid]),
         max_accuracy=float(accuracy[valid].max()),
         final_accuracy=float(accuracy[valid][-1]),
         loss_start=float(loss[0]),
@@ -168,6 +170,15 @@ def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
         S=S,
         curve=accuracy,
     )
+
+
+def loss_rises(loss: np.ndarray) -> int:
+    """How many of the snapshot intervals of ``loss [S]`` end more than `LOSS_RISE` (relative)
+    above where they began. Full-batch gradient descent at a stable step never raises the loss
+    by more than rounding; where it does, the step is beyond the stability edge, the trajectory
+    amplifies rounding, and its accuracy and norm differ between hosts (tests/README.md)."""
+    loss = np.asarray(loss, dtype=np.float64)
+    return int(np.sum(loss[1:] > loss[:-1] * (1 + LOSS_RISE)))
 
 
 def _jobs(config: dict, regime: Regime) -> list[tuple]:
@@ -315,6 +326,14 @@ def _learn_note(numbers: dict, config: dict, regime: Regime) -> str:
             parts.append(_gd_note([cells[k] for k in bad_learn], numbers, config))
     if bad_fail:
         parts.append(f"K<L cells above the chance bound: {_keys(bad_fail)}. ")
+    if regime.optimizer == "gd":  # full-batch: its loss falls at every stable step
+        unstable = [_cell_name(c) for c in cells.values() if c["loss_rises"]]
+        if unstable:
+            parts.append(
+                "the full-batch loss rose between snapshots in " + ", ".join(unstable) + ": GD "
+                "is beyond its stability edge there, so those cells' accuracy and ||W^E|| are "
+                "chaotic statistics of the run (they differ between hosts), not values. "
+            )
     diverged = [f"{_cell_name(c)} ({c['status']})" for c in cells.values() if c["status"] != "ok"]
     if diverged:
         parts.append(
