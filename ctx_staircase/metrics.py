@@ -258,8 +258,7 @@ def tied_ranks(x) -> jax.Array:
     dtype, as for a constant vector in the module docstring), and every member of a tie gets the
     mean of the tie's positions. The ties that matter are those of exact statistics: a signature
     cosine matrix has large groups of mathematically equal entries, which rounding splits into
-    near-equal values in an order set by the host's vector width; ranking them apart would move a
-    Spearman correlation by 1e-2 between hosts (tests/README.md, "Host-to-host spread").
+    near-equal values in an order set by the host's vector width (theory/metrics.md, Rounding).
     """
     (x,) = _as_float(x)
     m = x.shape[-1]
@@ -578,10 +577,9 @@ def first_best(objective) -> jax.Array:
     (within ``tol * max(1, |max|)``, ``tol`` of the dtype as for a constant vector in the module
     docstring): the restart `fit_probe` keeps.
 
-    A Pearson-fitted probe often has a flat direction: every ``v`` whose ``S^sig(v)`` is an
-    affine map of another's has the same correlation (for the modular tasks, the power of the
-    constant Fourier mode), so several restarts end on one objective value up to rounding while
-    their MSEs differ by 10-50%. Taking the plain argmax let the host's rounding pick among them.
+    A Pearson-fitted probe can have a flat direction: every ``v`` whose ``S^sig(v)`` is an affine
+    map of another's has the same correlation, so several restarts end on one objective value up
+    to rounding while their MSEs differ (theory/metrics.md, Rounding).
     """
     best = jnp.max(objective)
     tied = objective >= best - _constant_tolerance(objective.dtype) * jnp.maximum(1, jnp.abs(best))
@@ -612,7 +610,8 @@ def probe_fit(
     figures). All ``(folds + 1) * restarts`` fits run vmapped in one compiled call (`fit_probe`),
     cached per shape, so a trajectory of snapshots compiles once. Every fit starts from the same
     ``restarts`` initial ``v`` ([GAP] scale: `probe_init_std`; [R] restarts: `probe_restarts`),
-    drawn from ``seed``, and keeps the best by its *training* objective.
+    drawn from ``seed``, and keeps the best by its *training* objective (the first of the restarts
+    tied with it up to rounding, `first_best`, so the host's rounding never picks one).
 
     Args:
         phi: a label signature of order ``m >= 1``, ``[A, V_nu, P_1, ..., P_m]`` (usually

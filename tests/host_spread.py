@@ -16,16 +16,20 @@ the way another host does, each perturbation in its own process:
 
 ``python tests/host_spread.py`` runs every perturbation and writes ``tests/data/tiny/spread.json``:
 for each experiment and each number (a path such as ``numbers.add.rho0[3]``), the recorded value,
-the value under each perturbation and the spread, the largest distance between any two of them;
-and for each claim, whether its verdicts moved. ``--names`` restricts the experiments,
-``--variants`` the perturbations. The test settings of tests/conftest.py (float64 enabled, four
-host devices, XLA's classic CPU emitters) are applied here too.
+its gap (the largest distance between two of the seven values: the record and the six
+perturbations), their range and the perturbations that moved it; and for each experiment, the
+perturbations under which a verdict moved. `admits` is the rule `test_tiny_records` applies to
+a replayed number; ``--table`` prints the summary tests/README.md shows. ``--names`` restricts
+the experiments, ``--variants`` the perturbations. The suite's XLA flags (tests/xla_flags.py)
+and its float64 and dtype settings (tests/conftest.py) apply here too. Rerun it whenever the
+records are re-recorded (``RECORD_TINY=1``, tiny_records.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import math
 import os
@@ -147,21 +151,77 @@ def _run_variant(names: list[str], variant: str) -> dict:
         return json.loads(answer.read_text())
 
 
-def _spread(values: list) -> float | None:
-    """The largest distance between two finite values (None: not all numbers; inf: some are
-    finite and some are not, or the non-numbers differ)."""
-    if all(isinstance(v, bool) or not isinstance(v, int | float) for v in values):
-        return 0.0 if all(v == values[0] for v in values) else math.inf
-    floats = [math.nan if v is None else float(v) for v in values]
-    finite = [v for v in floats if math.isfinite(v)]
-    if len(finite) != len(floats):
-        same = all(a == b or (math.isnan(a) and math.isnan(b)) for a in floats for b in floats)
-        return 0.0 if same else math.inf
-    return max(finite) - min(finite)
+#: Of the gap measured between two of the computations, how much a host not measured may add:
+#: it can land outside the measured range by about as much as the range again, so the
+#: tolerance around the record is four times the gap.
+SAFETY = 4.0
+#: A floor for numbers that no perturbation moved: a few float32 roundings of their size.
+FLOOR_RTOL, FLOOR_ATOL = 1e-5, 1e-8
+#: A number whose gap exceeds this times ``max(|x|, 1)`` is chaotic, not rounded: it is compared
+#: with the range its perturbations span, not with its recorded value.
+CHAOTIC = 1e-3
+
+
+def spread_of(values: list) -> tuple[float, float | None, float | None]:
+    """``(gap, low, high)`` of ``values``: the largest distance between two of them and their
+    range (0 and None for equal non-numbers, NaNs or Nones; inf where they differ otherwise)."""
+    numeric = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    if len(numeric) == len(values) and all(math.isfinite(v) for v in numeric):
+        return max(numeric) - min(numeric), min(numeric), max(numeric)
+    same = all(_same(v, values[0]) for v in values)
+    return (0.0 if same else math.inf), None, None
+
+
+def _same(a, b) -> bool:
+    nan = isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b)
+    return nan or (a == b and type(a) is type(b))
+
+
+def admits(value, recorded, moved: dict | None) -> tuple[bool, str]:
+    """Whether a replayed ``value`` agrees with the ``recorded`` one, given how the perturbations
+    ``moved`` it (`collect`'s entry; None: none moved it), and the rule applied:
+
+    - unmoved, or not a finite number: equal, a finite number to the floor (`FLOOR_RTOL`,
+      `FLOOR_ATOL`); a non-number that perturbations changed may be any value they gave;
+    - rounded (a gap of at most `CHAOTIC` times ``max(|x|, 1)``): within `SAFETY` gaps;
+    - chaotic: within the range the perturbations spanned, widened by the gap on each side.
+    """
+    finite = isinstance(recorded, int | float) and not isinstance(recorded, bool)
+    finite = finite and math.isfinite(recorded)
+    if not finite:
+        seen = moved["seen"] if moved else [recorded]
+        return any(_same(value, v) for v in seen), f"one of {seen}"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False, "a finite number"
+    gap = moved["spread"] if moved else 0.0
+    if gap > CHAOTIC * max(abs(recorded), 1.0):
+        low, high = moved["low"] - gap, moved["high"] + gap
+        return low <= value <= high, f"chaotic: within [{low:.6g}, {high:.6g}]"
+    tolerance = max(SAFETY * gap, FLOOR_RTOL * abs(recorded), FLOOR_ATOL)
+    return abs(value - recorded) <= tolerance, f"within {tolerance:.3g} of {recorded!r}"
+
+
+def digest(numbers: dict) -> str:
+    """A digest of a record's numbers (its JSON), to tell a spread record that is stale."""
+    from ctx_staircase import results
+
+    return hashlib.sha256(results.dumps(numbers).encode()).hexdigest()[:16]
+
+
+def load(name: str, path: Path = SPREAD) -> dict:
+    """Experiment ``name``'s spread record (`collect`): ``digest``, ``moved`` and
+    ``verdicts_moved_under``."""
+    from ctx_staircase import results
+
+    return results.read_json(path)["experiments"][name]
 
 
 def collect(names: list[str], variants: list[str]) -> dict:
-    """The spread record of ``names`` under ``variants`` (and the recorded values)."""
+    """The spread record of ``names`` under ``variants``. For each experiment: the `digest` of
+    its recorded numbers; ``moved``, every number some variant moved, with its gap and range
+    over the record and the variants (``seen``, the values, for non-numbers) and the variants
+    that moved it (``by``; the range ``low``, ``high`` of a chaotic number only); and the
+    variants under which a verdict moved."""
     import jax
     import tiny_records
 
@@ -173,20 +233,66 @@ def collect(names: list[str], variants: list[str]) -> dict:
         "host": {"cpu": results.cpu(), "machine": platform.machine()},
         "versions": {"jax": jax.__version__, "python": platform.python_version()},
         "variants": list(variants),
+        "rule": {"safety": SAFETY, "floor_rtol": FLOOR_RTOL, "floor_atol": FLOOR_ATOL,
+                 "chaotic": CHAOTIC},
         "experiments": {},
-    }
+    }  # fmt: skip
     for name in names:
         saved = results.read_json(tiny_records.path(name))
-        recorded = flatten(saved["numbers"])
-        numbers = {}
-        for where, value in recorded.items():
+        moved = {}
+        for where, value in flatten(saved["numbers"]).items():
             seen = {v: runs[v][name]["numbers"].get(where, "missing") for v in variants}
-            spread = _spread([value, *seen.values()])
-            numbers[where] = {"recorded": value, "spread": spread, "values": seen}
-        verdicts_recorded = [[c["passed"], c["null_passed"]] for c in saved["claims"]]
-        moved = [v for v in variants if runs[v][name]["verdicts"] != verdicts_recorded]
-        record["experiments"][name] = {"numbers": numbers, "verdicts_moved_under": moved}
+            by = [v for v, x in seen.items() if not _same(x, value)]
+            if not by:
+                continue
+            gap, low, high = spread_of([value, *seen.values()])
+            moved[where] = {"spread": gap, "by": ", ".join(by)}
+            if low is None:
+                moved[where]["seen"] = [value, *(seen[v] for v in by)]
+            elif gap > CHAOTIC * max(abs(value), 1.0):
+                moved[where] |= {"low": low, "high": high}
+        verdicts = [[c["passed"], c["null_passed"]] for c in saved["claims"]]
+        record["experiments"][name] = {
+            "digest": digest(saved["numbers"]),
+            "moved": moved,
+            "verdicts_moved_under": [v for v in variants if runs[v][name]["verdicts"] != verdicts],
+        }
     return record
+
+
+def table(record: dict) -> str:
+    """tests/README.md's summary of a spread record: per experiment, how many numbers no
+    perturbation moved, how many it rounded (and the largest gap relative to ``max(|x|, 1)``)
+    and how many are chaotic; then every chaotic number with its range."""
+    import tiny_records
+
+    from ctx_staircase import results
+
+    rows = [
+        "| experiment | numbers | unmoved | rounded | largest rounded gap | chaotic |",
+        "|---|---|---|---|---|---|",
+    ]
+    chaotic_rows = ["| experiment | number | range | moved by |", "|---|---|---|---|"]
+    for name, experiment in record["experiments"].items():
+        recorded = flatten(results.read_json(tiny_records.path(name))["numbers"])
+        rounded, chaotic, worst, worst_at = 0, 0, 0.0, ""
+        for where, entry in experiment["moved"].items():
+            relative = entry["spread"] / max(abs(recorded[where]), 1.0)
+            if relative > CHAOTIC:
+                chaotic += 1
+                chaotic_rows.append(
+                    f"| {name} | `{where}` | {entry['low']:.6g} to {entry['high']:.6g} | "
+                    f"{entry['by']} |"
+                )
+            else:
+                rounded += 1
+                worst, worst_at = max((worst, worst_at), (relative, where))
+        unmoved = len(recorded) - rounded - chaotic
+        at = f" (`{worst_at}`)" if worst_at else ""
+        rows.append(
+            f"| {name} | {len(recorded)} | {unmoved} | {rounded} | {worst:.1e}{at} | {chaotic} |"
+        )
+    return "\n".join([*rows, "", *chaotic_rows])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -194,19 +300,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--names", nargs="+", help="experiments (default: every replayed one)")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--out", type=Path, default=SPREAD)
+    parser.add_argument("--table", action="store_true", help="print --out's summary table")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(HERE))
     import tiny_records
+
+    from ctx_staircase import results
 
     names = args.names or [*tiny_records.RECORDED, *tiny_records.ANALYSED]
     if args.child:
         args.out.write_text(json.dumps(_measure(names, args.child)))
-        return
-    from ctx_staircase import results
-
-    results.write_json(args.out, collect(names, args.variants))
-    print(f"wrote {args.out}")
+    elif args.table:
+        print(table(results.read_json(args.out)))
+    else:
+        results.write_json(args.out, collect(names, args.variants))
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -507,7 +507,7 @@ def test_fig5_learnability_note_names_the_cells_whose_gd_loss_rose():
         cell["loss_rises"] = 0
     numbers["cells"]["L3_K1"]["loss_rises"] = 2
     note = fig5.claims(numbers, config)[0].note
-    assert "rose between snapshots in L3K1:" in note and "chaotic" in note
+    assert "The full-batch loss rose between snapshots in L3K1:" in note and "chaotic" in note
     config["regime"] = "adam-wide"
     assert "rose between snapshots" not in fig5.claims(numbers, config)[0].note
 

@@ -176,7 +176,7 @@ def loss_rises(loss: np.ndarray) -> int:
     """How many of the snapshot intervals of ``loss [S]`` end more than `LOSS_RISE` (relative)
     above where they began. Full-batch gradient descent at a stable step never raises the loss
     by more than rounding; where it does, the step is beyond the stability edge, the trajectory
-    amplifies rounding, and its accuracy and norm differ between hosts (tests/README.md)."""
+    amplifies rounding, and its accuracy and norm differ between hosts (theory/regimes.md, R1)."""
     loss = np.asarray(loss, dtype=np.float64)
     return int(np.sum(loss[1:] > loss[:-1] * (1 + LOSS_RISE)))
 
@@ -330,9 +330,9 @@ def _learn_note(numbers: dict, config: dict, regime: Regime) -> str:
         unstable = [_cell_name(c) for c in cells.values() if c["loss_rises"]]
         if unstable:
             parts.append(
-                "the full-batch loss rose between snapshots in " + ", ".join(unstable) + ": GD "
-                "is beyond its stability edge there, so those cells' accuracy and ||W^E|| are "
-                "chaotic statistics of the run (they differ between hosts), not values. "
+                "The full-batch loss rose between snapshots in " + ", ".join(unstable) + ": GD "
+                "is beyond its stability edge there, a run that amplifies rounding, so those "
+                "cells' accuracy and ||W^E|| are statistics of a chaotic run, not values. "
             )
     diverged = [f"{_cell_name(c)} ({c['status']})" for c in cells.values() if c["status"] != "ok"]
     if diverged:
