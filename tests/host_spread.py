@@ -10,15 +10,15 @@ the way another host does, each perturbation in its own process:
   vectorized reductions;
 - ``ulp``: one unit in the last place added to every initial weight (the trainings of
   `tiny_records.ANALYSED`, replayed from their recordings, get it on every recorded weight
-  snapshot instead: their analysis is what runs);
+  snapshot, loss and logit scale instead: their analysis is what runs);
 - ``float64``: the models built in float64 from the same (float32-drawn) initial weights (for
   `ANALYSED`: the recorded snapshots cast to float64 before the analysis reads them).
 
 ``python tests/host_spread.py`` runs every perturbation and writes ``tests/data/tiny/spread.json``:
-for each experiment and each number (a path such as ``numbers.add.rho0[3]``), the recorded value,
-its gap (the largest distance between two of the seven values: the record and the six
-perturbations), their range and the perturbations that moved it; and for each experiment, the
-perturbations under which a verdict moved. `admits` is the rule `test_tiny_records` applies to
+for each experiment a digest of its recorded numbers, the perturbations under which a verdict
+moved, and each number some perturbation moved (a path such as ``numbers.add.rho0[3]``) with its
+gap, the largest distance between two of its seven values (the record and the six
+perturbations), and the perturbations that moved it (a chaotic number also with its range). `admits` is the rule `test_tiny_records` applies to
 a replayed number; ``--table`` prints the summary tests/README.md shows. ``--names`` restricts
 the experiments, ``--variants`` the perturbations. The suite's XLA flags (tests/xla_flags.py)
 and its float64 and dtype settings (tests/conftest.py) apply here too. Rerun it whenever the
@@ -151,9 +151,8 @@ def _run_variant(names: list[str], variant: str) -> dict:
         return json.loads(answer.read_text())
 
 
-#: Of the gap measured between two of the computations, how much a host not measured may add:
-#: it can land outside the measured range by about as much as the range again, so the
-#: tolerance around the record is four times the gap.
+#: The tolerance around the record, in measured gaps: a host not measured may land outside the
+#: measured range by about as much as the range again (two gaps); four leave room for that.
 SAFETY = 4.0
 #: A floor for numbers that no perturbation moved: a few float32 roundings of their size.
 FLOOR_RTOL, FLOOR_ATOL = 1e-5, 1e-8
