@@ -15,14 +15,14 @@ the way another host does, each perturbation in its own process:
   `ANALYSED`: the recorded snapshots cast to float64 before the analysis reads them).
 
 ``python tests/host_spread.py`` runs every perturbation and writes ``tests/data/tiny/spread.json``:
-for each experiment a digest of its recorded numbers, the perturbations under which a verdict
-moved, and each number some perturbation moved (a path such as ``numbers.add.rho0[3]``) with its
-gap, the largest distance between two of its seven values (the record and the six
-perturbations), and the perturbations that moved it (a chaotic number also with its range). `admits` is the rule `test_tiny_records` applies to
-a replayed number; ``--table`` prints the summary tests/README.md shows. ``--names`` restricts
-the experiments, ``--variants`` the perturbations. The suite's XLA flags (tests/xla_flags.py)
-and its float64 and dtype settings (tests/conftest.py) apply here too. Rerun it whenever the
-records are re-recorded (``RECORD_TINY=1``, tiny_records.py).
+for each experiment a digest of its recorded numbers, the perturbations under which a verdict moved,
+and each number some perturbation moved (a path such as ``numbers.add.rho0[3]``) with its gap, the
+largest distance between two of its seven values (the record and the six perturbations), and the
+perturbations that moved it (a chaotic number also with its range). `admits` is the rule
+`test_tiny_records` applies to a replayed number; ``--table`` prints the summary tests/README.md
+shows. ``--names`` restricts the experiments, ``--variants`` the perturbations. The suite's XLA
+flags (tests/xla_flags.py) and its float64 and dtype settings (tests/conftest.py) apply here too.
+Rerun it whenever the records are re-recorded (``RECORD_TINY=1``, tiny_records.py).
 """
 
 from __future__ import annotations
