@@ -8,6 +8,7 @@ results at the rounding level, so after a change that is meant to move their num
 regenerate them through the test itself and read the diff:
 
     RECORD_TINY=1 python -m pytest tests/test_tiny_records.py -n 0
+    python tests/host_spread.py    # their host-to-host spread, which the replay compares within
 
 Four more experiments spend nearly all of their smoke run training (`ANALYSED`): their
 trainings are recorded too (``NAME.sweeps.npz``, each `sweep.train_sweep` result under a digest
