@@ -19,6 +19,7 @@ the same time grid ``t = lr * step``; `compare` returns the numbers of theory/cl
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -36,6 +37,7 @@ from ctx_staircase.internal import check_choice, check_int, check_real
 from ctx_staircase.theory import (
     ModelTheory,
     Problem,
+    Role,
     Setting,
     SolverStatus,
     Style,
@@ -47,6 +49,7 @@ from ctx_staircase.theory import (
 #: The records a comparison is made of, defined where the theories fill them in.
 __all__ = [
     "Comparison",
+    "Cost",
     "EscapeSlopes",
     "EscapeTimes",
     "Horizon",
@@ -61,6 +64,7 @@ __all__ = [
     "check_theory_inputs",
     "compare",
     "comparison_summary",
+    "cost_summary",
     "escape_ratio",
     "experiment_from_summary",
     "experiment_summary",
@@ -264,6 +268,28 @@ class EscapeSlopes(NamedTuple):
         return {"simulation": self.simulation, **self.theories, "analytic": self.analytic}
 
 
+class Cost(NamedTuple):
+    """What each side of a comparison cost: wall seconds, compilation included, of the GD
+    training of every lane (``simulation``; None where its lanes were loaded from a folder, so
+    training was not measured) and of each theory's solve of every lane (``theories``, by name;
+    the model's escape law as well, where it has one). Saved beside ``seconds``, outside the
+    numbers, as it changes from run to run; benchmarks/theory_cost.py measures it at steady
+    state."""
+
+    simulation: float | None
+    theories: dict[str, float]
+
+    def ratio(self, name: str) -> float | None:
+        """Theory ``name``'s cost over training's (None where training was not measured)."""
+        if self.simulation is None:
+            return None
+        return self.theories[name] / self.simulation
+
+    def as_json(self) -> dict:
+        """``{"simulation": ..., name: ...}``, as saved."""
+        return {"simulation": self.simulation, **self.theories}
+
+
 class TheoryVsTraining(NamedTuple):
     """Everything `theory_vs_training` measured; `experiment_summary` gives its JSON numbers.
 
@@ -281,6 +307,8 @@ class TheoryVsTraining(NamedTuple):
         escape: the `EscapeTimes`.
         escape_slope: the `EscapeSlopes`.
         styles: theory name -> its `theory.Style`, for every theory of ``escape``.
+        roles: theory name -> its `theory.Role`, for every theory of ``escape``.
+        cost: the `Cost` of training and of each theory (None: read back from a summary).
     """
 
     model: ModelTheory
@@ -296,6 +324,8 @@ class TheoryVsTraining(NamedTuple):
     escape: EscapeTimes
     escape_slope: EscapeSlopes
     styles: dict[str, Style]
+    roles: dict[str, Role]
+    cost: Cost | None
 
     def comparisons(self, theory) -> list[Comparison]:
         """``theory``'s (a `theory.Theory`) `Comparison` with training, one per gamma lane."""
@@ -482,7 +512,9 @@ def _theory_vs_training(
     model = setting.model
     model_kwargs = model.trained_kwargs(d, setting.activation)
     problem = _problem(ds, setting, seed, d, threshold, model_kwargs)
+    start = time.perf_counter()
     predicted = model.predict(problem)
+    predict_seconds = time.perf_counter() - start
     horizon_steps, notes = horizon(predicted.escape, setting.gammas, lr, steps)
     if model.model.activation and (note := validation_note(setting.activation, setting.gammas)):
         notes.append(note)
@@ -490,10 +522,23 @@ def _theory_vs_training(
     ts = lr * np.asarray(snapshots, dtype=np.float64)
     problem = problem._replace(ts=ts)
     config = train.TrainConfig(optimizer="gd", lr=lr, steps=horizon_steps, snapshots=snapshots)
+    reports: list[int] = []  # lanes done at each progress report; the first are the loaded
+
+    def report(done: int, total: int) -> None:
+        reports.append(done)
+
+    start = time.perf_counter()
     trained = sweep.train_sweep(
-        model.name, ds, config, gammas=setting.gammas, seeds=[seed], out=out, **model_kwargs
-    )
-    solved = [(theory, theory.solve(problem)) for theory in registry.selected(setting)]
+        model.name, ds, config, gammas=setting.gammas, seeds=[seed], out=out, progress=report,
+        **model_kwargs,
+    )  # fmt: skip
+    simulation_seconds = None if reports and reports[0] else time.perf_counter() - start
+    solved, seconds = [], {}
+    problem.reused_seconds()
+    for theory in registry.selected(setting):
+        start = time.perf_counter()
+        solved.append((theory, jax.block_until_ready(theory.solve(problem))))
+        seconds[theory.name] = time.perf_counter() - start + problem.reused_seconds()
     runs = []
     for i, gamma in enumerate(setting.gammas):
         # escape in training is read off the model's own logits (ReLU, attention: not a formula)
@@ -508,8 +553,11 @@ def _theory_vs_training(
         runs.append(RunComparison(float(gamma), trained.status[i], sim, lane, solver, comparisons))
     escape, slopes = _escape_law(problem, runs, predicted.law)
     styles = {theory.name: theory.style for theory, _ in solved}
+    roles = {theory.name: theory.role for theory, _ in solved}
     if predicted.law is not None:
         styles[predicted.law.name] = predicted.law.style
+        roles[predicted.law.name] = Role.LAW
+        seconds[predicted.law.name] = predict_seconds
     return TheoryVsTraining(
         model=model,
         ts=ts,
@@ -524,6 +572,8 @@ def _theory_vs_training(
         escape=escape,
         escape_slope=slopes,
         styles=styles,
+        roles=roles,
+        cost=Cost(simulation_seconds, seconds),
     )
 
 
@@ -701,6 +751,20 @@ def experiment_summary(experiment: TheoryVsTraining) -> dict:
         "escape": experiment.escape.as_json(),
         "escape_slope": experiment.escape_slope.as_json(),
         "runs": runs,
+        "roles": {name: role.value for name, role in experiment.roles.items()},
+    }
+
+
+def cost_summary(experiment: TheoryVsTraining) -> dict:
+    """An experiment record's account of what a comparison cost (`Cost`), outside its numbers:
+    ``{"simulation": seconds, "theories": {name: {"role", "seconds"}}}``."""
+    cost = experiment.cost
+    return {
+        "simulation": cost.simulation,
+        "theories": {
+            name: {"role": experiment.roles[name].value, "seconds": seconds}
+            for name, seconds in cost.theories.items()
+        },
     }
 
 
@@ -708,7 +772,8 @@ def experiment_from_summary(numbers: dict) -> TheoryVsTraining:
     """The `TheoryVsTraining` that `experiment_summary` wrote ``numbers`` of, read back with
     every number it saved: what claims are scored from, so they can be scored again from a
     result file. What it does not save is None or empty: ``ts``, each run's ``simulation``
-    and ``theories``, each comparison's ``rho`` and ``logit_scale`` curves, and ``styles``."""
+    and ``theories``, each comparison's ``rho`` and ``logit_scale`` curves, ``styles`` and
+    ``cost`` (saved outside the numbers)."""
     escape, slopes = dict(numbers["escape"]), dict(numbers["escape_slope"])
     gamma, measured = escape.pop("gamma"), escape.pop("simulation")
     measured_slope, analytic = slopes.pop("simulation"), slopes.pop("analytic")
@@ -749,6 +814,8 @@ def experiment_from_summary(numbers: dict) -> TheoryVsTraining:
         escape=EscapeTimes(gamma, measured, escape),
         escape_slope=EscapeSlopes(measured_slope, slopes, analytic),
         styles={},
+        roles={name: Role(role) for name, role in numbers["roles"].items()},
+        cost=None,
     )
 
 

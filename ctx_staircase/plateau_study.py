@@ -22,12 +22,16 @@ import numpy as np
 from ctx_staircase import progress, sweep, train
 from ctx_staircase import second_escape as se
 from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.theory import Role
 
 #: Snapshot spacing of the training runs (epochs).
 SNAPSHOT_EVERY = 10
 #: The level of the ablation: L1's start with the plateau flow alone (eq. S5), which drops the
 #: deviations' feedback on the prediction (theory/second_escape.md §6).
 PLATEAU_LEVEL = "L1-S5"
+#: What each level starts from: L1 (and its ablation) reads the training state at ``t0``; L2
+#: starts from the initial weights.
+ROLES = {"L1": Role.REPLAY, "L2": Role.LAW, PLATEAU_LEVEL: Role.REPLAY}
 
 
 class SecondEscapeComparison(NamedTuple):
@@ -40,6 +44,7 @@ class SecondEscapeComparison(NamedTuple):
     level2: list[se.SecondEscape]
     level1_plateau: list[se.SecondEscape]  # empty unless asked for
     seconds: dict[str, float]
+    horizon: int
 
     def summary(self) -> dict:
         """The metrics.json record: lists over lanes, NaN where a path never escaped."""
@@ -68,15 +73,36 @@ class SecondEscapeComparison(NamedTuple):
                         "split_units": path.split,
                     }
                 )
+        numbers = {key: [row[key] for row in rows] for key in rows[0]}
         return {
             "level_rho0": se.LEVEL,
             "collapsed_rho0": se.COLLAPSED,
             "start_after_collapse": se.START_AFTER,
-            **{key: [row[key] for row in rows] for key in rows[0]},
+            **numbers,
             "t_collapse_measured": times(self.measured, "t_collapse"),
             "t_collapse_predicted_L2": times(self.level2, "t_collapse"),
             "seconds": self.seconds,
+            "roles": {level: ROLES[level].value for level in dict.fromkeys(numbers["level"])},
+            "cost": self.cost(),
         }
+
+    def cost(self) -> dict[str, float]:
+        """Wall seconds, compilation included: ``simulation``, the training of every lane to
+        the horizon, and each level's predictions of every lane. A replay's cost counts the
+        training up to the state it reads: L1 (and its ablation) adds training's seconds times
+        the mean share of the horizon that lies before its start ``t0``."""
+        training = self.seconds["training"]
+        horizon = self.horizon
+        cost = {"simulation": training}
+        for level, paths in (("L1", self.level1), ("L2", self.level2),
+                             (PLATEAU_LEVEL, self.level1_plateau)):  # fmt: skip
+            if level not in self.seconds:
+                continue
+            cost[level] = self.seconds[level]
+            if ROLES[level] is Role.REPLAY:
+                starts = [p.t0 for p in paths if np.isfinite(p.t0)]
+                cost[level] += training * (float(np.mean(starts)) / horizon if starts else 0.0)
+        return cost
 
 
 def compare_second_escape(
@@ -118,7 +144,7 @@ def compare_second_escape(
                 lanes["seed"].append(int(result.seed[lane]))
                 for key, value in _lane(result, lane, problem, epochs, seconds, ablation).items():
                     lanes[key].append(value)
-    return SecondEscapeComparison(**lanes, seconds=seconds)
+    return SecondEscapeComparison(**lanes, seconds=seconds, horizon=epochs)
 
 
 def _lane(result, lane: int, problem, epochs: int, seconds: dict, ablation: bool) -> dict:

@@ -14,9 +14,12 @@ against gamma. `theories` registers every record; nothing else names a theory.
 from __future__ import annotations
 
 import dataclasses
+import enum
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -31,6 +34,10 @@ BLOW_UP = 1.0
 #: Explicit Runge-Kutta state held by the adaptive solver, in copies of y (Tsit5: 7 stages,
 #: the state, its error estimate and the next step's candidates).
 SOLVER_COPIES = 12
+
+
+#: The key under which `Problem.once` adds up the seconds of the computations it handed back.
+_REUSED = object()
 
 
 class WeightTrajectory(NamedTuple):
@@ -78,6 +85,18 @@ class Style(NamedTuple):
     label: str
     dashes: Any = None
     width: float = 1.4
+
+
+class Role(enum.Enum):
+    """What a prediction starts from, and so what it can claim.
+
+    ``LAW``: the data and the initial weights only, so it predicts a training it has not seen;
+    ``REPLAY``: it reads a state of the training it predicts (a diagnostic, whose cost must count
+    the training up to that state). Saved records and the command line spell it ``.value``.
+    """
+
+    LAW = "law"
+    REPLAY = "replay"
 
 
 class Validation(NamedTuple):
@@ -140,10 +159,21 @@ class Problem(NamedTuple):
     shared: dict
 
     def once(self, compute: Callable[[Problem], Any]) -> Any:
-        """``compute(self)``, computed on the first call and kept for this problem."""
-        if compute not in self.shared:
-            self.shared[compute] = compute(self)
-        return self.shared[compute]
+        """``compute(self)``, computed on the first call and kept for this problem, with the
+        wall seconds it took; a later call adds them to `reused_seconds`, so each theory that
+        shares the computation is charged all of it (`comparison.Cost`)."""
+        if compute in self.shared:
+            result, seconds = self.shared[compute]
+            self.shared[_REUSED] = self.shared.get(_REUSED, 0.0) + seconds
+            return result
+        start = time.perf_counter()
+        result = jax.block_until_ready(compute(self))
+        self.shared[compute] = (result, time.perf_counter() - start)
+        return result
+
+    def reused_seconds(self) -> float:
+        """The seconds of the shared computations `once` handed back since the last call."""
+        return self.shared.pop(_REUSED, 0.0)
 
 
 class Size(NamedTuple):
@@ -193,6 +223,8 @@ class Theory:
         model: the `ModelTheory` it describes.
         activation: the activation spec it needs (e.g. ``"relu"``), or None for any.
         validated: the range its escape law is measured over, or None.
+        role: a `Role`; a ``solve`` is given a `Problem` (data and initial weights), so every
+            registered theory is a law.
     """
 
     name: str
@@ -202,6 +234,7 @@ class Theory:
     model: ModelTheory
     activation: str | None = None
     validated: Validation | None = None
+    role: Role = Role.LAW
 
     def applies(self, setting: Setting) -> bool:
         """Whether a run of ``setting`` includes this theory."""

@@ -100,6 +100,23 @@ def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
     assert "ok" in capsys.readouterr().out  # the table goes to stdout
 
 
+def test_theory_writes_what_training_and_each_theory_cost_and_their_roles(tmp_path, capsys):
+    out = tmp_path / "theory"
+    flags = "--gamma 0.8 1.2 --max-order 1 --d 8 --steps 60 --lr 0.5 --snapshot-every 5"
+    assert cli.main(["theory", "add", "--param", "N=4", *flags.split(), "--out", str(out)]) == 0
+    summary = json.loads((out / "metrics.json").read_text())
+    names = list(summary["runs"][0]["comparisons"])
+    assert list(summary["cost"]) == ["simulation", *names]
+    assert all(summary["cost"][k] > 0 for k in summary["cost"])
+    assert summary["roles"] == dict.fromkeys(names, "law")
+    printed = capsys.readouterr().out
+    assert "cost (wall, compile included): training" in printed and "law" in printed
+    share = summary["cost"][names[0]] / summary["cost"]["simulation"]
+    assert f"{names[0]} {summary['cost'][names[0]]:.2f} s ({share:.3g}x)" in " ".join(
+        printed.split()
+    )
+
+
 @pytest.mark.slow  # a real CLI process, over 20 s
 def test_theory_writes_overlay_escape_plot_and_numbers(tmp_path):
     out = tmp_path / "theory"

@@ -471,6 +471,8 @@ def _synthetic_experiment(law=None) -> comparison.TheoryVsTraining:
         escape=comparison.EscapeTimes([0.6, 0.8], [4.0, 5.0], {"closed_form": [3.0, 4.0]}),
         escape_slope=comparison.EscapeSlopes(5.0, {"closed_form": 5.5}, 4.9),
         styles={},
+        roles={"closed_form": theory.Role.LAW, "flow": theory.Role.REPLAY},
+        cost=comparison.Cost(8.0, {"closed_form": 0.5, "flow": 2.0}),
     )
 
 
@@ -497,9 +499,16 @@ def test_experiment_summary_is_the_json_of_the_records_in_the_saved_order():
     summary = comparison.experiment_summary(_synthetic_experiment(law))
     assert list(summary) == [
         "model", "threshold", "coefficients", "top_singular_value", "prediction", "horizon",
-        "notes", "law", "escape", "escape_slope", "runs",
+        "notes", "law", "escape", "escape_slope", "runs", "roles",
     ]  # fmt: skip
     assert summary["model"] == "ffn"
+    assert summary["roles"] == {"closed_form": "law", "flow": "replay"}  # cost: not a number
+    assert comparison.experiment_from_summary(summary).roles == {
+        "closed_form": theory.Role.LAW, "flow": theory.Role.REPLAY
+    }  # fmt: skip
+    cost = _synthetic_experiment(law).cost
+    assert cost.as_json() == {"simulation": 8.0, "closed_form": 0.5, "flow": 2.0}
+    assert cost.ratio("flow") == 0.25 and comparison.Cost(None, {"a": 1.0}).ratio("a") is None
     assert summary["horizon"] == {"steps": 60, "t": 12.0, "predicted": [3.5, 4.5]}
     assert list(summary["law"]) == [
         "unit_scale_escape", "blowup_time_T_Z", "amplitude_A", "offset_c", "plateau_law",
@@ -611,6 +620,29 @@ def test_a_run_solves_only_the_theories_it_names():
         comparison.theory_vs_training(ds, theories=["relu_gated_flow"], **settings)
     with pytest.raises(ValueError, match="theories must name one or more"):
         comparison.theory_vs_training(ds, theories=[], **settings)
+
+
+def test_a_run_costs_each_theory_and_training_and_says_which_are_laws(tmp_path):
+    """`Cost`: the wall seconds of training and of every solved theory (the attention plateau
+    law too), each theory a law; the signature flows of both orders are solved in one call, and
+    each is charged all of it; a training resumed from a folder was not measured, so its cost is
+    None, not the seconds of loading it."""
+    ds = tasks.make("add", N=4)
+    settings = dict(gammas=(0.8, 1.2), max_orders=(0, 1), d=8, lr=0.5, steps=60, snapshot_every=5)
+    first = comparison.theory_vs_training(ds, out=tmp_path, **settings)
+    names = set(first.runs[0].theories)
+    assert set(first.cost.theories) == names == set(first.roles)
+    assert set(first.roles.values()) == {theory.Role.LAW}
+    assert first.cost.simulation > 0 and all(v > 0 for v in first.cost.theories.values())
+    flows = [first.cost.theories[f"signature_flow_m{m}"] for m in (0, 1)]
+    assert 0.5 * max(flows) < min(flows)  # the shared solve, charged to each
+    resumed = comparison.theory_vs_training(ds, out=tmp_path, **settings)
+    assert resumed.cost.simulation is None and set(resumed.cost.theories) == names
+    attention = comparison.theory_vs_training(
+        tasks.make("add", N=4), model="attention", gammas=(0.6,), d=8, steps=40
+    )
+    law = attention.law.name
+    assert attention.roles[law] is theory.Role.LAW and attention.cost.theories[law] > 0
 
 
 def test_the_automatic_horizon_rounds_up_to_whole_tens_of_steps():

@@ -143,6 +143,22 @@ def test_report_rows_say_whether_each_null_passes():
     }
 
 
+def test_report_shows_each_theorys_cost_next_to_its_training_and_its_role():
+    """One row per theory of each comparison whose record says what it cost: its role, its
+    seconds and their ratio to training's; no ratio where training was not measured."""
+    record = _record("theoryA", [Claim("theory", "c", "v", "k", True, kind="beyond")])
+    record["cost"] = {
+        "add": {"simulation": 8.0, "theories": {"closed_form": {"role": "law", "seconds": 0.5}}},
+        "mod": {"simulation": None, "theories": {"L1": {"role": "replay", "seconds": 3.0}}},
+    }
+    text = report.render([record, _record("figA", [Claim("§8.3", "c", "v", "k", True)])])
+    rows = [line for line in text.splitlines() if line.startswith("| theoryA |")]
+    assert "## What the theories cost" in text
+    assert "| theoryA | add | closed_form | law | 0.50 | 8.0 | 0.0625 |" in rows
+    assert "| theoryA | mod | L1 | replay | 3.00 | — | — |" in rows
+    assert "What the theories cost" not in report.render([_record("figA", [])])
+
+
 def test_report_renders_the_regime_table():
     cells = {
         r.name: {"verdict": "pass" if r.optimizer == "gd" else "FAIL", "measured": "v", "null": ""}

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ctx_staircase import comparison, plots, results
+from ctx_staircase import comparison, plots, results, theory
 
 EXPERIMENTS = Path(plots.__file__).parent / "experiments"
 
@@ -292,7 +292,7 @@ def _theory_experiment(model: str = "ffn") -> comparison.TheoryVsTraining:
     slopes = comparison.EscapeSlopes(2.2, dict.fromkeys(times, 2.2), 2.2)
     return comparison.TheoryVsTraining(
         theories.model(model), ts, 0.5, (1.0,), 1.0, "linear", None, [], law, runs,
-        escape_times, slopes, styles,
+        escape_times, slopes, styles, dict.fromkeys(styles, theory.Role.LAW), None,
     )  # fmt: skip
 
 

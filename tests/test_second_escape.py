@@ -162,7 +162,7 @@ def test_crossings_reads_collapse_then_escape():
     assert np.isnan(se.crossings(ts, np.zeros(6))[0])
 
 
-def test_cli_second_escape_writes_the_record(tmp_path):
+def test_cli_second_escape_writes_the_record(tmp_path, capsys):
     """`theory --second-escape` on mod N=20 (V = 2 V_min, d = 64), seeds 0 and 1: metrics.json
     holds one L1 and one L2 row per lane, and the predicted escaping k is training's."""
     import json
@@ -200,6 +200,16 @@ def test_cli_second_escape_writes_the_record(tmp_path):
     assert all(np.isfinite(escape["t1_measured"]))
     assert escape["k_predicted"] == escape["k_measured"]
     assert all(abs(r - 1) <= 0.2 for r in escape["ratio"])
+    # L1 reads the training state at t0, so its cost counts training's share up to t0
+    assert escape["roles"] == {"L1": "replay", "L2": "law"}
+    seconds, cost = escape["seconds"], escape["cost"]
+    assert cost["simulation"] == seconds["training"] and cost["L2"] == seconds["L2"]
+    share = np.mean(escape["t0"][:2]) / 400
+    assert cost["L1"] == pytest.approx(seconds["L1"] + share * seconds["training"])
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"L1 (replay) {cost['L1']:.2f} s" in printed and f"L2 (law) {cost['L2']:.2f} s" in printed
+    )
 
 
 # ------------------------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def handler(args: argparse.Namespace) -> int:
         params=ds.params,
         lr=args.lr,
         seconds=seconds,
+        cost=experiment.cost.as_json(),
         environment=results.environment(),
     )
     results.write_json(out / "metrics.json", summary)  # last: its presence marks a finished run
@@ -65,8 +66,8 @@ def _print(experiment, title: str) -> None:
     from ctx_staircase import comparison
 
     table = Table(title=title)
-    columns = ("γ", "theory", "solver", "W_E err (pre-esc.)", "t_esc theory", "t_esc train")
-    for column in (*columns, "ratio", "ρ0 onset th/tr"):
+    columns = ("γ", "theory", "role", "solver", "W_E err (pre-esc.)", "t_esc theory")
+    for column in (*columns, "t_esc train", "ratio", "ρ0 onset th/tr"):
         table.add_column(column)
     for run in experiment.runs:
         for name, c in run.comparisons.items():
@@ -74,6 +75,7 @@ def _print(experiment, title: str) -> None:
             table.add_row(
                 f"{run.gamma:g}",
                 name,
+                experiment.roles[name].value,
                 solver,
                 f"{c.weight_rel_error_max:.3f}",
                 f"{c.escape_time.theory:.1f}",
@@ -83,6 +85,7 @@ def _print(experiment, title: str) -> None:
             )
     console = common.stdout()
     console.print(table)
+    console.print(cost_line(experiment.cost))
     for line in comparison.solver_failures(experiment):
         console.print(f"solver failure: {line}")
     if experiment.law is not None:
@@ -90,6 +93,17 @@ def _print(experiment, title: str) -> None:
     slopes = ", ".join(f"{k} {v:.2f}" for k, v in experiment.escape_slope.as_json().items())
     words, analytic = experiment.model.slope_words
     console.print(f"{words}: {slopes} (analytic: {analytic})")
+
+
+def cost_line(cost) -> str:
+    """What training and each theory cost, in wall seconds with compilation (`comparison.Cost`),
+    and each theory's share of training's."""
+    training = "not measured (resumed)" if cost.simulation is None else f"{cost.simulation:.2f} s"
+    parts = []
+    for name, seconds in cost.theories.items():
+        ratio = cost.ratio(name)
+        parts.append(f"{name} {seconds:.2f} s" + ("" if ratio is None else f" ({ratio:.3g}x)"))
+    return f"cost (wall, compile included): training {training}; " + ", ".join(parts)
 
 
 def _second_escape(args: argparse.Namespace, ds, out) -> int:
@@ -138,6 +152,16 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
             f"{summary['rate_predicted'][i]:.4f}",
         )
     common.stdout().print(table)
+    cost = summary["cost"]
+    levels = [
+        f"{level} ({summary['roles'][level]}) {seconds:.2f} s ({seconds / cost['simulation']:.3g}x)"
+        for level, seconds in cost.items()
+        if level != "simulation"
+    ]
+    common.stdout().print(
+        f"cost (wall, compile included; a replay's counts training up to its start): training "
+        f"{cost['simulation']:.2f} s; " + ", ".join(levels)
+    )
     common.stderr().print(
         f"wrote {out}/ in {time.perf_counter() - start:.1f} s (nan: no second escape "
         f"within {args.steps or 3000} epochs)"

@@ -287,12 +287,15 @@ def verdict(claim: dict | Claim) -> str:
 
 @dataclasses.dataclass
 class Outcome:
-    """What an experiment returns: its claims, figures (name -> Matplotlib figure) and numbers."""
+    """What an experiment returns: its claims, figures (name -> Matplotlib figure) and numbers,
+    and, for each of its theory comparisons, what it cost (`comparison.cost_summary`; saved
+    beside ``seconds``, outside the numbers, as wall time changes from run to run)."""
 
     claims: list[Claim]
     figures: dict[str, Any]
     numbers: dict[str, Any]
     config: dict[str, Any]
+    cost: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def execute(
@@ -354,6 +357,7 @@ def execute(
         "regime": chosen.name if experiment.regimes else None,
         "quick": quick,
         "seconds": seconds,
+        **({"cost": outcome.cost} if outcome.cost else {}),
         "claims": [dataclasses.asdict(c) for c in outcome.claims],
         "figures": figures,
         "numbers": outcome.numbers,

@@ -53,7 +53,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     if tiny:
         config |= TINY | {"reduction": "tiny: add only, N=8, d=32, gammas 0.6 and 0.7"}
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
-    claims, figures, numbers = [], {}, {}
+    claims, figures, numbers, cost = [], {}, {}, {}
     for task in config["tasks"]:
         ds = tasks.make(task, N=config["N"])
         experiment = comparison.theory_vs_training(
@@ -69,7 +69,8 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         figures[f"{task}_overlay"] = plots.theory_overlay_figure(experiment, title)
         claims += _claims(task, experiment, regime)
         numbers[task] = comparison.experiment_summary(experiment)
-    return Outcome(claims, figures, numbers, config | {"seed": 0, "regime": regime})
+        cost[task] = comparison.cost_summary(experiment)
+    return Outcome(claims, figures, numbers, config | {"seed": 0, "regime": regime}, cost)
 
 
 def claims(numbers: dict, config: dict) -> list[Claim]:

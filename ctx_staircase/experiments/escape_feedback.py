@@ -92,13 +92,14 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
             "steps on 500 times"
         }
     regime = f"full-batch GD lr {config['lr']:g} (gradient flow's Euler step), minimal V, float64"
-    claims, figures, numbers = [], {}, {}
+    claims, figures, numbers, cost = [], {}, {}, {}
     tasks_ = datasets(tiny)
     for name, ds in tasks_.items():
         experiment = _theory(ds, config, config["activation"])
         # Lambda(0): at gamma = 0.6 the initial logits are already about half the threshold
         initial = [float(c.logit_scale.simulation[0]) for c in experiment.comparisons(FEEDBACK)]
         numbers[name] = comparison.experiment_summary(experiment) | {"initial_logit_scale": initial}
+        cost[name] = comparison.cost_summary(experiment)
         figures[f"{name}_escape"] = plots.escape_time_figure(
             experiment, f"{name}, FFN d={config['d']}, σ(z)=z+z²/2, GD lr {config['lr']:g}"
         )
@@ -107,8 +108,9 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     fit = (TINY["bisection"], TINY["rate_grid"]) if tiny else (BISECTION, RATE_GRID)
     rates = _effective_rates(tasks_["add"], relu, *fit)
     numbers["relu_add"] = comparison.experiment_summary(relu) | {"effective_C1": rates}
+    cost["relu_add"] = comparison.cost_summary(relu)
     claims.append(_relu_claim(relu, rates, regime))
-    return Outcome(claims, figures, numbers, config | {"regime": regime})
+    return Outcome(claims, figures, numbers, config | {"regime": regime}, cost)
 
 
 def claims(numbers: dict, config: dict) -> list[Claim]:

@@ -48,6 +48,7 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
         lines += [f"## {SECTIONS[kind]}: {_counts(rows)}", ""]
         lines += _claim_table(rows)
         lines.append("")
+    lines += _cost_section(records)
     for name in missing:
         lines.append(f"- {name}: not run (missing)")
     if study is not None:
@@ -69,6 +70,37 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
     if crashed:
         lines += ["", "## Crashed", "", ", ".join(crashed)]
     return "\n".join(lines) + "\n"
+
+
+def _cost_section(records: list[dict]) -> list[str]:
+    """What each theory cost next to the training it predicts (records' ``cost``): wall seconds
+    with compilation, its role, and its seconds over training's."""
+    rows = [
+        (record["name"], label, name, theory, comparison["simulation"])
+        for record in records
+        for label, comparison in record.get("cost", {}).items()
+        for name, theory in comparison["theories"].items()
+    ]
+    if not rows:
+        return []
+    lines = [
+        "## What the theories cost",
+        "",
+        "Wall seconds of one run, compilation included, on the machine of that run: a *law* starts",
+        "from the data and the initial weights; a *replay* reads a training state (its cost then",
+        "counts the training up to it). benchmarks/README.md has the same at steady state.",
+        "",
+        "| experiment | comparison | theory | role | seconds | training seconds | × training |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for experiment, label, name, theory, training in rows:
+        share = "—" if training is None else f"{theory['seconds'] / training:.3g}"
+        spent = "—" if training is None else f"{training:.1f}"
+        lines.append(
+            f"| {experiment} | {label} | {name} | {theory['role']} | {theory['seconds']:.2f} | "
+            f"{spent} | {share} |"
+        )
+    return [*lines, ""]
 
 
 def _headline(claims: list[tuple[dict, dict]], experiments: int) -> str:

@@ -107,6 +107,8 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
             "theory_gammas": list(theory_gammas(full, tiny)),
             "tiny": tiny,
         },
+        # the theory runs beside the staircase's trainings, which share the cores with it
+        {"theory": comparison.cost_summary(theory)},
     )
 
 

@@ -68,6 +68,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         comparison.experiment_summary(experiment) | {"nulls": nulls},
         {k: list(v) if isinstance(v, tuple) else v for k, v in config.items()}
         | {"seed": 0, "regime": regime},
+        cost={"add": comparison.cost_summary(experiment)},
     )
 
 

@@ -1,0 +1,94 @@
+"""Benchmark: what each theory of ``ctx-staircase theory`` costs next to the training it predicts.
+
+The command writes ``cost`` into metrics.json: wall seconds of training and of each theory's solve,
+compilation included (`comparison.Cost`), once. This measures the same parts at steady state:
+each setting runs `comparison.theory_vs_training` ``--repeats`` times in one process; the first
+call compiles, the later ones reuse every compiled program, and the steady time of a part is the
+least of theirs. Settings (full-batch GD at lr 0.2, float64, d = 128, seed 0, every theory that
+applies):
+
+- ``add`` N = 20, sigma(z) = z + z^2/2, gamma 0.6 .. 1.4 (sims/theory_vs_training's run): the
+  closed form (C3), the closed form with the softmax feedback and the signature flows m = 0, 1;
+- ``add`` N = 28, ReLU, gamma 0.9 and 1.3: also the ReLU gated flow (R5) and the frozen-gate
+  closed form (R4).
+
+Ratios are a theory's seconds over training's; a law is cheaper than the training it predicts
+where the ratio is below 1. No speed is asserted.
+
+Usage: python benchmarks/theory_cost.py [--repeats 3] [--only NAME ...] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import jax
+from _machine import other_busy_processes
+
+from ctx_staircase import comparison, results, tasks
+
+#: name -> (task, parameters, keywords of `comparison.theory_vs_training`)
+SETTINGS = {
+    "add N=20 poly": (
+        "add",
+        {"N": 20},
+        dict(gammas=(0.6, 0.8, 1.0, 1.2, 1.4), max_orders=(0, 1), activation="poly:1,0.5"),
+    ),
+    "add N=28 relu": (
+        "add",
+        {"N": 28},
+        dict(gammas=(0.9, 1.3), max_orders=(1,), activation="relu"),
+    ),
+}
+
+
+def measure(task: str, params: dict, keywords: dict, repeats: int) -> dict:
+    """Each part's seconds per call, ``{"simulation": [...], name: [...]}``, over ``repeats``
+    calls of `comparison.theory_vs_training` (the first compiles), and the roles."""
+    ds = tasks.make(task, **params)
+    calls = [comparison.theory_vs_training(ds, d=128, lr=0.2, **keywords) for _ in range(repeats)]
+    parts = calls[0].cost.as_json()
+    seconds = {part: [c.cost.as_json()[part] for c in calls] for part in parts}
+    return {"seconds": seconds, "roles": {k: v.value for k, v in calls[0].roles.items()}}
+
+
+def table(name: str, measured: dict) -> list[str]:
+    """Rows: each part's first and steady seconds and, for a theory, its ratios to training."""
+    seconds = measured["seconds"]
+    training = seconds["simulation"]
+    rows = [f"{name}: training first {training[0]:.2f} s, steady {min(training[1:]):.2f} s"]
+    for part, spent in seconds.items():
+        if part == "simulation":
+            continue
+        first, steady = spent[0] / training[0], min(spent[1:]) / min(training[1:])
+        rows.append(
+            f"  {part:28s} {measured['roles'][part]:6s} first {spent[0]:7.3f} s ({first:.3g}x)"
+            f"  steady {min(spent[1:]):7.3f} s ({steady:.3g}x)"
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="calls per setting (>= 2)")
+    parser.add_argument("--only", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--json", default=None, help="write the numbers here")
+    args = parser.parse_args()
+    if args.repeats < 2:
+        parser.error(f"--repeats must be at least 2 (one compiling call); got {args.repeats}")
+    busy = other_busy_processes()
+    print(f"other busy processes: {busy or 'none'}")
+    report = {"environment": results.environment(), "busy": busy, "settings": {}}
+    with jax.enable_x64(True):
+        for name in args.only:
+            task, params, keywords = SETTINGS[name]
+            measured = measure(task, params, keywords, args.repeats)
+            report["settings"][name] = measured
+            print("\n".join(table(name, measured)))
+    if args.json:
+        results.write_json(Path(args.json), report)
+
+
+if __name__ == "__main__":
+    main()
