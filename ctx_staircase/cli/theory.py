@@ -1,6 +1,7 @@
 """``ctx-staircase theory TASK``: the theories of a model (`theories.selected`) against the
 same model trained by full-batch GD, lane by lane (`comparison.theory_vs_training`); or, with
-``--second-escape``, the end of the collapse plateau (theory/second_escape.md)."""
+``--second-escape``, the end of the collapse plateau (theory/second_escape.md). Either way it
+writes and prints each prediction's role (law or replay) and its cost next to training's."""
 
 from __future__ import annotations
 
@@ -217,6 +218,8 @@ COMMAND = Command(
         "softmax feedback, signature flows (and with relu the gated flow, theory/relu.md). "
         "Attention-only: the uniform-attention flow (A3) and the plateau law "
         "t* = T_Z d^(2 gamma) - c (A5b). Documented gamma ranges: ffn [0.5, 2], attention "
-        "[0.55, 1]."
+        "[0.55, 1]. Each theory is a law (from the data and the initial weights) or a replay "
+        "(from a training state); metrics.json holds each one's role and its cost, wall seconds "
+        "with compilation, next to training's."
     ),
 )  # fmt: skip
