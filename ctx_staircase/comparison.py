@@ -534,7 +534,7 @@ def _theory_vs_training(
     )  # fmt: skip
     simulation_seconds = None if reports and reports[0] else time.perf_counter() - start
     solved, seconds = [], {}
-    problem.reused_seconds()
+    problem.reused_seconds()  # start the ledger of shared computations at zero
     for theory in registry.selected(setting):
         start = time.perf_counter()
         solved.append((theory, jax.block_until_ready(theory.solve(problem))))
