@@ -86,6 +86,18 @@ class SecondEscapeComparison(NamedTuple):
             "cost": self.cost(),
         }
 
+    def cost_summary(self) -> dict:
+        """An experiment record's account of what it cost (as `comparison.cost_summary`):
+        ``{"simulation": seconds, "theories": {level: {"role", "seconds"}}}``."""
+        cost = self.cost()
+        return {
+            "simulation": cost.pop("simulation"),
+            "theories": {
+                level: {"role": ROLES[level].value, "seconds": seconds}
+                for level, seconds in cost.items()
+            },
+        }
+
     def cost(self) -> dict[str, float]:
         """Wall seconds, compilation included: ``simulation``, the training of every lane to
         the horizon, and each level's predictions of every lane. A replay's cost counts the

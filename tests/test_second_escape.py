@@ -385,3 +385,29 @@ def test_measured_second_escape_reads_collapse_escape_and_frequency_of_a_hand_bu
     # a path that never collapses has no escape and no frequency
     never = se.measured_second_escape(ts[[0, 3]], W_E[[0, 3]], problem)
     assert np.isnan(never.t_collapse) and np.isnan(never.t1) and never.k == -1
+
+
+def test_a_replays_cost_counts_the_training_up_to_its_start():
+    """L1 (a replay, started at t0 of each lane) is charged training's seconds times the mean
+    share of the horizon before t0, on top of its own; L2 (a law) only its own; the record's
+    account names each level's role."""
+    from ctx_staircase import plateau_study
+
+    def path(t0):
+        return se.SecondEscape(se.LEVEL, t0, 100.0, 300.0, np.zeros(1), np.zeros(1), 3, 0.1, 5)
+
+    study = plateau_study.SecondEscapeComparison(
+        gamma=[1.0, 1.2], seed=[0, 0], measured=[path(0.0)] * 2,
+        level1=[path(200.0), path(400.0)], level2=[path(0.0)] * 2, level1_plateau=[],
+        seconds={"training": 10.0, "L1": 1.0, "L2": 3.0}, horizon=1000,
+    )  # fmt: skip
+    assert study.cost() == {"simulation": 10.0, "L1": 1.0 + 10.0 * 0.3, "L2": 3.0}
+    assert study.cost_summary() == {
+        "simulation": 10.0,
+        "theories": {
+            "L1": {"role": "replay", "seconds": 4.0},
+            "L2": {"role": "law", "seconds": 3.0},
+        },
+    }
+    summary = study.summary()
+    assert summary["roles"] == {"L1": "replay", "L2": "law"} and summary["cost"] == study.cost()

@@ -78,7 +78,7 @@ TINY = dict(
 def run(full: bool = False, tiny: bool = False) -> Outcome:
     sizes = TINY if tiny else SIZES
     tasks, seeds, epochs, d = sizes["tasks"], sizes["seeds"], sizes["epochs"], sizes["d"]
-    cells = {}
+    cells, cost = {}, {}
     for name, task, params, geometry in tasks:
         ds = PRIMARY.make(task, **params)
         study = plateau_study.compare_second_escape(
@@ -90,7 +90,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
             geometry=geometry,
             ablation=True,
         )
-        cells[name] = study.summary()
+        cells[name], cost[name] = study.summary(), study.cost_summary()
     name, task, params, _ = tasks[0]
     ds = PRIMARY.make(task, **params)
     smooth = plateau_study.compare_second_escape(
@@ -98,7 +98,8 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     ).summary()
     config = run_config(full=full, tiny=tiny)
     numbers = {**cells, "smooth": smooth}
-    return Outcome(claims(numbers, config), {"escape": _figure(cells, d)}, numbers, config)
+    figures = {"escape": _figure(cells, d)}
+    return Outcome(claims(numbers, config), figures, numbers, config, cost)
 
 
 def run_config(*, full: bool = False, tiny: bool = False) -> dict:
