@@ -43,6 +43,7 @@ from ctx_staircase.theory import (
     Style,
     TheoryLanes,
     WeightTrajectory,
+    cost_account,
     frozen_past,
 )
 
@@ -756,16 +757,10 @@ def experiment_summary(experiment: TheoryVsTraining) -> dict:
 
 
 def cost_summary(experiment: TheoryVsTraining) -> dict:
-    """An experiment record's account of what a comparison cost (`Cost`), outside its numbers:
-    ``{"simulation": seconds, "theories": {name: {"role", "seconds"}}}``."""
+    """An experiment record's account of what a comparison cost (`Cost`, each theory's
+    `theory.Role`), as `theory.cost_account` saves it."""
     cost = experiment.cost
-    return {
-        "simulation": cost.simulation,
-        "theories": {
-            name: {"role": experiment.roles[name].value, "seconds": seconds}
-            for name, seconds in cost.theories.items()
-        },
-    }
+    return cost_account(cost.simulation, cost.theories, experiment.roles)
 
 
 def experiment_from_summary(numbers: dict) -> TheoryVsTraining:

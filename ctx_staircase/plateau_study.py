@@ -22,7 +22,7 @@ import numpy as np
 from ctx_staircase import progress, sweep, train
 from ctx_staircase import second_escape as se
 from ctx_staircase.dataset import TokenDataset
-from ctx_staircase.theory import Role
+from ctx_staircase.theory import Role, cost_account
 
 #: Snapshot spacing of the training runs (epochs).
 SNAPSHOT_EVERY = 10
@@ -87,16 +87,10 @@ class SecondEscapeComparison(NamedTuple):
         }
 
     def cost_summary(self) -> dict:
-        """An experiment record's account of what it cost (as `comparison.cost_summary`):
-        ``{"simulation": seconds, "theories": {level: {"role", "seconds"}}}``."""
+        """An experiment record's account of what each level cost, as `theory.cost_account`
+        saves it."""
         cost = self.cost()
-        return {
-            "simulation": cost.pop("simulation"),
-            "theories": {
-                level: {"role": ROLES[level].value, "seconds": seconds}
-                for level, seconds in cost.items()
-            },
-        }
+        return cost_account(cost.pop("simulation"), cost, ROLES)
 
     def cost(self) -> dict[str, float]:
         """Wall seconds, compilation included: ``simulation``, the training of every lane to

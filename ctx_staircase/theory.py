@@ -99,6 +99,41 @@ class Role(enum.Enum):
     REPLAY = "replay"
 
 
+class TheoryCost(NamedTuple):
+    """One prediction's cost as a record keeps it (`cost_account`): its ``name`` and `Role`,
+    its wall ``seconds`` and the ``training`` seconds it is set against (None: not measured)."""
+
+    name: str
+    role: Role
+    seconds: float
+    training: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        """``seconds`` over ``training``'s (None where training was not measured)."""
+        return None if self.training is None else self.seconds / self.training
+
+
+def cost_account(training: float | None, seconds: dict[str, float], roles: dict) -> dict:
+    """The saved account of what a comparison cost, outside a record's numbers (wall time
+    changes from run to run): ``{"simulation": training, "theories": {name: {"role",
+    "seconds"}}}``, each name's `Role` from ``roles``. `costs_from_account` reads it back."""
+    return {
+        "simulation": training,
+        "theories": {
+            name: {"role": roles[name].value, "seconds": spent} for name, spent in seconds.items()
+        },
+    }
+
+
+def costs_from_account(account: dict) -> list[TheoryCost]:
+    """The `TheoryCost` of each prediction of a saved `cost_account`, in its order."""
+    return [
+        TheoryCost(name, Role(entry["role"]), entry["seconds"], account["simulation"])
+        for name, entry in account["theories"].items()
+    ]
+
+
 class Validation(NamedTuple):
     """A theory's escape law measured within 5% of GD training: the activation spec and the
     gamma range of the measurement."""

@@ -9,6 +9,7 @@ Every row names its regime and its null control; a claim whose null also passes 
 from __future__ import annotations
 
 from ctx_staircase.experiments import KINDS, get, verdict
+from ctx_staircase.theory import costs_from_account
 
 SECTIONS = {
     "paper": "Claims the paper makes",
@@ -76,10 +77,10 @@ def _cost_section(records: list[dict]) -> list[str]:
     """What each theory cost next to the training it predicts (records' ``cost``): wall seconds
     with compilation, its role, and its seconds over training's."""
     rows = [
-        (record["name"], label, name, theory, comparison["simulation"])
+        (record["name"], label, cost)
         for record in records
-        for label, comparison in record.get("cost", {}).items()
-        for name, theory in comparison["theories"].items()
+        for label, account in record.get("cost", {}).items()
+        for cost in costs_from_account(account)
     ]
     if not rows:
         return []
@@ -95,12 +96,12 @@ def _cost_section(records: list[dict]) -> list[str]:
         "| experiment | comparison | theory | role | seconds | training seconds | × training |",
         "|---|---|---|---|---|---|---|",
     ]
-    for experiment, label, name, theory, training in rows:
-        share = "—" if training is None else f"{theory['seconds'] / training:.3g}"
-        spent = "—" if training is None else f"{training:.1f}"
+    for experiment, label, cost in rows:
+        share = "—" if cost.ratio is None else f"{cost.ratio:.3g}"
+        training = "—" if cost.training is None else f"{cost.training:.1f}"
         lines.append(
-            f"| {experiment} | {label} | {name} | {theory['role']} | {theory['seconds']:.2f} | "
-            f"{spent} | {share} |"
+            f"| {experiment} | {label} | {cost.name} | {cost.role.value} | {cost.seconds:.2f} | "
+            f"{training} | {share} |"
         )
     return [*lines, ""]
 
