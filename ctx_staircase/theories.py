@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-from ctx_staircase import closed_form, escape, flows, models, relu
+from ctx_staircase import closed_form, escape, flows, models, relu, relu_escape
 from ctx_staircase.internal import check_choice
 from ctx_staircase.theory import (
     ModelTheory,
@@ -178,6 +178,18 @@ CLOSED_FORM_FROZEN_GATES = register(
     )
 )
 
+RELU_ESCAPE_LAW = register(
+    Theory(
+        "relu_escape_law",
+        Style("closed_form", "closed form: ReLU escape law (unit flow, feedback clock)", None, 1.8),
+        solve=relu_escape.escape_law_lanes,
+        nbytes=relu_escape.escape_law_bytes,
+        model=FFN,
+        activation="relu",
+        validated=Validation("relu", (0.8, 1.4)),  # theory/relu.md §8.2: d = 128, N 20-40
+    )
+)
+
 
 def applicable(setting: Setting) -> tuple[Theory, ...]:
     """Every theory that applies to a run of ``setting`` (its model, activation and orders),
@@ -218,6 +230,7 @@ __all__ = [
     "FFN",
     "MODELS",
     "REGISTRY",
+    "RELU_ESCAPE_LAW",
     "RELU_GATED_FLOW",
     "SIGNATURE_FLOW",
     "UNIFORM_ATTENTION_FLOW",
