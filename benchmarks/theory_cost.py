@@ -9,8 +9,12 @@ applies):
 
 - ``add`` N = 20, sigma(z) = z + z^2/2, gamma 0.6 .. 1.4 (sims/theory_vs_training's run): the
   closed form (C3), the closed form with the softmax feedback and the signature flows m = 0, 1;
-- ``add`` N = 28, ReLU, gamma 0.9 and 1.3: also the ReLU gated flow (R5) and the frozen-gate
-  closed form (R4).
+- ``add`` N = 28, ReLU, gamma 0.9 and 1.3: also the ReLU gated flow (R5), the frozen-gate
+  closed form (R4) and the ReLU escape law (R9); once with the command's own horizon (sized by
+  the C_1 = 1/2 law, which is twice late for ReLU), once with training stopped at 1.25 times the
+  latest measured escape (1060 steps), the horizon the law itself would set;
+- ``mod`` N = 40 in V = 82 and Task 4 (n_x = 40), ReLU, gamma 0.8 .. 1.4 (cells of the law's
+  acceptance grid, sims/relu_escape): the law, (R4) and the C_1 = 1/2 law.
 
 Ratios are a theory's seconds over training's; a law is cheaper than the training it predicts
 where the ratio is below 1. No speed is asserted.
@@ -28,6 +32,8 @@ from _machine import other_busy_processes
 
 from ctx_staircase import comparison, results, tasks
 
+#: The theories of the ReLU escape law's acceptance grid (sims/relu_escape).
+_GRID = ("relu_escape_law", "closed_form_frozen_gates", "closed_form_feedback")
 #: name -> (task, parameters, keywords of `comparison.theory_vs_training`)
 SETTINGS = {
     "add N=20 poly": (
@@ -39,6 +45,27 @@ SETTINGS = {
         "add",
         {"N": 28},
         dict(gammas=(0.9, 1.3), max_orders=(1,), activation="relu"),
+    ),
+    "add N=28 relu, horizon 1.25 escape": (
+        "add",
+        {"N": 28},
+        dict(
+            gammas=(0.9, 1.3),
+            max_orders=(1,),
+            activation="relu",
+            steps=1060,
+            theories=("relu_escape_law", "closed_form_frozen_gates"),
+        ),
+    ),
+    "mod N=40 V=82 relu": (
+        "mod",
+        {"N": 40, "vocab_size": 82},
+        dict(gammas=(0.8, 1.0, 1.2, 1.4), max_orders=(0,), activation="relu", theories=_GRID),
+    ),
+    "task4 n_x=40 relu": (
+        "task4",
+        {"n_x": 40, "n_a": 10},
+        dict(gammas=(0.8, 1.0, 1.2, 1.4), max_orders=(0,), activation="relu", theories=_GRID),
     ),
 }
 

@@ -42,7 +42,17 @@ import numpy as np
 
 from ctx_staircase import distributed
 
-PACKAGES = ("ctx-staircase", "jax", "jaxlib", "flax", "optax", "diffrax", "numpy", "matplotlib")
+PACKAGES = (
+    "ctx-staircase",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "diffrax",
+    "numpy",
+    "scipy",
+    "matplotlib",
+)
 
 #: Version of the result-file format, recorded by `environment` in every result. 1: bare
 #: ``NaN``/``Infinity`` in the JSON (the first format). 2: strict JSON with non-finite numbers as

@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "plateau",
         "semantics",
         "relu",
+        "relu_escape",
         "second_escape",
         "escape",
         "theories",

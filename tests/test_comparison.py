@@ -419,7 +419,12 @@ def test_a_theory_of_another_model_or_activation_is_not_solved(monkeypatch):
         tasks.make("add", N=4), **(THEORY_SETTINGS | {"activation": "relu"})
     )
     names = [t.name for t in theories.selected(relu.setting)]
-    assert names[-3:] == ["relu_gated_flow", "closed_form_frozen_gates", "toy_doubling"]
+    assert names[-4:] == [
+        "relu_gated_flow",
+        "closed_form_frozen_gates",
+        "relu_escape_law",
+        "toy_doubling",
+    ]
     poly = comparison.check_theory_inputs(tasks.make("add", N=4), **THEORY_SETTINGS)
     names = [t.name for t in theories.selected(poly.setting)]
     assert "relu_gated_flow" not in names and names[-1] == "toy_doubling"

@@ -283,6 +283,7 @@ REBUILT = (
     "lm_text",
     "order1_onset",
     "rb_anchor_tasks",
+    "relu_escape",
     "second_plateau",
     "theory_vs_training",
 )

@@ -37,6 +37,7 @@ REPORT_ORDER = (
     "rb_anchor_tasks",
     "theory_vs_training",
     "escape_feedback",
+    "relu_escape",
     "second_plateau",
     "attention_theory",
     "attention_departure",

@@ -9,30 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from helpers import gated_operator, random_weights, tiny_dataset
 
 from ctx_staircase import comparison, ode, relu, tasks
-from ctx_staircase.dataset import TokenDataset
 
 
 @pytest.fixture(autouse=True)
 def _x64():
     with jax.enable_x64(True):
         yield
-
-
-def tiny_dataset() -> TokenDataset:
-    """L = 2, x in {0..3}^2, y = 4 + (x_1 + 2 x_2 mod 3), unequal sample weights, V = 8 (id 7
-    is never a label)."""
-    x = np.asarray([(a, b) for a in range(4) for b in range(4)], dtype=np.int32)
-    weights = 1.0 + np.arange(len(x)) % 3
-    return TokenDataset(
-        x, 4 + (x[:, 0] + 2 * x[:, 1]) % 3, vocab_size=8, weights=weights / weights.sum()
-    )
-
-
-def random_weights(V: int, d: int, seed: int, scale: float = 1.0):
-    rng = np.random.default_rng(seed)
-    return scale * rng.standard_normal((V, d)), scale * rng.standard_normal((V, d))
 
 
 def surrogate_loss(problem: relu.GatedProblem, prediction: str):
@@ -77,23 +62,6 @@ def test_open_gates_give_the_linear_drive_and_rates():
     assert closed.any() and np.all(rates.initial[closed] == 0)
     flipped = relu.coordinate_rates(problem, np.where(closed, -W_E, W_E))
     assert np.allclose(flipped.initial[closed], rates.open, rtol=1e-12)
-
-
-def gated_operator(problem: relu.GatedProblem, gates: np.ndarray) -> np.ndarray:
-    """The [2 V d, 2 V d] matrix of the uniform gated ODE (R3) under fixed ``gates [n, d]``, on
-    ``y = (vec W_E, vec W_U)`` (row-major [V, d] each), assembled from the sample sums directly
-    rather than from `relu.gated_drive`."""
-    counts, drive = np.asarray(problem.counts), np.asarray(problem.drive)
-    n, V = counts.shape
-    d = gates.shape[1]
-    A = np.zeros((2 * V * d, 2 * V * d))
-    for j in range(d):
-        block = sum(gates[k, j] * np.outer(drive[k], counts[k]) for k in range(n))  # [V, V]
-        rows_a = np.arange(V) * d + j
-        rows_b = V * d + rows_a
-        A[np.ix_(rows_a, rows_b)] = block.T  # da_j = M_j^T b_j
-        A[np.ix_(rows_b, rows_a)] = block  # db_j = M_j a_j
-    return A
 
 
 def test_frozen_gates_solve_the_frozen_system_and_the_flow_follows_the_flips():

@@ -149,6 +149,10 @@ REGISTRY: tuple[Experiment, ...] = (
         "The escape law with the softmax feedback on five tasks; ReLU gate alignment",
     ),
     _experiment(
+        "relu_escape",
+        "The ReLU first escape as a law: unit flow and feedback clock on add, sub, mod, Task 4",
+    ),
+    _experiment(
         "second_plateau",
         "The end of the collapse plateau: the second escape predicted against training",
     ),
