@@ -159,6 +159,31 @@ def test_report_shows_each_theorys_cost_next_to_its_training_and_its_role():
     assert "What the theories cost" not in report.render([_record("figA", [])])
 
 
+def test_report_sums_the_costs_of_an_experiment_of_many_comparisons_per_theory():
+    """Past `report.COST_ROWS` comparisons, one row per theory: the sums over the comparisons,
+    their ratio, and the range of the per-comparison ratios."""
+    record = _record("gridA", [Claim("theory", "c", "v", "k", True, kind="beyond")])
+    cells = report.COST_ROWS + 1
+    record["cost"] = {
+        f"cell {i}": {
+            "simulation": 10.0 * (i + 1),
+            "theories": {
+                "law": {"role": "law", "seconds": 0.1 * (i + 1)},
+                "flow": {"role": "law", "seconds": 1.0},
+            },
+        }
+        for i in range(cells)
+    }
+    label = f"{cells} comparisons, summed"
+    text = report.render([record]).splitlines()
+    rows = [line for line in text if line.startswith(f"| gridA | {label} |")]
+    total = 10.0 * cells * (cells + 1) / 2
+    summed = f"{total:.1f}"
+    law = f"| gridA | {label} | law | law | {0.01 * total:.2f} | {summed} |"
+    flow = f"| gridA | {label} | flow | law | {cells:.2f} | {summed} |"
+    assert rows == [f"{law} 0.01 (each 0.01–0.01) |", f"{flow} 0.0182 (each 0.01–0.1) |"]
+
+
 def test_report_renders_the_regime_table():
     cells = {
         r.name: {"verdict": "pass" if r.optimizer == "gd" else "FAIL", "measured": "v", "null": ""}

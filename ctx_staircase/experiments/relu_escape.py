@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import comparison, tasks, theories
+from ctx_staircase import comparison, plots, tasks, theories
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.common import scored
 
@@ -174,9 +174,7 @@ def _claims(experiments_: dict, regime: str) -> list[Claim]:
 def _ratio_figure(experiments_: dict, config: dict):
     """Escape ratio (theory / training) of the law, the frozen-gate closed form and the C_1 = 1/2
     law, per configuration and seed, against gamma."""
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(7.5, 4.2))
+    figure, axis = plots.figure(panel=(7.5, 4.2))
     drawn = (
         (LAW, "o", LAW.style.label),
         (FROZEN, "s", FROZEN.style.label),
@@ -196,11 +194,9 @@ def _ratio_figure(experiments_: dict, config: dict):
             )
     axis.axhspan(1 - ESCAPE_RATIO, 1 + ESCAPE_RATIO, color="0.85", zorder=0)
     axis.set_yscale("log")
-    axis.set_xlabel("γ (init scale d^-γ)")
-    axis.set_ylabel("escape time, theory / training")
     cells, lanes = len(experiments_), len(experiments_) * len(config["gammas"])
     setup = f"ReLU FFN d={config['d']}, GD lr {config['lr']:g}"
-    axis.set_title(f"{setup}: {cells} cells, {lanes} lanes; grey: within 2%")
-    axis.legend(fontsize=8)
-    figure.tight_layout()
+    title = f"{setup}: {cells} cells, {lanes} lanes; grey: within 2%"
+    plots.axis_labels(axis, "γ (init scale d^-γ)", "escape time, theory / training", title)
+    axis.legend()
     return figure

@@ -73,15 +73,25 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
     return "\n".join(lines) + "\n"
 
 
+#: An experiment with more comparisons than this has its costs summed per theory in the report.
+COST_ROWS = 9
+
+
 def _cost_section(records: list[dict]) -> list[str]:
     """What each theory cost next to the training it predicts (records' ``cost``): wall seconds
-    with compilation, its role, and its seconds over training's."""
-    rows = [
-        (record["name"], label, cost)
-        for record in records
-        for label, account in record.get("cost", {}).items()
-        for cost in costs_from_account(account)
-    ]
+    with compilation, its role, and its seconds over training's. An experiment of more than
+    `COST_ROWS` comparisons gets one row per theory: the sums over its comparisons, with the range
+    of the per-comparison ratios."""
+    rows = []
+    for record in records:
+        accounts = record.get("cost", {})
+        costs = [(label, cost) for label, a in accounts.items() for cost in costs_from_account(a)]
+        if len(accounts) <= COST_ROWS:
+            rows += [_cost_row(record["name"], label, [cost]) for label, cost in costs]
+            continue
+        for name in dict.fromkeys(cost.name for _, cost in costs):
+            summed = [cost for _, cost in costs if cost.name == name]
+            rows.append(_cost_row(record["name"], f"{len(summed)} comparisons, summed", summed))
     if not rows:
         return []
     lines = [
@@ -95,15 +105,26 @@ def _cost_section(records: list[dict]) -> list[str]:
         "",
         "| experiment | comparison | theory | role | seconds | training seconds | × training |",
         "|---|---|---|---|---|---|---|",
+        *rows,
     ]
-    for experiment, label, cost in rows:
-        share = "—" if cost.ratio is None else f"{cost.ratio:.3g}"
-        training = "—" if cost.training is None else f"{cost.training:.1f}"
-        lines.append(
-            f"| {experiment} | {label} | {cost.name} | {cost.role.value} | {cost.seconds:.2f} | "
-            f"{training} | {share} |"
-        )
     return [*lines, ""]
+
+
+def _cost_row(experiment: str, label: str, costs: list) -> str:
+    """One row of the cost table: ``costs`` (`theory.TheoryCost` of one theory) summed; with more
+    than one, the range of their ratios follows the ratio of the sums."""
+    seconds = sum(cost.seconds for cost in costs)
+    measured = [cost for cost in costs if cost.training is not None]
+    training = sum(cost.training for cost in measured) if len(measured) == len(costs) else None
+    share = "—" if training is None else f"{seconds / training:.3g}"
+    if training is not None and len(costs) > 1:
+        ratios = [cost.ratio for cost in costs]
+        share += f" (each {min(ratios):.3g}–{max(ratios):.3g})"
+    shown = "—" if training is None else f"{training:.1f}"
+    role = costs[0].role.value
+    return (
+        f"| {experiment} | {label} | {costs[0].name} | {role} | {seconds:.2f} | {shown} | {share} |"
+    )
 
 
 def _headline(claims: list[tuple[dict, dict]], experiments: int) -> str:
