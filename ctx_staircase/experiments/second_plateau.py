@@ -58,6 +58,14 @@ TASKS = (
     ("Task 4", "task4", {}, "anchors"),
     ("modulus N=40 M=4", "modulus", {"N": 40, "M": 4}, "numbers"),
 )
+#: Held-out configurations, fixed (and committed) before the law was ever compared on them: sizes
+#: and a modulus never used while the law was developed; gamma as above, seeds 0-2.
+HELD_OUT = (
+    ("mod N=32", "mod", {"N": 32}, "numbers"),
+    ("Task 4 n_x=16 n_a=12", "task4", {"n_x": 16, "n_a": 12}, "anchors"),
+    ("modulus N=32 M=5", "modulus", {"N": 32, "M": 5}, "numbers"),
+)
+HELD_OUT_SEEDS = (0, 1, 2)
 GAMMAS = (1.0, 1.1, 1.2, 1.4)
 SEEDS = (0, 1, 2, 3, 4)
 EPOCHS, D = 3000, 128
