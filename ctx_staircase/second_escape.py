@@ -528,10 +528,11 @@ def crossings(ts, rho, level: float = LEVEL) -> tuple[float, float]:
 
 
 #: The steps: the plateau flow's (eq. S5) field jumps where a gate flips, so RK4 converges at
-#: first order and needs step 1 (theory/second_escape.md §6); the split-unit flow (eq. S6) runs
-#: Heun's method at step 10, within 3.3% of RK4 at step 5 on every one of 60 measured lanes (§5).
-#: Saves every SAVE_EVERY, CHUNK saves per compiled call.
-PLATEAU_STEP, SPLIT_STEP, SAVE_EVERY, CHUNK = 1.0, 10.0, 10.0, 10
+#: first order and needs step 1 to carry a path to the escape (theory/second_escape.md §6); L2's
+#: approach onto the plateau (to t_c + 100) is as good at step 5 (`APPROACH_STEP`, §6); the
+#: split-unit flow (eq. S6) runs Heun's method at step 10, within 3.3% of RK4 at step 5 on every
+#: one of 60 measured lanes (§5). Saves every SAVE_EVERY, CHUNK saves per compiled call.
+PLATEAU_STEP, APPROACH_STEP, SPLIT_STEP, SAVE_EVERY, CHUNK = 1.0, 5.0, 10.0, 10.0, 10
 #: The laws `predict_second_escape` knows: the split-unit flow (eq. S6, the package's law) and the
 #: plateau flow alone (eq. S5, which drops the deviations' feedback on the prediction).
 LAWS = ("split", "plateau")
@@ -541,12 +542,13 @@ def _times(t_start):
     return t_start + SAVE_EVERY * jnp.arange(CHUNK + 1, dtype=t_start.dtype)
 
 
-@functools.partial(jax.jit, static_argnames=("activation",))
-def _plateau_chunk(y, t_start, arrays: PlateauProblem, *, activation: str):
-    """The plateau flow over ``CHUNK`` saves from ``t_start``: states ``[CHUNK + 1, V, d]``;
-    one compiled program per shape and activation, reused along the path and across lanes."""
+@functools.partial(jax.jit, static_argnames=("activation", "step"))
+def _plateau_chunk(y, t_start, arrays: PlateauProblem, *, activation: str, step: float):
+    """The plateau flow over ``CHUNK`` saves from ``t_start`` by RK4 at ``step``: states
+    ``[CHUNK + 1, V, d]``; one compiled program per shape, activation and step, reused along the
+    path and across lanes."""
     problem = arrays._replace(activation=activation)
-    return ode.rk4(plateau_field, y, _times(t_start), problem, max_step=PLATEAU_STEP).ys
+    return ode.rk4(plateau_field, y, _times(t_start), problem, max_step=step).ys
 
 
 class _Path(NamedTuple):
@@ -599,8 +601,10 @@ def predict_second_escape(
     path = _Path([float(t0)], [float(rho0(W_E, ids))], start, np.asarray(start["W_E"]))
     arrays = problem._replace(activation=None)
 
+    step = PLATEAU_STEP if law == "plateau" else APPROACH_STEP
+
     def plateau(y, t):
-        states = _plateau_chunk(y, t, arrays, activation=problem.activation)
+        states = _plateau_chunk(y, t, arrays, activation=problem.activation, step=step)
         return states, np.asarray(states["W_E"])
 
     def switch_time(path) -> float:  # where the split-unit flow takes over (NaN: not known)

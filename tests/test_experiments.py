@@ -926,6 +926,52 @@ def test_second_plateau_null_skips_a_missing_escape_in_its_task_mean():
     assert shares[True].endswith(f": {(total - tasks) / total:.0%} within")
 
 
+def _second_plateau_cells(record: dict, level: str, times) -> dict:
+    """``record`` with every ``level`` cell's (t_c, t_1 measured, t_1 predicted) set by
+    ``times(gamma)``."""
+    import copy
+
+    changed = copy.deepcopy(record)
+    for name, summary in changed["numbers"].items():
+        if name == "smooth":
+            continue
+        lanes = len(summary["t_collapse_measured"])
+        for i, cell_level in enumerate(summary["level"]):
+            if cell_level == level:
+                collapse, measured, predicted = times(summary["gamma"][i])
+                summary["t_collapse_measured"][i % lanes] = collapse
+                summary["t1_measured"][i], summary["t1_predicted"][i] = measured, predicted
+    return changed
+
+
+@pytest.mark.parametrize("predicted, passes", [(315.0, True), (325.0, False)])
+def test_second_plateau_L2_is_scored_on_the_plateau_after_the_collapse(predicted, passes):
+    """L2 is scored on the plateau that remains after training's collapse t_c = 100: with
+    t_1 = 300, a prediction of 325 is 12.5% long on the remaining 200 epochs (a miss at 10%),
+    though only 8% long counted from 0; 315 is 7.5% long (a hit). The null (each task's mean
+    remaining plateau) is exact when every cell has the same one."""
+    record = _second_plateau_cells(_saved("second_plateau"), "L2", lambda g: (100, 300, predicted))
+    claim = _rebuilt_claim("second_plateau", record, "the split-unit flow from the initial")
+    assert claim["passed"] is passes
+    assert claim["measured"].startswith(f"{100 if passes else 0}% of ")
+    assert claim["null_passed"] is True
+
+
+@pytest.mark.parametrize("slope, passes", [(540.0, True), (600.0, False)])
+def test_second_plateau_slope_is_each_tasks_least_squares_slope_against_gamma(slope, passes):
+    """Training's t_1 = 400 + 500 gamma after a collapse at 100: a law with slope 540 is 8% off
+    (a hit at 10%), 600 is 20% off (a miss), whatever its offset. The proportional null
+    (t_1 − t_c ∝ gamma, scaled to the task's mean) has slope 500 + mean(300 / gamma), about 760:
+    it fails."""
+    record = _second_plateau_cells(
+        _saved("second_plateau"), "L2", lambda g: (100, 400 + 500 * g, 380 + slope * g)
+    )
+    claim = _rebuilt_claim("second_plateau", record, "L2 predicts how the escape moves")
+    assert claim["passed"] is passes
+    assert f"{slope:.0f} against 500 ({slope / 500 - 1:+.0%})" in claim["measured"]
+    assert claim["null_passed"] is False
+
+
 @pytest.mark.parametrize("second_fraction, passes", [(0.85, True), (0.1, False)])
 def test_fig4_ring_needs_every_eligible_seed_ordered(second_fraction, passes):
     """§8.6's ring test holds when every eligible seed (gcd(k*, N) = 1, rho_k* >= 0.5) has a
