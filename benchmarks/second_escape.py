@@ -7,8 +7,8 @@ GD at lr 1 (t = epoch), float64, seed 0. Per lane:
 - training: the compiled GD run (`train.make_run`) from the init to the measured t_1, and from
   the state at t_0 = t_c + 100 to t_1 (what L1 replaces);
 - L2: `second_escape.predict_second_escape` from the initial weights, the escape time only
-  (``band_modes=None``): the plateau flow (eq. S5, RK4 step 1) onto the plateau, the split-unit
-  flow (eq. S6, RK4 step 10) off it;
+  (``band_modes=None``): the plateau flow (eq. S5, RK4 at `second_escape.APPROACH_STEP`) onto
+  the plateau, the split-unit flow (eq. S6, Heun at `second_escape.SPLIT_STEP`) off it;
 - L1: the split-unit flow from the training state at t_0.
 
 Each path is timed four times: the first call includes compilation, the steady time is the least

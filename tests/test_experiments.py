@@ -310,6 +310,7 @@ REBUILT = (
     "rb_anchor_tasks",
     "relu_escape",
     "second_plateau",
+    "staircase_steps",
     "theory_vs_training",
 )
 
@@ -1171,6 +1172,7 @@ CONFIGURED = (
     "order1_onset",
     "rb_anchor_tasks",
     "second_plateau",
+    "staircase_steps",
 )
 
 

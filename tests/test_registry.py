@@ -39,6 +39,7 @@ REPORT_ORDER = (
     "escape_feedback",
     "relu_escape",
     "second_plateau",
+    "staircase_steps",
     "attention_theory",
     "attention_departure",
     "lm_builtin",

@@ -157,6 +157,10 @@ REGISTRY: tuple[Experiment, ...] = (
         "The end of the collapse plateau: the second escape predicted against training",
     ),
     _experiment(
+        "staircase_steps",
+        "Where a staircase step is a gradient-flow phenomenon: lr and lr/4 on every L >= 2 task",
+    ),
+    _experiment(
         "attention_theory",
         "Attention-only theory against GD training: uniform-attention flow and plateau law",
     ),
