@@ -973,6 +973,23 @@ def test_second_plateau_slope_is_each_tasks_least_squares_slope_against_gamma(sl
     assert claim["null_passed"] is False
 
 
+@pytest.mark.parametrize("ratio, passes", [(1.15, True), (1.25, False)])
+def test_staircase_steps_law_is_scored_against_the_smaller_step(ratio, passes):
+    """The law's prediction is scored against the lr/4 run, the flow limit: every law row with
+    t_step = (2000 at lr 1, 1000 at lr/4) and a prediction of ``ratio`` x 1000 passes at 1.15
+    and fails at 1.25 (against lr 1 both would fail); the constant null (the mean lr/4 time of
+    the rows whose step exists) is then 1000: exact."""
+    import copy
+
+    record = copy.deepcopy(_saved("staircase_steps"))
+    for row in record["numbers"]["rows"]:
+        row["existence"], row["t_step"] = "exists", [2000.0, 1000.0]
+        row["predicted"], row["null"] = ratio * 1000.0, 1000.0
+    claim = _rebuilt_claim("staircase_steps", record, "where a step exists")
+    assert claim["passed"] is passes
+    assert claim["null_passed"] is True
+
+
 @pytest.mark.parametrize("second_fraction, passes", [(0.85, True), (0.1, False)])
 def test_fig4_ring_needs_every_eligible_seed_ordered(second_fraction, passes):
     """§8.6's ring test holds when every eligible seed (gcd(k*, N) = 1, rho_k* >= 0.5) has a
