@@ -9,7 +9,8 @@ Each lane is trained twice, at lr 1 and lr 1/4 (flow time ``t = lr * step``), an
 read on rho_0(t), the alignment with the order-0 signature geometry (`steps.step_time`: the
 first time after rho_0 >= 0.9 from which it stays 0.1 below its running maximum). A step
 *exists in the flow limit* when both step sizes take it and agree within 5% (`steps.existence`);
-otherwise it is a step-size effect, absent, or not tested.
+otherwise it is a step-size effect, absent, or not tested (a run diverged or never reached the
+order-0 geometry).
 
 Where the order-0 geometry is the collapsed one (``mod``, ``modulus``, Task 4: every token of the
 group has the same order-0 signature) and sigma is ReLU, the state on it is a saddle whose
@@ -148,7 +149,10 @@ def _cell(ds, name: str, group: str, activation: str, sizes: dict, seconds: dict
     rows = []
     for lane, gamma in enumerate(coarse[0].gamma):
         times = {lr: steps.step_time(ts, rho.rho0[lane]) for lr, (_, ts, rho) in runs.items()}
+        diverged = [int(result.trajectory.diverged_step[lane]) for result, _, _ in runs.values()]
         verdict = steps.existence(times[GD_LR], times[GD_LR / FINER])
+        if max(diverged) >= 0:  # a diverged run tests nothing
+            verdict = steps.Existence.NOT_TESTED
         predicted = np.nan
         if law:
             start = time.perf_counter()
@@ -169,6 +173,7 @@ def _cell(ds, name: str, group: str, activation: str, sizes: dict, seconds: dict
                 t_step=[times[GD_LR].t_step, times[GD_LR / FINER].t_step],
                 rho0_end=[float(rho.rho0[lane][-1]) for _, _, rho in runs.values()],
                 rho0_late=[_late_low(ts, rho.rho0[lane]) for _, ts, rho in runs.values()],
+                diverged_step=diverged,
                 existence=verdict.value,
                 law=LAW if law else "",
                 predicted=predicted,
@@ -193,6 +198,8 @@ def _why(verdict: steps.Existence, law: bool, collapsed: bool, activation: str) 
     """Why a row has no law's prediction ("" where it has one)."""
     if law:
         return ""
+    if verdict is steps.Existence.NOT_TESTED:
+        return "not tested: a run diverged or never reached the order-0 geometry"
     if verdict is not steps.Existence.EXISTS:
         return "no step in the flow limit to predict"
     if collapsed:
