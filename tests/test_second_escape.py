@@ -291,10 +291,11 @@ def test_split_field_is_the_gradient_flow_projected_onto_the_held_plateau(activa
     assert np.abs(field["A"]).max() > 1e-3  # the split units are driven
 
 
-def test_the_split_unit_flow_takes_over_at_t_c_plus_start_after():
-    """L2 from the initial weights: the path is the plateau flow's, save for save, up to
-    ``t_c + START_AFTER``, where the split-unit flow takes over (and then departs from it).
-    mod N = 20, d = 32 collapses near epoch 70."""
+def test_the_split_unit_flow_takes_over_at_t_c_plus_start_after(monkeypatch):
+    """L2 from the initial weights: the path is the plateau flow's at L2's approach step, save
+    for save, up to ``t_c + START_AFTER``, where the split-unit flow takes over (and then departs
+    from it). mod N = 20, d = 32 collapses near epoch 70."""
+    monkeypatch.setattr(se, "PLATEAU_STEP", se.APPROACH_STEP)
     ds = PRIMARY.make("mod", N=20)
     problem = se.plateau_problem(ds)
     with jax.enable_x64(True):

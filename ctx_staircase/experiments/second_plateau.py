@@ -83,9 +83,14 @@ EPOCHS, D = 3000, 128
 L1_TOLERANCE, L2_TOLERANCE, SLOPE_TOLERANCE, SHARE = 0.20, 0.10, 0.10, 0.90
 SMOOTH = "poly:1,0.5"
 SIZES = dict(
-    tasks=TASKS, gammas=GAMMAS, seeds=SEEDS, epochs=EPOCHS, d=D, held_out=HELD_OUT,
+    tasks=TASKS,
+    gammas=GAMMAS,
+    seeds=SEEDS,
+    epochs=EPOCHS,
+    d=D,
+    held_out=HELD_OUT,
     held_out_seeds=HELD_OUT_SEEDS,
-)  # fmt: skip
+)
 #: The smoke run: the first task's geometry on a smaller ``mod``, whose plateau still outlasts
 #: t_c + 100 at d = 32; two seeds, the fewest the k claim's next-seed null needs.
 TINY = dict(
@@ -345,7 +350,7 @@ def _k_claim(cells: dict, regime: str) -> Claim:
     predicted = np.array([r["k_predicted"] for r in rows])
     measured = np.array([r["k_measured"] for r in rows])
     # the next seed's prediction in the same (task, gamma): cells are in seed order per gamma
-    other = np.concatenate([np.roll(predicted[lane], -1) for lane in _seed_blocks(rows)])
+    other = np.concatenate([np.roll(predicted[block], -1) for block in _seed_blocks(rows)])
     share = float(np.mean(predicted == measured))
     verdict = scored(lambda k: float(np.mean(k == measured)) >= SHARE, predicted, other)
     return Claim(
@@ -421,8 +426,10 @@ def _figure(cells: dict, d: int):
         panel=(4.6, 4.2),
         suptitle=f"The second escape: split-unit flow against GD (ReLU FFN d={d}, GD lr 1)",
     )
-    panels = (("L1", "t0", L1_TOLERANCE, "$t_0$ = $t_c$ + 100"),
-              ("L2", "t_collapse", L2_TOLERANCE, "$t_0$ = $t_c$, training's collapse"))  # fmt: skip
+    panels = (
+        ("L1", "t0", L1_TOLERANCE, "$t_0$ = $t_c$ + 100"),
+        ("L2", "t_collapse", L2_TOLERANCE, "$t_0$ = $t_c$, training's collapse"),
+    )
     for ax, (level, origin, tolerance, start) in zip(axes, panels, strict=True):
         rows = _rows(cells, level)
         for colour, task in enumerate(dict.fromkeys(r["task"] for r in rows)):

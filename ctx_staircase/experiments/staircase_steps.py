@@ -305,8 +305,10 @@ def _figure(curves: dict):
     for ax, cell in zip(axes.flat, cells, strict=False):
         curve = curves[cell]
         for t, rho, lr in zip(curve["t"], curve["rho0"], curve["lrs"], strict=True):
-            ax.plot(t, rho, "-" if lr == GD_LR else "--", color="C0" if lr == GD_LR else "C1",
-                    label=f"lr {lr:g}")  # fmt: skip
+            coarse = lr == GD_LR
+            ax.plot(
+                t, rho, "-" if coarse else "--", color="C0" if coarse else "C1", label=f"lr {lr:g}"
+            )
         ax.axhline(steps.READY, color="0.7", lw=0.8)
         plots.axis_labels(ax, "flow time t", "rho_0", f"{cell}, γ={curve['gamma']:g}")
         plots.legend(ax)
