@@ -56,6 +56,8 @@ Claims (kind "beyond"), each scored with its null by one criterion (`common.scor
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ctx_staircase import plateau_study, plots
@@ -171,24 +173,32 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
     ]
 
 
-def _rows(cells: dict, level: str) -> list[dict]:
-    """Every cell of ``level`` over the tasks: ``task``, ``gamma``, ``seed``, ``t0``,
-    ``t_collapse`` (training's), ``t1_predicted``, ``t1_measured``, ``k_predicted``,
-    ``k_measured``, ``ratio``."""
+class Cell(NamedTuple):
+    """One lane of one level of one task, as `plateau_study` saved it, with training's collapse
+    ``t_collapse`` beside it."""
+
+    task: str
+    gamma: float
+    seed: int
+    t0: float
+    t_collapse: float
+    t1_predicted: float
+    t1_measured: float
+    k_predicted: int
+    k_measured: int
+    ratio: float
+
+
+def _rows(cells: dict, level: str) -> list[Cell]:
+    """Every `Cell` of ``level`` over the tasks."""
     rows = []
     keys = ("gamma", "seed", "t0", "t1_predicted", "t1_measured", "k_predicted", "k_measured")
     for name, summary in cells.items():
         collapse = summary["t_collapse_measured"]
         for i, lane_level in enumerate(summary["level"]):
             if lane_level == level:
-                rows.append(
-                    {
-                        "task": name,
-                        **{key: summary[key][i] for key in keys},
-                        "t_collapse": collapse[i % len(collapse)],
-                        "ratio": summary["ratio"][i],
-                    }
-                )
+                values = {key: summary[key][i] for key in (*keys, "ratio")}
+                rows.append(Cell(task=name, t_collapse=collapse[i % len(collapse)], **values))
     return rows
 
 
@@ -198,47 +208,47 @@ def _within(ratios, tolerance: float) -> float:
     return float(np.mean(np.abs(ratios - 1) <= tolerance))
 
 
-def _column(rows: list[dict], key: str) -> np.ndarray:
-    return np.array([r[key] for r in rows], dtype=np.float64)
+def _column(rows: list[Cell], field: str) -> np.ndarray:
+    return np.array([getattr(r, field) for r in rows], dtype=np.float64)
 
 
-def _per_task(rows: list[dict], values) -> np.ndarray:
+def _per_task(rows: list[Cell], values) -> np.ndarray:
     """``values`` (one per row) replaced by their task's mean over the rows that have one."""
-    values, tasks = np.asarray(values, np.float64), np.array([r["task"] for r in rows])
+    values, tasks = np.asarray(values, np.float64), np.array([r.task for r in rows])
     mean = {t: np.nanmean(values[tasks == t]) for t in set(tasks)}
     return np.array([mean[t] for t in tasks])
 
 
-def _constant_plateau(rows: list[dict]) -> np.ndarray:
+def _constant_plateau(rows: list[Cell]) -> np.ndarray:
     """L1's null ratios: every cell of a task predicted at the task's mean measured length."""
     lengths = _column(rows, "t1_measured") - _column(rows, "t0")
     return _per_task(rows, lengths) / lengths
 
 
-def _remaining(rows: list[dict]) -> np.ndarray:
+def _remaining(rows: list[Cell]) -> np.ndarray:
     """The remaining plateau's ratio ``(t^_1 − t_c) / (t_1 − t_c)``, ``t_c`` training's."""
     collapse = _column(rows, "t_collapse")
     return (_column(rows, "t1_predicted") - collapse) / (_column(rows, "t1_measured") - collapse)
 
 
-def _mean_remaining(rows: list[dict]) -> np.ndarray:
+def _mean_remaining(rows: list[Cell]) -> np.ndarray:
     """L2's null ratios: every cell of a task predicted at the task's mean remaining plateau."""
     remaining = _column(rows, "t1_measured") - _column(rows, "t_collapse")
     return _per_task(rows, remaining) / remaining
 
 
-def _proportional(rows: list[dict]) -> np.ndarray:
+def _proportional(rows: list[Cell]) -> np.ndarray:
     """The slope claim's null ``t^_1``: ``t_c + gamma * mean_task((t_1 − t_c) / gamma)``."""
     collapse, gamma = _column(rows, "t_collapse"), _column(rows, "gamma")
     return collapse + gamma * _per_task(rows, (_column(rows, "t1_measured") - collapse) / gamma)
 
 
-def _slopes(rows: list[dict], predicted) -> dict[str, tuple[float, float]]:
+def _slopes(rows: list[Cell], predicted) -> dict[str, tuple[float, float]]:
     """Per task, the least-squares slope of ``t_1`` against gamma: (``predicted``'s, training's),
     over the cells where both escaped."""
     slopes = {}
     predicted, measured = np.asarray(predicted, np.float64), _column(rows, "t1_measured")
-    gamma, tasks = _column(rows, "gamma"), np.array([r["task"] for r in rows])
+    gamma, tasks = _column(rows, "gamma"), np.array([r.task for r in rows])
     for task in dict.fromkeys(tasks):
         cells = (tasks == task) & np.isfinite(predicted) & np.isfinite(measured)
         if len(set(gamma[cells])) < 2:
@@ -254,9 +264,9 @@ def _slope_errors(slopes: dict) -> np.ndarray:
     return np.array([mine / truth - 1 for mine, truth in slopes.values()], dtype=np.float64)
 
 
-def _by_task(rows: list[dict], ratios, tolerance: float, held_out=()) -> str:
+def _by_task(rows: list[Cell], ratios, tolerance: float, held_out=()) -> str:
     parts = []
-    ratios, tasks = np.asarray(ratios, np.float64), np.array([r["task"] for r in rows])
+    ratios, tasks = np.asarray(ratios, np.float64), np.array([r.task for r in rows])
     for task in dict.fromkeys(tasks):
         mine = ratios[tasks == task]
         mark = " (held out)" if task in held_out else ""
@@ -272,7 +282,7 @@ def _timing_claim(cells: dict, regime: str) -> Claim:
     ratios = _column(rows, "ratio")
     null = _constant_plateau(rows)
     verdict = scored(lambda r: _within(r, L1_TOLERANCE) >= SHARE, ratios, null)
-    alone = [r["ratio"] for r in _rows(cells, plateau_study.PLATEAU_LEVEL)]
+    alone = [r.ratio for r in _rows(cells, plateau_study.PLATEAU_LEVEL)]
     return Claim(
         "second escape",
         "the split-unit flow from the training state at t_c + 100 (L1, a replay) predicts when "
@@ -347,8 +357,8 @@ def _slope_claim(cells: dict, held_out, regime: str) -> Claim:
 
 def _k_claim(cells: dict, regime: str) -> Claim:
     rows = _rows(cells, "L1")
-    predicted = np.array([r["k_predicted"] for r in rows])
-    measured = np.array([r["k_measured"] for r in rows])
+    predicted = np.array([r.k_predicted for r in rows])
+    measured = np.array([r.k_measured for r in rows])
     # the next seed's prediction in the same (task, gamma): cells are in seed order per gamma
     other = np.concatenate([np.roll(predicted[block], -1) for block in _seed_blocks(rows)])
     share = float(np.mean(predicted == measured))
@@ -365,9 +375,9 @@ def _k_claim(cells: dict, regime: str) -> Claim:
     )
 
 
-def _seed_blocks(rows: list[dict]) -> list[np.ndarray]:
+def _seed_blocks(rows: list[Cell]) -> list[np.ndarray]:
     """The row indices of each (task, gamma), in row order."""
-    keys = [(r["task"], r["gamma"]) for r in rows]
+    keys = [(r.task, r.gamma) for r in rows]
     return [np.flatnonzero([k == key for k in keys]) for key in dict.fromkeys(keys)]
 
 
@@ -432,17 +442,17 @@ def _figure(cells: dict, d: int):
     )
     for ax, (level, origin, tolerance, start) in zip(axes, panels, strict=True):
         rows = _rows(cells, level)
-        for colour, task in enumerate(dict.fromkeys(r["task"] for r in rows)):
-            mine = [r for r in rows if r["task"] == task]
+        for colour, task in enumerate(dict.fromkeys(r.task for r in rows)):
+            mine = [r for r in rows if r.task == task]
             ax.plot(
-                [r["t1_measured"] - r[origin] for r in mine],
-                [r["t1_predicted"] - r[origin] for r in mine],
+                [r.t1_measured - getattr(r, origin) for r in mine],
+                [r.t1_predicted - getattr(r, origin) for r in mine],
                 "o",
                 color=f"C{colour}",
                 ms=4,
                 label=task,
             )
-        lengths = [r["t1_measured"] - r[origin] for r in rows]
+        lengths = [r.t1_measured - getattr(r, origin) for r in rows]
         line = np.array([np.nanmin(lengths) * 0.8, np.nanmax(lengths) * 1.2])
         ax.plot(line, line, color="k", lw=1, label="theory = training")
         ax.fill_between(

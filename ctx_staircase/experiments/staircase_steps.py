@@ -29,6 +29,7 @@ What the law's predictions cost is saved beside the lr-1 training of the lanes t
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -69,6 +70,38 @@ TINY = dict(
 LAW = "split-unit flow from the init (L2)"
 
 
+class StepRow(NamedTuple):
+    """One task, activation and gamma. Pairs are ``[lr, lr / FINER]``; times in flow time, NaN
+    where not reached; ``predicted`` the law's step time (NaN: no law); ``null`` the constant
+    step; ``why`` the reason there is no law ("" where there is one)."""
+
+    task: str
+    activation: str
+    gamma: float
+    geometry: str  # "collapsed" (constant order-0 geometry) or "structured"
+    t_ready: list[float]
+    t_step: list[float]
+    rho0_end: list[float]
+    rho0_late: list[float]  # the lowest rho_0 over the second half of each run
+    diverged_step: list[int]
+    existence: steps.Existence
+    law: str
+    predicted: float
+    why: str
+    null: float = np.nan
+
+    def saved(self) -> dict:
+        """The row as the record stores it."""
+        return self._asdict() | {"existence": self.existence.value}
+
+    @classmethod
+    def read(cls, saved: dict) -> StepRow:
+        """The row of a saved record (JSON null read as NaN)."""
+        nan = {k: np.nan for k in ("predicted", "null") if saved.get(k) is None}
+        pairs = {k: [np.nan if v is None else v for v in saved[k]] for k in ("t_ready", "t_step")}
+        return cls(**saved | nan | pairs | {"existence": steps.Existence(saved["existence"])})
+
+
 def run(full: bool = False, tiny: bool = False) -> Outcome:
     sizes = TINY if tiny else SIZES
     config = run_config(full=full, tiny=tiny)
@@ -80,8 +113,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
                 found, curve = _cell(ds, name, group, activation, sizes, seconds)
                 rows += found
                 curves[f"{name} | {activation}"] = curve
-    _add_null(rows)
-    numbers = {"rows": rows, "curves": curves}
+    numbers = {"rows": [row.saved() for row in _with_null(rows)], "curves": curves}
     training = seconds["training"] or None  # no law row: no training to set a cost beside
     cost = {"law rows": cost_account(training, {LAW: seconds[LAW]}, {LAW: Role.LAW})}
     return Outcome(claims(numbers, config), {"steps": _figure(curves)}, numbers, config, cost)
@@ -164,7 +196,7 @@ def _cell(ds, name: str, group: str, activation: str, sizes: dict, seconds: dict
             predicted = steps.step_time(path.ts, path.rho0).t_step
             seconds[LAW] += time.perf_counter() - start
         rows.append(
-            dict(
+            StepRow(
                 task=name,
                 activation=activation,
                 gamma=float(gamma),
@@ -174,7 +206,7 @@ def _cell(ds, name: str, group: str, activation: str, sizes: dict, seconds: dict
                 rho0_end=[float(rho.rho0[lane][-1]) for _, _, rho in runs.values()],
                 rho0_late=[_late_low(ts, rho.rho0[lane]) for _, ts, rho in runs.values()],
                 diverged_step=diverged,
-                existence=verdict.value,
+                existence=verdict,
                 law=LAW if law else "",
                 predicted=predicted,
                 why=_why(verdict, law, collapsed, activation),
@@ -214,18 +246,17 @@ def _why(verdict: steps.Existence, law: bool, collapsed: bool, activation: str) 
     )
 
 
-def _add_null(rows: list[dict]) -> None:
-    """Every row's null: the constant step, the mean lr-1/4 step time of the rows where the step
-    exists."""
-    exists = [r["t_step"][1] for r in rows if r["existence"] == steps.Existence.EXISTS.value]
+def _with_null(rows: list[StepRow]) -> list[StepRow]:
+    """Every row with its null: the constant step, the mean lr-1/4 step time of the rows where
+    the step exists."""
+    exists = [r.t_step[1] for r in rows if r.existence is steps.Existence.EXISTS]
     constant = float(np.mean(exists)) if exists else np.nan
-    for row in rows:
-        row["null"] = constant
+    return [row._replace(null=constant) for row in rows]
 
 
 def claims(numbers: dict, config: dict) -> list[Claim]:
     """The claims from the run's ``numbers`` (as saved) and its ``config``."""
-    rows = numbers["rows"]
+    rows = [StepRow.read(row) for row in numbers["rows"]]
     regime = (
         f"full-batch GD at lr {config['lrs'][0]:g} and {config['lrs'][1]:g}, V = 2 V_min, FFN d = "
         f"{config['d']}, float64, to flow time {config['horizon']:g}"
@@ -233,21 +264,21 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
     return [_verdict_claim(rows, config, regime), _law_claim(rows, config, regime)]
 
 
-def _table(rows: list[dict]) -> str:
+def _table(rows: list[StepRow]) -> str:
     return "; ".join(
-        f"{r['task']} {r['activation']} γ={r['gamma']:g}: {r['existence']} "
-        f"(t {_time(r['t_step'][0])} / {_time(r['t_step'][1])})"
+        f"{r.task} {r.activation} γ={r.gamma:g}: {r.existence.value} "
+        f"(t {_time(r.t_step[0])} / {_time(r.t_step[1])})"
         for r in rows
     )
 
 
-def _time(value) -> str:
-    return "none" if value is None or np.isnan(value) else f"{value:.0f}"
+def _time(value: float) -> str:
+    return "none" if np.isnan(value) else f"{value:.0f}"
 
 
-def _verdict_claim(rows: list[dict], config: dict, regime: str) -> Claim:
+def _verdict_claim(rows: list[StepRow], config: dict, regime: str) -> Claim:
     def tested(rows) -> bool:
-        return all(r["existence"] != steps.Existence.NOT_TESTED.value for r in rows)
+        return all(r.existence is not steps.Existence.NOT_TESTED for r in rows)
 
     return Claim(
         "staircase steps",
@@ -261,12 +292,12 @@ def _verdict_claim(rows: list[dict], config: dict, regime: str) -> Claim:
     )
 
 
-def _law_claim(rows: list[dict], config: dict, regime: str) -> Claim:
+def _law_claim(rows: list[StepRow], config: dict, regime: str) -> Claim:
     tolerance = config["law_tolerance"]
-    mine = [r for r in rows if r["law"] and r["existence"] == steps.Existence.EXISTS.value]
-    measured = np.array([r["t_step"][1] for r in mine], np.float64)
-    predicted = np.array([r["predicted"] for r in mine], np.float64)
-    null = np.array([r["null"] for r in mine], np.float64)
+    mine = [r for r in rows if r.law and r.existence is steps.Existence.EXISTS]
+    measured = np.array([r.t_step[1] for r in mine], np.float64)
+    predicted = np.array([r.predicted for r in mine], np.float64)
+    null = np.array([r.null for r in mine], np.float64)
 
     def within(times) -> bool | None:
         if not measured.size:
@@ -274,7 +305,7 @@ def _law_claim(rows: list[dict], config: dict, regime: str) -> Claim:
         return bool(np.all(np.abs(times / measured - 1) <= tolerance))
 
     text = "; ".join(
-        f"{r['task']} γ={r['gamma']:g}: {p:.0f} against {m:.0f} ({p / m - 1:+.0%})"
+        f"{r.task} γ={r.gamma:g}: {p:.0f} against {m:.0f} ({p / m - 1:+.0%})"
         for r, p, m in zip(mine, predicted, measured, strict=True)
     )
     return Claim(
