@@ -531,8 +531,9 @@ def crossings(ts, rho, level: float = LEVEL) -> tuple[float, float]:
 #: first order and needs step 1 to carry a path to the escape (theory/second_escape.md §6); L2's
 #: approach onto the plateau (to t_c + 100) is as good at step 5 (`APPROACH_STEP`, §6); the
 #: split-unit flow (eq. S6) runs Heun's method at step 10, within 3.3% of RK4 at step 5 on every
-#: one of 60 measured lanes (§5). Saves every SAVE_EVERY, CHUNK saves per compiled call.
-PLATEAU_STEP, APPROACH_STEP, SPLIT_STEP, SAVE_EVERY, CHUNK = 1.0, 5.0, 10.0, 10.0, 10
+#: one of 60 measured lanes (§5). Saves every SAVE_EVERY, CHUNK saves per compiled call of the
+#: plateau flow (5: L2's approach runs past t_c + 100 by less than one chunk).
+PLATEAU_STEP, APPROACH_STEP, SPLIT_STEP, SAVE_EVERY, CHUNK = 1.0, 5.0, 10.0, 10.0, 5
 #: The laws `predict_second_escape` knows: the split-unit flow (eq. S6, the package's law) and the
 #: plateau flow alone (eq. S5, which drops the deviations' feedback on the prediction).
 LAWS = ("split", "plateau")
