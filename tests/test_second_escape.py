@@ -210,6 +210,11 @@ def test_cli_second_escape_writes_the_record(tmp_path, capsys):
     assert (
         f"L1 (replay) {cost['L1']:.2f} s" in printed and f"L2 (law) {cost['L2']:.2f} s" in printed
     )
+    # the table also scores L2 as the experiment does: on the plateau after training's collapse
+    assert "after t_c" in printed
+    for i, t_c in zip((2, 3), escape["t_collapse_measured"], strict=True):
+        remaining = (escape["t1_predicted"][i] - t_c) / (escape["t1_measured"][i] - t_c)
+        assert f" {remaining:.3f} " in printed
 
 
 # ------------------------------------------------------------------------------------------------

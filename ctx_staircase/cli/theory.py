@@ -138,9 +138,13 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
     }
     results.write_json(out / "metrics.json", record)
     table = Table(title=f"second escape: {args.task} {ds.params}, ffn d={args.d}, σ={activation}")
-    for column in ("γ", "seed", "level", "t0", "t1 theory", "t1 train", "ratio", "k th/tr", "rate"):
+    columns = ("γ", "seed", "level", "t0", "t1 theory", "t1 train", "ratio", "after t_c", "k th/tr")
+    for column in (*columns, "rate"):
         table.add_column(column)
+    collapse = summary["t_collapse_measured"]
     for i, level in enumerate(summary["level"]):
+        t_c = collapse[i % len(collapse)]  # training's collapse: L2 is scored on what remains
+        remaining = (summary["t1_predicted"][i] - t_c) / (summary["t1_measured"][i] - t_c)
         table.add_row(
             f"{summary['gamma'][i]:g}",
             str(summary["seed"][i]),
@@ -149,6 +153,7 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
             f"{summary['t1_predicted'][i]:.1f}",
             f"{summary['t1_measured'][i]:.1f}",
             f"{summary['ratio'][i]:.3f}",
+            f"{remaining:.3f}",
             f"{summary['k_predicted'][i]}/{summary['k_measured'][i]}",
             f"{summary['rate_predicted'][i]:.4f}",
         )
