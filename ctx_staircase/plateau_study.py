@@ -5,8 +5,10 @@ grid of ``gamma`` and seeds, reads each lane's collapse ``t_c`` and second escap
 predicts ``t_1`` (`second_escape.predict_second_escape`: the plateau flow onto the plateau, the
 split-unit flow off it) at two levels: **L1** from the training state at ``t_0 = t_c +
 START_AFTER``, **L2** from the initial weights; and, as the ablation ``L1-S5``, L1 by the plateau
-flow alone, which drops the deviations' feedback. ``ctx-staircase theory TASK --second-escape``
-writes its `summary` into metrics.json under ``second_escape``.
+flow alone, which drops the deviations' feedback. Each lane's training path also gets its
+log-amplitude ledger (`ledger.ledger`, theory/second_escape.md §8) from ``t_0`` to ``t_1``.
+``ctx-staircase theory TASK --second-escape`` writes its `summary` into metrics.json under
+``second_escape``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ctx_staircase import ledger as lg
 from ctx_staircase import progress, sweep, train
 from ctx_staircase import second_escape as se
 from ctx_staircase.dataset import TokenDataset
@@ -32,6 +35,19 @@ PLATEAU_LEVEL = "L1-S5"
 #: What each level starts from: L1 (and its ablation) reads the training state at ``t0``; L2
 #: starts from the initial weights.
 ROLES = {"L1": Role.REPLAY, "L2": Role.LAW, PLATEAU_LEVEL: Role.REPLAY}
+#: The training ledger reads about this many snapshots over a lane's plateau (every one where
+#: there are fewer): each read costs a gated drive per unit.
+LEDGER_SAVES = 20
+
+
+class PlateauLedger(NamedTuple):
+    """Training's ledger (`ledger.ledger`) over one lane's plateau, from ``t_0 = t_c + 100``:
+    its totals halfway to ``t_1`` (where the linear theory is meant to hold) and at ``t_1``; NaN
+    where the lane has no plateau past ``t_0``."""
+
+    t0: float
+    half: lg.LedgerTotals
+    whole: lg.LedgerTotals
 
 
 class SecondEscapeComparison(NamedTuple):
@@ -43,6 +59,7 @@ class SecondEscapeComparison(NamedTuple):
     level1: list[se.SecondEscape]
     level2: list[se.SecondEscape]
     level1_plateau: list[se.SecondEscape]  # empty unless asked for
+    ledgers: list[PlateauLedger]
     seconds: dict[str, float]
     horizon: int
 
@@ -81,6 +98,16 @@ class SecondEscapeComparison(NamedTuple):
             **numbers,
             "t_collapse_measured": times(self.measured, "t_collapse"),
             "t_collapse_predicted_L2": times(self.level2, "t_collapse"),
+            "ledger": {
+                "t0": [book.t0 for book in self.ledgers],
+                **{
+                    f"{total}{suffix}": [
+                        getattr(getattr(book, part), total) for book in self.ledgers
+                    ]
+                    for part, suffix in (("half", "_half"), ("whole", ""))
+                    for total in lg.LedgerTotals._fields
+                },
+            },
             "seconds": self.seconds,
             "roles": {level: ROLES[level].value for level in dict.fromkeys(numbers["level"])},
             "cost": self.cost(),
@@ -130,7 +157,9 @@ def compare_second_escape(
         optimizer="gd", lr=1.0, steps=epochs, snapshots=tuple(range(0, epochs + 1, SNAPSHOT_EVERY))
     )
     seconds = {"training": 0.0, "L1": 0.0, "L2": 0.0}
-    lanes = dict(gamma=[], seed=[], measured=[], level1=[], level2=[], level1_plateau=[])
+    lanes = dict(
+        gamma=[], seed=[], measured=[], level1=[], level2=[], level1_plateau=[], ledgers=[]
+    )
     with jax.enable_x64(True):
         for gamma in gammas:  # one gamma at a time: the snapshots of a whole grid are large
             start = time.perf_counter()
@@ -179,5 +208,22 @@ def _lane(result, lane: int, problem, epochs: int, seconds: dict, ablation: bool
         )
         seconds[level] = seconds.get(level, 0.0) + time.perf_counter() - start
         progress.tick(epochs)
-    lane = dict(measured=truth, level1=predictions["L1"], level2=predictions["L2"])
+    start = time.perf_counter()
+    book = _training_ledger(steps, W_E, W_U, problem, truth)
+    seconds["ledger"] = seconds.get("ledger", 0.0) + time.perf_counter() - start
+    lane = dict(measured=truth, level1=predictions["L1"], level2=predictions["L2"], ledgers=book)
     return lane | ({"level1_plateau": predictions[PLATEAU_LEVEL]} if ablation else {})
+
+
+def _training_ledger(steps, W_E, W_U, problem, truth: se.SecondEscape) -> PlateauLedger:
+    """The `PlateauLedger` of a trained lane, from ``t_0`` to ``t_1`` at about `LEDGER_SAVES`
+    evenly spaced snapshots."""
+    t0 = truth.t_collapse + se.START_AFTER
+    nan = lg.LedgerTotals(np.nan, np.nan, np.nan, np.nan)
+    saves = np.flatnonzero((steps >= t0) & (steps <= truth.t1))
+    saves = saves[:: max(1, saves.size // LEDGER_SAVES)]
+    if saves.size < 3:  # no escape, or too short a plateau past t_0 to halve
+        return PlateauLedger(float(t0), nan, nan)
+    book = lg.ledger(steps[saves], W_E[saves], W_U[saves], problem)
+    halfway = lg.totals(book, 0.5 * (book.ts[0] + truth.t1))
+    return PlateauLedger(float(book.ts[0]), halfway, lg.totals(book, book.ts[-1]))

@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "relu",
         "relu_escape",
         "second_escape",
+        "ledger",
         "steps",
         "escape",
         "theories",

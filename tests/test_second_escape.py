@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ctx_staircase import activations, ode, train
+from ctx_staircase import ledger as lg
 from ctx_staircase import second_escape as se
 from ctx_staircase.experiments.regime import PRIMARY
 
@@ -215,6 +216,14 @@ def test_cli_second_escape_writes_the_record(tmp_path, capsys):
     for i, t_c in zip((2, 3), escape["t_collapse_measured"], strict=True):
         remaining = (escape["t1_predicted"][i] - t_c) / (escape["t1_measured"][i] - t_c)
         assert f" {remaining:.3f} " in printed
+    # training's ledger: halfway along its plateau the realized rate accounts for the log-gain
+    # (the linear theory on mod), and the frozen-gate band would give more than twice it
+    book = escape["ledger"]
+    assert book["t0"] == escape["t0"][:2] and "ledger of training" in printed
+    gain, realized = np.array(book["gain_half"]), np.array(book["realized_half"])
+    assert np.all(gain > 0.2) and np.all(np.abs(realized / gain - 1) <= 0.10)
+    assert np.all(np.array(book["band_half"]) > 2 * gain)
+    assert np.all(np.array(book["t"]) <= escape["t1_measured"][:2])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -405,7 +414,8 @@ def test_a_replays_cost_counts_the_training_up_to_its_start():
     study = plateau_study.SecondEscapeComparison(
         gamma=[1.0, 1.2], seed=[0, 0], measured=[path(0.0)] * 2,
         level1=[path(200.0), path(400.0)], level2=[path(0.0)] * 2, level1_plateau=[],
-        seconds={"training": 10.0, "L1": 1.0, "L2": 3.0}, horizon=1000,
+        ledgers=[plateau_study.PlateauLedger(200.0, *[lg.LedgerTotals(250.0, 1, 1, 3)] * 2)] * 2,
+        seconds={"training": 10.0, "L1": 1.0, "L2": 3.0, "ledger": 0.5}, horizon=1000,
     )  # fmt: skip
     assert study.cost() == {"simulation": 10.0, "L1": 1.0 + 10.0 * 0.3, "L2": 3.0}
     assert study.cost_summary() == {

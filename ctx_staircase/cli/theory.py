@@ -158,6 +158,7 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
             f"{summary['rate_predicted'][i]:.4f}",
         )
     common.stdout().print(table)
+    common.stdout().print(_ledger_table(summary))
     cost = summary["cost"]
     levels = [
         f"{level} ({summary['roles'][level]}) {seconds:.2f} s ({seconds / cost['simulation']:.3g}x)"
@@ -173,6 +174,34 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
         f"within {args.steps or 3000} epochs)"
     )
     return 0
+
+
+def _ledger_table(summary: dict) -> Table:
+    """Training's log-amplitude ledger per lane (theory/second_escape.md §8): the deviation's
+    log-gain from t0 beside the integrals of its realized rate and of the frozen-gate band."""
+    book = summary["ledger"]
+    table = Table(
+        title="ledger of training from t0 = t_c + 100 (nats): log-gain | realized-rate integral "
+        "| frozen-gate band integral"
+    )
+    for column in ("γ", "seed", "t0", "halfway", "gain", "realized", "band", "t1", "gain",
+                   "realized", "band"):  # fmt: skip
+        table.add_column(column)
+    lanes = len(book["t0"])  # the rows of the first level, one per lane
+    for lane, (gamma, seed) in enumerate(
+        zip(summary["gamma"][:lanes], summary["seed"][:lanes], strict=True)
+    ):
+        table.add_row(
+            f"{gamma:g}",
+            str(seed),
+            f"{book['t0'][lane]:.0f}",
+            *(
+                f"{book[key + suffix][lane]:.{0 if key == 't' else 2}f}"
+                for suffix in ("_half", "")
+                for key in ("t", "gain", "realized", "band")
+            ),
+        )
+    return table
 
 
 COMMAND = Command(
