@@ -973,6 +973,40 @@ def test_second_plateau_slope_is_each_tasks_least_squares_slope_against_gamma(sl
     assert claim["null_passed"] is False
 
 
+def _second_plateau_ledgers(record: dict, realized: float, missing: bool = False) -> dict:
+    """``record`` with every lane's ledger halfway set to a log-gain of 1, a realized-rate
+    integral of ``realized`` and a band integral of 3; with ``missing``, each task's first lane
+    has no plateau past t_0 (NaN)."""
+    import copy
+
+    changed = copy.deepcopy(record)
+    for name, summary in changed["numbers"].items():
+        if name == "smooth":
+            continue
+        lanes = len(summary["t_collapse_measured"])
+        book = {key: [1.0] * lanes for key in ("t0", "t_half", "gain_half")}
+        book |= {"realized_half": [realized] * lanes, "band_half": [3.0] * lanes}
+        if missing:
+            for key in book:
+                book[key][0] = float("nan")
+        summary["ledger"] = book
+    return changed
+
+
+@pytest.mark.parametrize("realized, passes", [(1.08, True), (1.12, False), (0.88, False)])
+def test_second_plateau_ledger_is_scored_halfway_with_the_band_as_null(realized, passes):
+    """The ledger claim: the realized-rate integral within 10% of the log-gain halfway along the
+    plateau, on either side; the frozen-gate band (3 times the gain) is the null and fails; a
+    lane with no plateau past t_0 is not tested, not a miss."""
+    claim = "the collapsed saddle's gated drives"
+    for missing in (False, True):
+        record = _second_plateau_ledgers(_saved("second_plateau"), realized, missing)
+        scored = _rebuilt_claim("second_plateau", record, claim)
+        assert scored["passed"] is passes and scored["null_passed"] is False
+        assert scored["measured"].startswith(f"realized-rate integral / log-gain within 10% in "
+                                             f"{100 if passes else 0}% of ")  # fmt: skip
+
+
 @pytest.mark.parametrize("ratio, passes", [(1.15, True), (1.25, False)])
 def test_staircase_steps_law_is_scored_against_the_smaller_step(ratio, passes):
     """The law's prediction is scored against the lr/4 run, the flow limit: every law row with

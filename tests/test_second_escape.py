@@ -223,7 +223,10 @@ def test_cli_second_escape_writes_the_record(tmp_path, capsys):
     gain, realized = np.array(book["gain_half"]), np.array(book["realized_half"])
     assert np.all(gain > 0.2) and np.all(np.abs(realized / gain - 1) <= 0.10)
     assert np.all(np.array(book["band_half"]) > 2 * gain)
-    assert np.all(np.array(book["t"]) <= escape["t1_measured"][:2])
+    t1 = np.array(escape["t1_measured"][:2])
+    assert np.all(np.array(book["t"]) <= t1)
+    halfway = 0.5 * (np.array(book["t0"]) + t1)  # the saves are 10 epochs apart here
+    assert np.all(np.abs(np.array(book["t_half"]) - halfway) <= 10)
 
 
 # ------------------------------------------------------------------------------------------------
