@@ -11,7 +11,10 @@ is token id ``i``, the layout of every common checkpoint):
   ``model.safetensors.index.json`` (only the shard holding the embedding is opened), or
   ``pytorch_model.bin`` (with its index when sharded);
 - ``.pt`` / ``.pth`` / ``.bin``: a torch state dict, loaded memory-mapped on the CPU with
-  ``weights_only=True``; torch is imported only then (``pip install torch``).
+  ``weights_only=True``; torch is imported only then (``pip install torch``);
+- word vectors, recognised by their content whatever their suffix (`word_vectors`): word2vec
+  text (``.vec``, ``.txt``) or binary, GloVe text, a fastText ``.bin`` model. These carry
+  their own vocabulary (`Embedding.vocabulary`), and a text is tokenized by it.
 
 The embedding is the tensor whose name is, or ends in ``.`` followed by, one of
 `EMBEDDING_NAMES` (GPT-2 ``transformer.wte.weight``, GPT-NeoX/Pythia
@@ -22,23 +25,26 @@ match, or several, is a ``ValueError`` that lists the tensors found.
 
 A *token stream* is int ids ``[n]``: ``.npy``, ``.npz`` (the array ``tokens``, or its only
 array; this package's exports add ``tracked`` and ``context_length``), or a UTF-8 text file
-encoded by a tokenizer: an HF ``tokenizer.json`` (read with the `tokenizers` package) or, with
-none, this package's word tokenizer (`text.prepare_corpus`'s vocabulary of the text itself).
+encoded by a tokenizer: an HF ``tokenizer.json`` (read with the `tokenizers` package), the
+vocabulary of word vectors (`word_vectors.tokenize`), or, with neither, this package's word
+tokenizer (`text.prepare_corpus`'s vocabulary of the text itself). Each stream says which
+(`IdSpace`), so a measurement refuses ids that are not the rows' ids.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ctx_staircase import text
+from ctx_staircase import text, word_vectors
 
 #: The trailing names of the input embedding in common checkpoints (see the module docstring).
 EMBEDDING_NAMES = (
@@ -82,13 +88,16 @@ class Embedding:
     Attributes:
         W_E: ``[V, d]`` as stored: an array, a memory map (.npy) or a `LazyMatrix`
             (safetensors, torch); `rows` reads the rows a measurement needs.
-        key: the tensor's name in the checkpoint.
+        key: the tensor's name in the checkpoint (word vectors: their format).
         source: the file it came from (a shard, for a sharded folder).
+        vocabulary: the word of each row, for word vectors; ``None`` for a checkpoint, whose
+            rows are the ids of the tokenizer it was trained with.
     """
 
     W_E: Any
     key: str
     source: Path
+    vocabulary: tuple[str, ...] | None = None
 
     @property
     def vocab_rows(self) -> int:
@@ -102,6 +111,15 @@ class Embedding:
         return rows.astype(np.float32) if rows.dtype.itemsize < 4 else rows
 
 
+class IdSpace(enum.Enum):
+    """What a token stream's ids index."""
+
+    IDS = "token ids as given"
+    TOKENIZER = "a tokenizer.json's ids"
+    VOCABULARY = "the word vectors' rows"
+    TEXT_WORDS = "the package's word tokenizer over the text's own words"
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenStream:
     """The tokens to measure on.
@@ -113,12 +131,30 @@ class TokenStream:
         tracked: int64 ``[A]`` the tokens to measure, when the file names them (an export),
             else ``None``.
         context_length: the window length the stream was trained with, when known.
+        id_space: what the ids index (`IdSpace`).
+        vocabulary: the raw token of each id, for a tokenizer's or word vectors' ids.
+        unknown: the id a word the vocabulary lacks got (one past its rows; never measured),
+            -1 where none did.
+        words, out_of_vocabulary: for a text tokenized by word vectors' vocabulary, how many of
+            its words were looked up and how many the vocabulary lacks.
+        oov: how those were treated (`word_vectors.OOV_POLICIES`), "" for other streams.
     """
 
     ids: np.ndarray
     token_strings: tuple[str, ...] | None = None
     tracked: np.ndarray | None = None
     context_length: int | None = None
+    id_space: IdSpace = IdSpace.IDS
+    vocabulary: tuple[str, ...] | None = None
+    unknown: int = -1
+    words: int = 0
+    out_of_vocabulary: int = 0
+    oov: str = ""
+
+    @property
+    def oov_share(self) -> float:
+        """The share of the text's words that the vocabulary lacks (0 for other streams)."""
+        return self.out_of_vocabulary / self.words if self.words else 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,11 +199,33 @@ def load_embedding(path: str | os.PathLike, key: str | None = None) -> Embedding
         source, names, read = _folder(path)
     elif not path.is_file():
         raise ValueError(f"snapshot {str(path)!r}: no such file or folder")
+    elif path.suffix.lower() not in (".npy", ".npz", ".safetensors") and (
+        word_vectors.recognise(path) is not None
+    ):
+        return _word_vectors(path, key)
     else:
         source, names, read = path, *_reader(path)
-    # a .npy holds one unnamed matrix: there is nothing for a key to choose
-    chosen = "W_E" if names is None else choose_key(names, key, f"snapshot {str(source)!r}")
+    if names is None:  # a .npy holds one unnamed matrix: there is nothing for a key to choose
+        if key is not None:
+            raise ValueError(
+                f"--key {key!r}: snapshot {str(source)!r} is a .npy file, one unnamed matrix; "
+                "--key chooses a tensor in .npz, safetensors and torch checkpoints"
+            )
+        chosen = "W_E"
+    else:
+        chosen = choose_key(names, key, f"snapshot {str(source)!r}")
     return Embedding(W_E=check_matrix(read(chosen), chosen, source), key=chosen, source=source)
+
+
+def _word_vectors(path: Path, key: str | None) -> Embedding:
+    vectors = word_vectors.read(path)
+    if key is not None:
+        raise ValueError(
+            f"--key {key!r}: snapshot {str(path)!r} is {vectors.format.value} vectors, one matrix "
+            "with its words; --key chooses a tensor in .npz, safetensors and torch checkpoints"
+        )
+    matrix = LazyMatrix(vectors.shape, np.dtype(np.float32), vectors.take)
+    return Embedding(matrix, vectors.format.value, path, vectors.vocabulary)
 
 
 def snapshot_step(path: str | os.PathLike) -> int | None:
@@ -201,7 +259,8 @@ def _reader(path: Path):
         return _torch(path, where)
     raise ValueError(
         f"{where}: unknown format {suffix or '(no suffix)'!r}; allowed: .npy, .npz, "
-        f".safetensors, {', '.join(TORCH_SUFFIXES)}, or a Hugging Face model folder"
+        f".safetensors, {', '.join(TORCH_SUFFIXES)}, a Hugging Face model folder, or word "
+        "vectors (word2vec text or binary, GloVe text, fastText .bin; recognised by content)"
     )
 
 
@@ -337,9 +396,21 @@ def check_matrix(array, name: str, source: Path):
 # token streams
 
 
-def load_tokens(path: str | os.PathLike, tokenizer: str | os.PathLike | None = None) -> TokenStream:
-    """The token stream in ``path`` (module docstring); ``tokenizer``: an HF ``tokenizer.json``
-    for a text file.
+def load_tokens(
+    path: str | os.PathLike,
+    tokenizer: str | os.PathLike | None = None,
+    *,
+    vocabulary: Sequence[str] | None = None,
+    case: word_vectors.Case = word_vectors.Case.FALLBACK,
+    punctuation: bool = True,
+    oov: str = "unknown",
+) -> TokenStream:
+    """The token stream in ``path`` (module docstring).
+
+    A text file is encoded by ``tokenizer`` (an HF ``tokenizer.json``), else by ``vocabulary``
+    (the words of word vectors, `Embedding.vocabulary`: `word_vectors.tokenize` with ``case``,
+    ``punctuation`` and ``oov``), else by this package's word tokenizer. Whether the ids are
+    a snapshot's rows is `check_ids`'s to say (a measurement calls it).
 
     Raises:
         ValueError: a missing, unreadable or empty file, ids that are not a 1-D non-negative
@@ -356,9 +427,93 @@ def load_tokens(path: str | os.PathLike, tokenizer: str | os.PathLike | None = N
         return _token_arrays(path, where)
     if tokenizer is not None:
         return _tokenized(path, Path(tokenizer), where)
+    if vocabulary is not None:
+        vocabulary = tuple(vocabulary)
+        found = word_vectors.tokenize(
+            text.load_text(path), vocabulary, case=case, punctuation=punctuation, oov=oov
+        )
+        strings = vocabulary + ((text.UNK,) if found.unknown >= 0 else ())
+        return TokenStream(
+            ids=_check_stream(found.ids, where),
+            token_strings=strings,
+            id_space=IdSpace.VOCABULARY,
+            vocabulary=vocabulary,
+            unknown=found.unknown,
+            words=found.words,
+            out_of_vocabulary=found.out_of_vocabulary,
+            oov=oov,
+        )
     corpus = text.prepare_corpus(text.load_text(path), vocab_size=None)
     ids = np.concatenate([corpus.train, corpus.validation])
-    return TokenStream(ids=_check_stream(ids, where), token_strings=corpus.vocabulary.tokens)
+    return TokenStream(
+        ids=_check_stream(ids, where),
+        token_strings=corpus.vocabulary.tokens,
+        id_space=IdSpace.TEXT_WORDS,
+    )
+
+
+def check_ids(stream: TokenStream, embedding: Embedding, where: str = "--tokens") -> None:
+    """``ValueError`` unless ``stream``'s ids are ``embedding``'s rows (`IdSpace`).
+
+    A text split by the package's own word tokenizer has the ids of the text's own words, so it
+    matches only a snapshot with exactly that many rows (one trained on this text by this
+    package's tokenizer); a tokenizer must not have more tokens than the rows, nor disagree
+    with word vectors' words; a text tokenized by word vectors' words needs those same words.
+    Token ids as given are the caller's to vouch for (their largest is checked against the rows
+    when measured).
+    """
+    rows, source = embedding.vocab_rows, str(embedding.source)
+    if stream.id_space is IdSpace.TEXT_WORDS:
+        if embedding.vocabulary is not None:
+            raise ValueError(
+                f"{where} is text split by the package's word tokenizer, but snapshot {source!r} "
+                "is word vectors with their own words; tokenize the text by them "
+                "(checkpoints.load_tokens(path, vocabulary=embedding.vocabulary))"
+            )
+        if rows != len(stream.token_strings):
+            raise ValueError(
+                f"{where} is text split by the package's word tokenizer "
+                f"({len(stream.token_strings)} ids of the text's own words), but snapshot "
+                f"{source!r} has {rows} rows, the ids of the tokenizer it was trained with; "
+                "give that tokenizer (--tokenizer tokenizer.json) or token ids (.npy/.npz)"
+            )
+    if stream.id_space is IdSpace.TOKENIZER:
+        if len(stream.vocabulary) > rows:
+            raise ValueError(
+                f"the tokenizer has {len(stream.vocabulary)} tokens but snapshot {source!r} has "
+                f"{rows} rows; give the tokenizer the model was trained with (--tokenizer)"
+            )
+        if embedding.vocabulary is not None:
+            _check_agreement(stream.vocabulary, embedding.vocabulary, "the tokenizer")
+    if stream.id_space is IdSpace.VOCABULARY and embedding.vocabulary != stream.vocabulary:
+        if embedding.vocabulary is None:
+            raise ValueError(
+                f"{where} was tokenized by word vectors' words, but snapshot {source!r} is a "
+                "checkpoint whose rows are its tokenizer's ids; measure the two apart"
+            )
+        raise ValueError(
+            f"snapshot {source!r} has other words than the vectors the text was tokenized by "
+            f"({rows} against {len(stream.vocabulary)}); measure word vectors of different "
+            "vocabularies in separate calls"
+        )
+
+
+def _check_agreement(tokens: tuple[str, ...], vocabulary: tuple[str, ...], tokenizer: str):
+    """``ValueError`` unless the tokenizer's tokens are the vectors' words, id for id."""
+    pairs = zip(tokens, vocabulary, strict=False)  # the shorter decides; sizes compared below
+    differ = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+    if differ is None and len(tokens) == len(vocabulary):
+        return
+    at = (
+        f"id {differ} is {tokens[differ]!r} in the tokenizer and {vocabulary[differ]!r} in the "
+        "vectors"
+        if differ is not None
+        else f"the tokenizer has {len(tokens)} tokens and the vectors {len(vocabulary)} words"
+    )
+    raise ValueError(
+        f"{tokenizer} disagrees with the snapshot's own vocabulary ({at}); drop --tokenizer to "
+        "tokenize the text by the vectors' words"
+    )
 
 
 def _token_arrays(path: Path, where: str) -> TokenStream:
@@ -396,7 +551,13 @@ def _tokenized(path: Path, tokenizer: Path, where: str) -> TokenStream:
     ids = np.asarray(encoder.encode(text.load_text(path)).ids, dtype=np.int64)
     size = encoder.get_vocab_size(with_added_tokens=True)
     strings = tuple(encoder.decode([i]) for i in range(size))
-    return TokenStream(ids=_check_stream(ids, where), token_strings=strings)
+    raw = tuple(encoder.id_to_token(i) or "" for i in range(size))
+    return TokenStream(
+        ids=_check_stream(ids, where),
+        token_strings=strings,
+        id_space=IdSpace.TOKENIZER,
+        vocabulary=raw,
+    )
 
 
 def _check_stream(ids, where: str) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Ctrl-C on the command line: one line on stderr and exit code 130, whatever is running.
+"""Ctrl-C or SIGTERM (a scheduler's stop) on the command line: one line on stderr and exit
+code 130 or 143, whatever is running.
 
 `__main__` installs `handler` before anything heavy is imported; `cli.entry` installs it again
 (its worker thread runs the command while the main thread only waits). Every result file is
@@ -15,19 +16,21 @@ import sys
 #: The message after ``ctx-staircase[ COMMAND]: `` when a run is interrupted.
 MESSAGE = "interrupted; rerun the same command to resume"
 
-#: The exit code of an interrupted run (128 + SIGINT, the shell's convention).
+#: The exit code of an interrupted run (128 + SIGINT, the shell's convention); SIGTERM's is 143.
 EXIT_CODE = 130
 
 
 def handler(signum, frame) -> None:
-    """SIGINT handler: one line on stderr, exit 130 at once (results are written atomically)."""
+    """SIGINT and SIGTERM handler: one line on stderr, exit 128 + the signal's number at once
+    (results are written atomically)."""
     try:
         sys.stdout.flush()
     finally:
         os.write(2, f"ctx-staircase: {MESSAGE}\n".encode())
-        os._exit(EXIT_CODE)
+        os._exit(128 + int(signum))
 
 
 def install() -> None:
-    """Make `handler` the SIGINT handler (call from the main thread)."""
+    """Make `handler` the SIGINT and SIGTERM handler (call from the main thread)."""
     signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)

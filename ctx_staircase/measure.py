@@ -63,6 +63,7 @@ class Measurement:
         probe: name -> ``[S]``: ``"corr"`` and ``"mse"`` (held out), and for a stream
             ``"baseline_mse"`` (the held-out variance: the MSE of the best constant).
         sources: each snapshot's file (``"<array>"`` for an array) and ``keys`` its tensor name.
+        widths: each snapshot's d (a stream measures models of different widths side by side).
         settings: what the measurement used (context length, counts, seed, ...).
         semantic: for a stream whose token texts are known, the semantic measures of
             `lm_study.group_structure` on the first and the last snapshot (``{"first": ...,
@@ -78,6 +79,7 @@ class Measurement:
     probe: dict[str, np.ndarray]
     sources: tuple[str, ...]
     keys: tuple[str, ...]
+    widths: tuple[int, ...]
     settings: dict[str, Any]
     semantic: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
@@ -101,6 +103,7 @@ class Measurement:
             "tracked": self.tracked.tolist(),
             "snapshots": list(self.sources),
             "keys": list(self.keys),
+            "widths": list(self.widths),
             "semantic": self.semantic,
             "settings": self.settings,
         }
@@ -125,8 +128,9 @@ def measure_snapshots(
     Args:
         data: a token stream (ids ``[n]``, or a `checkpoints.TokenStream`, whose ``tracked`` and
             ``context_length`` are used when given) or a `tasks.TokenDataset`.
-        snapshots: ``[V, d]`` arrays, `checkpoints.Embedding` records or paths; every one must
-            have the same shape, and every token id must index one of its rows.
+        snapshots: ``[V, d]`` arrays, `checkpoints.Embedding` records or paths; on a stream
+            each may have its own V and d (every token id must index one of its rows, and its
+            ids must be the stream's, `checkpoints.check_ids`); on a task, one shape.
         steps: each snapshot's step; default: the step in each path's name
             (`checkpoints.snapshot_step`), else the snapshot's position.
         key: the tensor to read from each path (default: found by name).
@@ -190,11 +194,27 @@ def _measure_stream(
     if tracked.ndim != 1 or tracked.size < 4 or np.unique(tracked).size != tracked.size:
         raise ValueError(f"tracked must be >= 4 distinct token ids; got {tracked.tolist()[:10]}")
     T = context_length or stream.context_length or CONTEXT_LENGTH
-    internal.check_int(T, "context_length", 1, ids.size - 1)
+    internal.check_int(T, "context_length", 2, ids.size - 1, why=" (a window needs a next token)")
     internal.check_int(probe_vocabulary, "probe_vocabulary", 2)
-    rows, sources, keys, V = _tracked_rows(snapshots, key, tracked, int(ids.max()))
-    S_next, prefix, probe_tokens = _stream_signatures(ids, V, tracked, T, probe_vocabulary)
-    S_emb = np.asarray(metrics.cosine_matrix(rows))  # [S, A, A]
+    if stream.unknown >= 0 and np.any(tracked == stream.unknown):
+        raise ValueError(
+            f"tracked: id {stream.unknown} stands for the unknown words; it has no row"
+        )
+    known = ids[ids != stream.unknown] if stream.unknown >= 0 else ids
+    rows, sources, keys, V = _tracked_rows(
+        snapshots,
+        key,
+        tracked,
+        int(known.max()),
+        check=lambda e: checkpoints.check_ids(stream, e),
+        same_shape=False,  # models of any width and padding side by side: cosines only
+    )
+    # the signatures live on the stream's own ids (the unknown words' id included), so a
+    # snapshot's padding rows, which no token reaches, change nothing
+    S_next, prefix, probe_tokens = _stream_signatures(
+        ids, int(ids.max()) + 1, tracked, T, probe_vocabulary
+    )
+    S_emb = np.stack([np.asarray(metrics.cosine_matrix(r)) for r in rows])  # [S, A, A]
     rho_next, probe = lm.embedding_alignment(
         S_emb, S_next, prefix, heldout_fraction=0.5, seed=seed, probe_steps=probe_steps
     )
@@ -214,11 +234,15 @@ def _measure_stream(
         },
         sources=sources,
         keys=keys,
+        widths=tuple(r.shape[1] for r in rows),
         semantic=semantic,
         settings={
             "context_length": T,
             "tokens": int(ids.size),
+            "id_space": stream.id_space.value,
+            **_oov_settings(stream),
             "vocab_rows": V,
+            "id_range": int(ids.max()) + 1,
             "probe_vocabulary": int(probe_tokens.size),
             "probe_steps": probe_steps,
             "heldout_fraction": 0.5,
@@ -226,6 +250,23 @@ def _measure_stream(
             "null": "the tracked rows permuted (one fixed permutation from seed)",
         },
     )
+
+
+def _oov_settings(stream: TokenStream) -> dict:
+    """A text tokenized by word vectors' words: how many words it had, the share the
+    vocabulary lacks, and what became of them."""
+    if stream.id_space is not checkpoints.IdSpace.VOCABULARY:
+        return {}
+    treatment = {
+        "unknown": f"kept in the stream as one unknown id ({stream.unknown}), never measured",
+        "drop": "dropped from the stream (their neighbours become adjacent)",
+    }[stream.oov]
+    return {
+        "words": stream.words,
+        "out_of_vocabulary": stream.out_of_vocabulary,
+        "oov_share": stream.oov_share,
+        "oov": treatment,
+    }
 
 
 def _stream_signatures(ids, V: int, tracked, T: int, probe_vocabulary: int):
@@ -277,7 +318,8 @@ def _semantic_structure(token_strings, snapshots, key, V: int) -> dict[str, dict
 def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
     group = geometry.default_group(ds)
     alphas = geometry.group_tokens(ds, group)
-    W_E, sources, keys, _ = _tracked_rows(snapshots, key, np.arange(ds.vocab_size), -1)
+    rows, sources, keys, _ = _tracked_rows(snapshots, key, np.arange(ds.vocab_size), -1)
+    W_E = np.stack(rows)  # [S, V, d]: one shape (checked)
     curves = geometry.alignment_curves(W_E[None], steps, ds, probe_snapshots=len(steps), seed=seed)
     S_emb = geometry.embedding_similarity(W_E, alphas)  # [S, A, A]
     permutation = np.random.default_rng(seed).permutation(alphas.size)
@@ -301,6 +343,7 @@ def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
         probe={"corr": curves.probe_corr[0], "mse": curves.probe_mse[0]},
         sources=sources,
         keys=keys,
+        widths=(W_E.shape[2],) * len(rows),
         settings={
             "task": ds.name,
             "group": group,
@@ -311,31 +354,36 @@ def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
     )
 
 
-def _tracked_rows(snapshots, key, tracked, largest_id) -> tuple[np.ndarray, tuple, tuple, int]:
-    """``rows [S, A, d]`` of ``tracked`` in every snapshot, read one at a time, with the
-    sources, keys and the row count V; ``ValueError`` for shapes that differ or ids past V."""
-    rows, sources, keys, shape = [], [], [], None
+def _tracked_rows(
+    snapshots, key, tracked, largest_id, check=None, same_shape: bool = True
+) -> tuple[list[np.ndarray], tuple, tuple, int]:
+    """Each snapshot's rows of ``tracked`` ``[A, d_s]``, read one at a time, with the sources,
+    keys and the largest row count V; ``ValueError`` for ids past a snapshot's rows, an
+    embedding ``check`` refuses, or (``same_shape``) shapes that differ."""
+    rows, sources, keys, shape, V = [], [], [], None, 0
     largest = max(largest_id, int(np.max(tracked)))
     for i, snapshot in enumerate(snapshots):
         embedding = _embedding(snapshot, key, i)
-        if shape is not None and embedding.W_E.shape != shape:
+        if check is not None:
+            check(embedding)
+        if same_shape and shape is not None and embedding.W_E.shape != shape:
             raise ValueError(
                 f"snapshots: {embedding.source} has shape {embedding.W_E.shape}, but "
-                f"{sources[0]} has {shape}; every snapshot must be the same [V, d]"
+                f"{sources[0]} has {shape}; every snapshot of a task must be the same [V, d]"
             )
-        shape = embedding.W_E.shape
-        if largest >= shape[0]:
+        shape, V = shape or embedding.W_E.shape, max(V, embedding.vocab_rows)
+        if largest >= embedding.vocab_rows:
             raise ValueError(
                 f"tokens: id {largest} is outside the embedding of {str(embedding.source)!r}, "
-                f"which has {shape[0]} rows (ids 0..{shape[0] - 1}); the tokens and the "
-                "checkpoint must come from the same tokenizer"
+                f"which has {embedding.vocab_rows} rows (ids 0..{embedding.vocab_rows - 1}); the "
+                "tokens and the checkpoint must come from the same tokenizer"
             )
         rows.append(embedding.rows(tracked))
         sources.append(str(embedding.source))
         keys.append(embedding.key)
         if not np.all(np.isfinite(rows[-1])):
             raise ValueError(f"snapshots: {embedding.source} has non-finite tracked rows")
-    return np.stack(rows), tuple(sources), tuple(keys), int(shape[0])
+    return rows, tuple(sources), tuple(keys), V
 
 
 def _embedding(snapshot, key, index) -> Embedding:

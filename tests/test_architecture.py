@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "dataset",
         "activations",
         "text",
+        "word_vectors",
     ),
     ("signatures", "tasks", "models", "ode", "checkpoints", "theory"),
     (

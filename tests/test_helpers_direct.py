@@ -331,11 +331,13 @@ def test_measurement_fields_of_a_stream_against_a_numpy_count():
     assert record["steps"] == [0, 1] and record["tracked"] == tracked.tolist()
     assert record["snapshots"] == ["<array 0>", "<array 1>"] and record["keys"] == ["W_E"] * 2
     assert set(record["probe"]) == {"corr", "mse", "baseline_mse"}
-    # a context length given to the call wins over the stream's; a K past V is cut to V
+    # a context length given to the call wins over the stream's; a K past the stream's ids
+    # (V = 10 of them; the snapshots' 12 rows include 2 that no token reaches) is cut to them
     other = measure.measure_snapshots(
         stream, snapshots[:1], context_length=7, probe_vocabulary=50, probe_steps=1
     )
-    assert other.settings["context_length"] == 7 and other.settings["probe_vocabulary"] == 12
+    assert other.settings["context_length"] == 7 and other.settings["probe_vocabulary"] == V
+    assert other.settings["id_range"] == V and other.settings["vocab_rows"] == 12
 
 
 def test_measurement_steps_from_names_only_when_every_path_names_one(tmp_path):

@@ -99,7 +99,9 @@ def reference_train(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow  # three real CLI processes, over 20 s
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
 def test_train_resumes_bitwise_after_interruption(tmp_path, reference_train, sig):
     rng = random.Random(f"train-{int(sig)}")
     out = tmp_path / "train"
@@ -109,8 +111,8 @@ def test_train_resumes_bitwise_after_interruption(tmp_path, reference_train, sig
         context = f"attempt {attempt}, {sig!r} after {delay:.2f} s"
         if stopped.returncode == 0:
             break  # finished before the signal: resuming then is a no-op
-        if sig == signal.SIGINT:
-            assert stopped.returncode == 130, (context, stopped.stderr)
+        if sig in (signal.SIGINT, signal.SIGTERM):
+            assert stopped.returncode == 128 + int(sig), (context, stopped.stderr)
             lines = stopped.stderr.strip().splitlines()
             assert lines[-1].endswith(cli.INTERRUPTED), (context, stopped.stderr)
             assert "Traceback" not in stopped.stderr, context

@@ -320,6 +320,7 @@ def _bad_inputs(folder: Path, stream: np.ndarray) -> dict[str, tuple[list[str], 
     (folder / "truncated.safetensors").write_bytes(whole[: len(whole) // 2])
     (folder / "corrupt.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
     save_file({"a.weight": np.zeros((4, 4), np.float32)}, str(folder / "nokey.safetensors"))
+    save_file({"wte.weight": np.zeros((4, 4), np.float32)}, str(folder / "small.safetensors"))
     both = {"wte.weight": np.zeros((4, 4), np.float32), "embed_in.weight": np.zeros((4, 4))}
     save_file({k: v.astype(np.float32) for k, v in both.items()}, str(folder / "two.safetensors"))
     (folder / "weights.h5").write_bytes(b"\x89HDF\r\n")
@@ -341,11 +342,59 @@ def _bad_inputs(folder: Path, stream: np.ndarray) -> dict[str, tuple[list[str], 
         "missing snapshot": ([*ids, str(folder / "nothere.safetensors")], "no such file"),
         "unknown format": ([*ids, str(folder / "weights.h5")], "unknown format '.h5'"),
         "steps count": ([*ids, str(good), "--steps", "1", "2"], "--steps"),
-        "shapes differ": (
-            [*ids, str(good), str(folder / "nokey.safetensors"), "--key", "a.weight"],
-            "same [V, d]",
+        "id past one of two": (
+            [*ids, str(folder / "ok.safetensors"), str(folder / "small.safetensors")],
+            "which has 4 rows",
         ),
+        "key for a .npy": ([*ids, str(good), "--key", "W_E"], "is a .npy file"),
+        "context of one": ([*ids, str(good), "--context", "1"], "--context"),
     }  # fmt: skip
+
+
+def test_models_of_different_widths_measure_as_in_separate_calls(stream, next_token, tmp_path):
+    """Two snapshots of different widths and paddings in one call give each the numbers a
+    call of its own gives (rho_next, the null and the probe), with its width; a task still
+    needs one shape."""
+    rng = np.random.default_rng(5)
+    narrow = np.concatenate([next_token @ rng.normal(size=(V, 24)), rng.normal(size=(4, 24))])
+    paths = [write_npz(tmp_path, "wide", padded(next_token)), write_npz(tmp_path, "narrow", narrow)]
+    options = dict(count=V, min_count=20, probe_steps=30)
+    both = measure.measure_snapshots(stream, paths, **options)
+    assert both.widths == (V, 24)
+    for i, path in enumerate(paths):
+        alone = measure.measure_snapshots(stream, [path], **options)
+        assert alone.widths == both.widths[i : i + 1]
+        for curves in ("alignment", "null", "probe"):
+            for name, values in getattr(alone, curves).items():
+                np.testing.assert_allclose(getattr(both, curves)[name][i], values[0], rtol=1e-6)
+    ds = tasks.make("add", N=5)
+    with pytest.raises(ValueError, match="every snapshot of a task must be the same"):
+        measure.measure_snapshots(ds, [np.ones((ds.vocab_size, 4)), np.ones((ds.vocab_size, 5))])
+
+
+def test_a_finished_measurement_is_replaced_only_with_force(stream, tmp_path, capsys):
+    """A second ``measure`` into the folder of a finished one exits 2 with one line naming
+    ``--force`` and leaves its files as they were; with ``--force`` it replaces them."""
+    np.save(tmp_path / "ids.npy", stream)
+    np.save(tmp_path / "a.npy", np.random.default_rng(0).normal(size=(PADDED, 8)))
+    out = tmp_path / "out"
+    argv = [
+        "measure",
+        "--tokens",
+        str(tmp_path / "ids.npy"),
+        "--snapshots",
+        str(tmp_path / "a.npy"),
+    ]
+    argv += ["--tracked", "10", "--out", str(out)]
+    assert cli.main(argv) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert cli.main([*argv, "--seed", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds a finished run" in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert cli.main([*argv, "--seed", "1", "--force"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["settings"]["seed"] == 1
 
 
 def test_bad_input_is_one_line_exit_2_and_nothing_written(stream, tmp_path, capsys):
@@ -665,6 +714,7 @@ def test_cli_measure_prints_each_snapshot_s_row_and_the_semantic_structure(
             f"{record['rho_next'][i]:.3f}",
             f"{record['null']['rho_next'][i]:.3f}",
             f"{record['probe']['corr'][i]:.3f}",
+            "16",
             f"{name} [W_E]",
         ]
         for i, (step, name) in enumerate(zip((0, 100), ("first.npy", "last.npy"), strict=True))
@@ -693,7 +743,7 @@ def test_cli_measure_on_a_task_prints_its_headline_and_refuses_mixed_flags(
     rows = table_rows(printed)
     assert [row[0] for row in rows] == ["0", "7"]  # steps from the names
     assert [row[1] for row in rows] == [f"{v:.3f}" for v in record["rho_0"]]
-    assert [row[4] for row in rows] == ["step_0.npz [W_E]", "step_7.npz [W_E]"]
+    assert [row[4:] for row in rows] == [["6", "step_0.npz [W_E]"], ["6", "step_7.npz [W_E]"]]
     for extra, message in (
         (["--tokenizer", "tokenizer.json"], "--tokenizer applies with --tokens, not with --task"),
         (["--steps", "1"], r"--steps: give one step per snapshot \(2\); got 1"),

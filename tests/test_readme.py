@@ -28,6 +28,7 @@ def python_blocks(section: str) -> list[str]:
 def test_the_tour_has_its_blocks():
     assert len(python_blocks("A tour of the API")) == 2
     assert len(python_blocks("Bring your own model")) == 1
+    assert len(python_blocks("Word vectors")) == 1
 
 
 def test_the_tour_runs_verbatim(capsys):
@@ -66,3 +67,27 @@ def test_bring_your_own_model_runs_verbatim(tmp_path, monkeypatch):
     np.testing.assert_array_equal(measured.steps, [0, 143000])
     assert measured.keys == ("gpt_neox.embed_in.weight",) * 2
     assert np.all(np.abs(measured.alignment["rho_next"]) < 1)
+
+
+def test_word_vectors_run_verbatim(tmp_path, monkeypatch):
+    """The "Word vectors" block and its command on a GloVe-format file of the corpus's words,
+    one word left out: the out-of-vocabulary share is that word's share of the text, and the
+    command, run as the README gives it, writes the same measurement."""
+    from ctx_staircase import cli
+
+    rng = np.random.default_rng(0)
+    words = "the cat sat on a mat and dog ran to".split()
+    corpus = " ".join(rng.choice(words, size=4000))
+    (tmp_path / "corpus.txt").write_text(corpus)
+    rows = [f"{w} " + " ".join(f"{v:.6f}" for v in rng.normal(size=8)) for w in words[:-1]]
+    (tmp_path / "glove.6B.100d.txt").write_text("\n".join(rows) + "\n")
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(python_blocks("Word vectors")[0], namespace)
+    measured = namespace["measured"]
+    assert measured.settings["oov_share"] == corpus.split().count("to") / 4000
+    section = README.read_text().split("\n## Word vectors\n")[1].split("\n## ")[0]
+    command = re.search(r"```bash\n(ctx-staircase measure .*?)\n```", section).group(1)
+    assert cli.main(command.split()[1:]) == 0
+    saved = json.loads((tmp_path / "runs" / "glove" / "metrics.json").read_text())
+    assert saved["rho_next"] == pytest.approx(measured.alignment["rho_next"].tolist())

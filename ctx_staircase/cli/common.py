@@ -195,10 +195,34 @@ def limit(args: argparse.Namespace):
 
 
 def out_dir(args: argparse.Namespace, default: Path) -> Path:
-    """``--out`` or ``default``, checked writable (`paths.check_output_dir`)."""
+    """``--out`` or ``default``, checked writable (`paths.check_output_dir`); for a command
+    with ``--force`` (one whose run cannot resume), refused when it holds a finished run
+    (its ``metrics.json``) and ``--force`` is not given."""
     from ctx_staircase import paths
 
-    return paths.check_output_dir(args.out if args.out is not None else default)
+    out = paths.check_output_dir(args.out if args.out is not None else default)
+    if hasattr(args, "force") and not args.force and (out / "metrics.json").is_file():
+        raise ValueError(
+            f"--out {str(out)!r} holds a finished run (metrics.json); choose another --out, or "
+            "pass --force to replace it"
+        )
+    return out
+
+
+def check_gammas(gammas, d: int) -> None:
+    """``--gamma``: every value > 0, else ``ValueError`` with the initial std ``d^-gamma`` it
+    would give at width ``d`` (the library takes any finite gamma: a large-init control)."""
+    for g in gammas:
+        if g <= 0:
+            raise ValueError(
+                f"--gamma must be > 0: the initial weights' std is d^-gamma, and gamma = {g:g} "
+                f"gives {d}^{0.0 - g:g} = {float(d) ** -g:.4g}, no small initialization (the "
+                "paper's regime is gamma > 1/2)"
+            )
+
+
+#: ``--force`` of the commands that write a finished run in one go (no lanes to resume).
+FORCE = flag("--force", action="store_true", help="replace a finished run in --out")
 
 
 def stdout() -> Console:

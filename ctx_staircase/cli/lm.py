@@ -55,6 +55,7 @@ def handler(args: argparse.Namespace) -> int:
     from ctx_staircase import budget, text
 
     config = lm_config(args)
+    common.check_gammas(args.gamma, config.d)
     out = common.out_dir(args, common.DEFAULT_RUN_ROOT / "lm")
     builtin = args.text is None
     source = text.builtin_corpus() if builtin else text.load_text(args.text)

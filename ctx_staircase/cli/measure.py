@@ -17,7 +17,7 @@ from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
 def handler(args: argparse.Namespace) -> int:
     """Check the flags, load the data and the snapshots, measure, save and print."""
-    from ctx_staircase import checkpoints, measure, plots, results
+    from ctx_staircase import checkpoints, measure, plots, results, word_vectors
 
     if args.steps is not None and len(args.steps) != len(args.snapshots):
         raise ValueError(
@@ -29,14 +29,29 @@ def handler(args: argparse.Namespace) -> int:
         raise ValueError("--tokenizer applies with --tokens, not with --task")
     out = common.out_dir(args, common.DEFAULT_RUN_ROOT / "measure")
     start = time.perf_counter()
+    # read lazily (headers, and a word-vector file's words): the rows come when measured
+    snapshots = [checkpoints.load_embedding(path, args.key) for path in args.snapshots]
+    steps = args.steps
+    if steps is None:  # from the names, as for paths
+        named = [checkpoints.snapshot_step(path) for path in args.snapshots]
+        steps = named if all(n is not None for n in named) else None
     if args.task is not None:  # a task measures its own token group: no stream settings
         data, source, options = common.make_task(args), f"task {args.task}", {}
     else:
-        data, source = checkpoints.load_tokens(args.tokens, args.tokenizer), str(args.tokens)
+        vocabulary = next((s.vocabulary for s in snapshots if s.vocabulary is not None), None)
+        data = checkpoints.load_tokens(
+            args.tokens,
+            args.tokenizer,
+            vocabulary=vocabulary,
+            case=word_vectors.Case(args.case),
+            punctuation=args.punctuation == "keep",
+            oov=args.oov,
+        )
+        source = str(args.tokens)
         options = dict(context_length=args.context, count=args.tracked, min_count=args.min_count)
     with common.bar(f"measuring {len(args.snapshots)} snapshots"):
         measured = measure.measure_snapshots(
-            data, args.snapshots, steps=args.steps, key=args.key, seed=args.seed, **options
+            data, snapshots, steps=steps, key=args.key, seed=args.seed, **options
         )
     record = {
         "data": source,
@@ -63,7 +78,7 @@ def _print(measured, source: str) -> None:
     """One row per snapshot: its headline alignment, the null's, and the probe."""
     headline = measured.headline
     table = Table(title=f"{headline} of {len(measured.steps)} snapshots ({source})")
-    for column in ("step", headline, f"null {headline}", "probe corr", "snapshot"):
+    for column in ("step", headline, f"null {headline}", "probe corr", "d", "snapshot"):
         table.add_column(column)
     for i, step in enumerate(measured.steps):
         table.add_row(
@@ -71,9 +86,16 @@ def _print(measured, source: str) -> None:
             f"{measured.alignment[headline][i]:.3f}",
             f"{measured.null[headline][i]:.3f}",
             common.fmt(float(measured.probe["corr"][i])),
+            str(measured.widths[i]),
             f"{measured.sources[i]} [{measured.keys[i]}]",
         )
     common.stdout().print(table)
+    settings = measured.settings
+    if "oov_share" in settings:
+        common.stdout().print(
+            f"tokenized by the vectors' words: {settings['words']} words, "
+            f"{settings['oov_share']:.1%} not in the vocabulary, {settings['oov']} (--oov)"
+        )
     if measured.semantic:
         first, last = measured.semantic["first"], measured.semantic["last"]
         shown = ", ".join(f"{k} {first[k]:.2f} → {last[k]:.2f}" for k in last)
@@ -105,20 +127,32 @@ COMMAND = Command(
         flag("--key", default=None, help="the embedding tensor's name (default: found)"),
         flag("--steps", type=integer(0, 2**63 - 1), nargs="+", default=None,
              help="each snapshot's step (default: from its name, else its position)"),
-        flag("--tokenizer", type=Path, default=None, help="an HF tokenizer.json"),
-        flag("--context", type=integer(1, INT32_MAX), default=None,
-             help="tokens per window (default: the token file's, else 64)"),
+        flag("--tokenizer", type=Path, default=None,
+             help="an HF tokenizer.json: the model's own, whose ids are the snapshot's rows"),
+        flag("--case", default="fallback", choices=("fallback", "exact", "lower"),
+             help="word vectors: how a text's word is looked up in their vocabulary (fallback: "
+                  "as written, else lowercased)"),
+        flag("--punctuation", default="keep", choices=("keep", "drop"),
+             help="word vectors: punctuation marks as tokens of their own, or dropped"),
+        flag("--oov", default="unknown", choices=("unknown", "drop"),
+             help="word vectors: a word not in their vocabulary stays in the stream as one "
+                  "unknown id that is never measured (unknown), or is removed (drop)"),
+        flag("--context", type=integer(2, INT32_MAX), default=None,
+             help="tokens per window, >= 2 (default: the token file's, else 64)"),
         flag("--tracked", type=integer(4, INT32_MAX), default=200, help="tokens to measure"),
         flag("--min-count", type=integer(1, INT32_MAX), default=20,
              help="occurrences a tracked token needs"),
         flag("--seed", type=integer(0, SEED_MAX), default=0, help="probe and null seed"),
         out_flag("runs/measure"),
+        common.FORCE,
     ),
     handler,
     description="Measure rho_next and the prefix probe (paper §6.1) of input-embedding "
     "snapshots trained elsewhere, on a token stream; or rho_0, rho_(1),k and the probe on a "
     "task. Snapshots: .npy, .npz, .safetensors, Hugging Face model folders, torch .pt/.bin "
-    "(needs torch).",
+    "(needs torch), and word vectors (word2vec text or binary, GloVe text, fastText .bin), "
+    "which carry their own words: a text is tokenized by them. A checkpoint's rows are its "
+    "tokenizer's ids, so a text needs --tokenizer (or ids in .npy/.npz).",
     sweeps=False,
     extend=_data,
 )  # fmt: skip

@@ -82,6 +82,7 @@ COMMAND = Command(
         flag("--order", type=integer(0, 64), default=1, help="highest signature order m (<= L-1)"),
         flag("--group", default=None, help="token group for alpha (default: numbers)"),
         out_flag("runs/signatures_TASK"),
+        common.FORCE,
     ),
     handler,
     sweeps=False,

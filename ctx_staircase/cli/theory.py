@@ -244,6 +244,7 @@ COMMAND = Command(
         flag("--geometry", default="numbers",
              help="--second-escape: the token group rho_0 is read on (Task 4: anchors)"),
         out_flag("runs/theory_TASK_MODEL"),
+        common.FORCE,
     ),
     handler,
     description=(

@@ -42,6 +42,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.vocab_size is not None:
         model_kwargs["vocab_size"] = args.vocab_size
     _check_probe_group(args, ds)
+    common.check_gammas(args.gamma, args.d)
     gamma, _, _ = sweep.grid(args.gamma, args.seeds, args.lr)
     budget.check(
         budget.train_bytes(args.model, ds, config, lanes=gamma.size, **model_kwargs),
