@@ -206,6 +206,66 @@ def test_every_subcommand_lists_its_flags_with_help_and_their_defaults():
                 assert "default" in words[0], f"{command} {flags}: no default shown"
 
 
+def _options() -> dict[str, dict[str, object]]:
+    """Every listed ``--flag`` of every subcommand: flag -> {command: its argparse action}
+    (deprecated spellings, hidden from ``--help``, left out)."""
+    import argparse
+
+    parser = cli.parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: dict[str, dict[str, object]] = {}
+    for command, sub in commands.choices.items():
+        for action in sub._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            for name in action.option_strings:
+                if name.startswith("--") and name not in ("--help",):
+                    found.setdefault(name, {})[command] = action
+    return found
+
+
+def test_no_flag_name_means_two_things():
+    """A flag that several subcommands take has one meaning: the same help in every one (a
+    flag shared by construction), or a help that begins with the words `common.MEANINGS` gives
+    it."""
+    from ctx_staircase.cli import common
+
+    checked = 0
+    for name, uses in _options().items():
+        if len(uses) < 2:
+            continue
+        helps = {command: action.help for command, action in uses.items()}
+        if len(set(helps.values())) > 1:
+            assert name in common.MEANINGS, f"{name} means {helps}: give it one meaning"
+            for command, text in helps.items():
+                assert text.startswith(common.MEANINGS[name]), (name, command, text)
+            checked += 1
+    assert checked >= 10  # the walk saw the flags whose words differ by command
+
+
+@pytest.mark.parametrize(
+    "command,old,new,value",
+    [
+        ("measure", "--steps", "--labels", ["0", "5"]),
+        ("measure", "--seed", "--probe-seed", ["3"]),
+        ("lm", "--vocab-size", "--words", ["50"]),
+        ("lm", "--seed", "--seeds", ["3"]),
+        ("theory", "--seed", "--seeds", ["3"]),
+    ],
+)
+def test_a_renamed_flag_keeps_its_old_spelling_for_one_release(command, old, new, value, capsys):
+    """The old spelling sets what the new one does, with one deprecation line on stderr."""
+    head = {"measure": ["measure", "--tokens", "t.npy", "--snapshots", "a.npy", "b.npy"],
+            "lm": ["lm"], "theory": ["theory", "add"]}[command]  # fmt: skip
+    parser = cli.parser()
+    old_args = parser.parse_args([*head, old, *value])
+    err = capsys.readouterr().err
+    new_args = parser.parse_args([*head, new, *value])
+    assert vars(old_args) == vars(new_args)
+    assert f"{old} is deprecated" in err and f"use {new}" in err and len(err.splitlines()) == 1
+    assert capsys.readouterr().err == ""
+
+
 def test_model_choices_are_the_registries():
     """``--model`` lists the models its command can use, from their registries: those
     ``train`` trains on a task, and those with a theory."""

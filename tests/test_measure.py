@@ -341,7 +341,7 @@ def _bad_inputs(folder: Path, stream: np.ndarray) -> dict[str, tuple[list[str], 
         ),
         "missing snapshot": ([*ids, str(folder / "nothere.safetensors")], "no such file"),
         "unknown format": ([*ids, str(folder / "weights.h5")], "unknown format '.h5'"),
-        "steps count": ([*ids, str(good), "--steps", "1", "2"], "--steps"),
+        "labels count": ([*ids, str(good), "--labels", "1", "2"], "--labels"),
         "id past one of two": (
             [*ids, str(folder / "ok.safetensors"), str(folder / "small.safetensors")],
             "which has 4 rows",
@@ -389,11 +389,11 @@ def test_a_finished_measurement_is_replaced_only_with_force(stream, tmp_path, ca
     assert cli.main(argv) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     capsys.readouterr()
-    assert cli.main([*argv, "--seed", "1"]) == 2
+    assert cli.main([*argv, "--probe-seed", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds a finished run" in err and "--force" in err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert cli.main([*argv, "--seed", "1", "--force"]) == 0
+    assert cli.main([*argv, "--probe-seed", "1", "--force"]) == 0
     assert json.loads((out / "metrics.json").read_text())["settings"]["seed"] == 1
 
 
@@ -704,7 +704,7 @@ def test_cli_measure_prints_each_snapshot_s_row_and_the_semantic_structure(
     np.save("first.npy", first)
     np.save("last.npy", last)
     argv = ["measure", "--tokens", "corpus.txt", "--snapshots", "first.npy", "last.npy"]
-    assert cli.main([*argv, "--steps", "0", "100", "--out", "out"]) == 0
+    assert cli.main([*argv, "--labels", "0", "100", "--out", "out"]) == 0
     record = json.loads(Path("out/metrics.json").read_text())
     printed = capsys.readouterr().out
     assert "rho_next of 2 snapshots (corpus.txt)" in printed
@@ -746,7 +746,7 @@ def test_cli_measure_on_a_task_prints_its_headline_and_refuses_mixed_flags(
     assert [row[4:] for row in rows] == [["6", "step_0.npz [W_E]"], ["6", "step_7.npz [W_E]"]]
     for extra, message in (
         (["--tokenizer", "tokenizer.json"], "--tokenizer applies with --tokens, not with --task"),
-        (["--steps", "1"], r"--steps: give one step per snapshot \(2\); got 1"),
+        (["--labels", "1"], r"--labels: give one per snapshot \(2\); got 1"),
     ):
         assert cli.main([*argv, *extra, "--out", "bad"]) == 2
         assert re.search(message, capsys.readouterr().err)

@@ -129,6 +129,48 @@ def flag(*names: str, **options) -> Flag:
     return Flag(names, options)
 
 
+class _Deprecated(argparse.Action):
+    """An old spelling kept for one release: stores into the new flag's ``dest`` and prints
+    one line on stderr naming the new spelling."""
+
+    def __init__(self, option_strings, dest, *, new: str, **options):
+        self.new = new
+        super().__init__(option_strings, dest, **options)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(
+            f"{parser.prog}: {option_string} is deprecated and will be removed in the next "
+            f"release; use {self.new}",
+            file=sys.stderr,
+            flush=True,
+        )
+        setattr(namespace, self.dest, values)
+
+
+def deprecated(old: str, new: str, dest: str, **options) -> Flag:
+    """``old``, hidden from ``--help``, meaning ``new`` (whose ``dest`` it fills) for one
+    release, with a deprecation line when used."""
+    return flag(old, action=_Deprecated, new=new, dest=dest, help=argparse.SUPPRESS, **options)
+
+
+#: The meaning of every flag that more than one command takes: its help begins with it, so no
+#: flag name means two things (tests/test_cli.py walks the parsers).
+MEANINGS = {
+    "--activation": "hidden activation",
+    "--batch-size": "samples per step",
+    "--context": "tokens per window",
+    "--d": "width",
+    "--force": "replace a finished run",
+    "--gamma": "init scales d^-gamma",
+    "--lr": "learning rate",
+    "--out": "output folder",
+    "--seeds": "seeds",
+    "--snapshot-every": "steps between snapshots",
+    "--steps": "training steps",
+    "--text": "a UTF-8 text file",
+    "--tiny": "a smoke run",
+}
+
 #: ``--param KEY=VALUE``, the task parameters of every command that builds a task.
 TASK_PARAMS = flag(
     "--param",

@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 
 from ctx_staircase.cli import common
-from ctx_staircase.cli.common import Command, flag, integer, out_flag, real
+from ctx_staircase.cli.common import Command, deprecated, flag, integer, out_flag, real
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
 #: The ``lm`` subcommand's sizes under ``--tiny`` (a seconds-long smoke run), flag by flag.
@@ -68,7 +68,7 @@ def handler(args: argparse.Namespace) -> int:
         budget.lm_bytes(config, corpus.vocab_size, lanes=len(args.gamma)),
         what=f"lm d={config.d}, {config.n_layers} layers, context {config.context_length}, "
         f"batch {config.batch_size}, vocabulary {corpus.vocab_size}, {len(args.gamma)} lanes",
-        knob="lower --d, --layers, --context, --batch-size, --vocab-size or the number of --gamma",
+        knob="lower --d, --layers, --context, --batch-size, --words or the number of --gamma",
         limit=common.limit(args),
     )
     return _lm_and_report(args, config, corpus, builtin, out)
@@ -83,7 +83,7 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
             corpus,
             config,
             gammas=args.gamma,
-            seed=args.seed,
+            seed=args.seeds[0],
             probe_steps=50 if args.tiny else metrics.PROBE_STEPS,
             out=out / "lanes",
         )
@@ -93,7 +93,7 @@ def _lm_and_report(args, config, corpus, builtin: bool, out: Path) -> int:
         "tokens_train": int(corpus.train.size),
         "vocab_size": corpus.vocab_size,
         "gammas": list(args.gamma),
-        "seed": args.seed,
+        "seed": args.seeds[0],
         "tiny": args.tiny,
         "config": dataclasses.asdict(config),
         "summary": summary,
@@ -145,7 +145,7 @@ def _save(args, config, corpus, builtin: bool, trajectory, curves, out: Path) ->
         trajectory.W_E,
         trajectory.gammas,
         trajectory.steps,
-        {"text": source, "seed": str(args.seed)},
+        {"text": source, "seed": str(args.seeds[0])},
     )
     return list(figures)
 
@@ -189,21 +189,24 @@ COMMAND = Command(
         flag("--text", type=Path, default=None,
              help="a UTF-8 text file (default: the built-in corpus)"),
         flag("--gamma", type=real(), nargs="+", default=[1.0, 0.5],
-             help="init scales (one lane each)"),
-        flag("--seed", type=integer(0, SEED_MAX), default=0, help="seed"),
-        _size("--steps", 1, INT32_MAX, "AdamW steps"),
-        _size("--d", 1, INT32_MAX, "model width"),
+             help="init scales d^-gamma (one lane each)"),
+        flag("--seeds", type=integer(0, SEED_MAX), nargs=1, default=[0],
+             help="seeds: one, the init of every lane (default: 0)"),
+        deprecated("--seed", "--seeds", "seeds", type=lambda v: [integer(0, SEED_MAX)(v)]),
+        _size("--steps", 1, INT32_MAX, "training steps of AdamW"),
+        _size("--d", 1, INT32_MAX, "width of the model"),
         _size("--layers", 1, 4096, "transformer layers"),
         _size("--heads", 1, 4096, "attention heads"),
         _size("--context", 2, INT32_MAX, "tokens per window"),
-        _size("--batch-size", 1, INT32_MAX, "windows per step"),
-        _size("--snapshot-every", 1, INT32_MAX, "steps per snapshot"),
+        _size("--batch-size", 1, INT32_MAX, "samples per step: windows"),
+        _size("--snapshot-every", 1, INT32_MAX, "steps between snapshots"),
         flag("--lr", type=real(0, strict=True), default=None,
-             help="peak learning rate (default: 3e-3)"),
-        flag("--vocab-size", type=integer(2, INT32_MAX), default=None,
-             help="words kept (default: 2000, or all if fewer)"),
+             help="learning rate at its peak (default: 3e-3)"),
+        flag("--words", dest="vocab_size", type=integer(2, INT32_MAX), default=None,
+             help="words kept in the vocabulary, <unk> on top (default: 2000, or all if fewer)"),
+        deprecated("--vocab-size", "--words", "vocab_size", type=integer(2, INT32_MAX)),
         flag("--tiny", action="store_true",
-             help="smoke-run sizes for the flags you leave unset "
+             help="a smoke run: small sizes for the flags you leave unset "
                   f"(steps {LM_TINY['steps']}, d {LM_TINY['d']}, layers {LM_TINY['layers']})"),
         out_flag("runs/lm"),
     ),

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from ctx_staircase.cli import common
-from ctx_staircase.cli.common import TASK_PARAMS, Command, flag, integer, out_flag
+from ctx_staircase.cli.common import TASK_PARAMS, Command, deprecated, flag, integer, out_flag
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
 
@@ -19,9 +19,9 @@ def handler(args: argparse.Namespace) -> int:
     """Check the flags, load the data and the snapshots, measure, save and print."""
     from ctx_staircase import checkpoints, measure, plots, results, word_vectors
 
-    if args.steps is not None and len(args.steps) != len(args.snapshots):
+    if args.labels is not None and len(args.labels) != len(args.snapshots):
         raise ValueError(
-            f"--steps: give one step per snapshot ({len(args.snapshots)}); got {len(args.steps)}"
+            f"--labels: give one per snapshot ({len(args.snapshots)}); got {len(args.labels)}"
         )
     if args.task is None and args.param:
         raise ValueError("--param applies with --task, not with --tokens")
@@ -31,7 +31,7 @@ def handler(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     # read lazily (headers, and a word-vector file's words): the rows come when measured
     snapshots = [checkpoints.load_embedding(path, args.key) for path in args.snapshots]
-    steps = args.steps
+    steps = args.labels
     if steps is None:  # from the names, as for paths
         named = [checkpoints.snapshot_step(path) for path in args.snapshots]
         steps = named if all(n is not None for n in named) else None
@@ -51,7 +51,7 @@ def handler(args: argparse.Namespace) -> int:
         options = dict(context_length=args.context, count=args.tracked, min_count=args.min_count)
     with common.bar(f"measuring {len(args.snapshots)} snapshots"):
         measured = measure.measure_snapshots(
-            data, snapshots, steps=steps, key=args.key, seed=args.seed, **options
+            data, snapshots, steps=steps, key=args.key, seed=args.probe_seed, **options
         )
     record = {
         "data": source,
@@ -125,8 +125,9 @@ COMMAND = Command(
         flag("--snapshots", type=Path, nargs="+", required=True,
              help="one embedding snapshot each"),
         flag("--key", default=None, help="the embedding tensor's name (default: found)"),
-        flag("--steps", type=integer(0, 2**63 - 1), nargs="+", default=None,
-             help="each snapshot's step (default: from its name, else its position)"),
+        flag("--labels", type=integer(0, 2**63 - 1), nargs="+", default=None,
+             help="each snapshot's step label (default: from its name, else its position)"),
+        deprecated("--steps", "--labels", "labels", type=integer(0, 2**63 - 1), nargs="+"),
         flag("--tokenizer", type=Path, default=None,
              help="an HF tokenizer.json: the model's own, whose ids are the snapshot's rows"),
         flag("--case", default="fallback", choices=("fallback", "exact", "lower"),
@@ -142,7 +143,9 @@ COMMAND = Command(
         flag("--tracked", type=integer(4, INT32_MAX), default=200, help="tokens to measure"),
         flag("--min-count", type=integer(1, INT32_MAX), default=20,
              help="occurrences a tracked token needs"),
-        flag("--seed", type=integer(0, SEED_MAX), default=0, help="probe and null seed"),
+        flag("--probe-seed", type=integer(0, SEED_MAX), default=0,
+             help="seed of the probe's split and init and of the null's permutation"),
+        deprecated("--seed", "--probe-seed", "probe_seed", type=integer(0, SEED_MAX)),
         out_flag("runs/measure"),
         common.FORCE,
     ),

@@ -114,7 +114,8 @@ COMMAND = Command(
         flag("--tiny", action="store_true",
              help="a smoke run of every stage at small sizes (about 5-20 s on 2 cores)"),
         flag("--text", type=Path, default=None,
-             help="the UTF-8 text file lm_text needs (no default; sims/lm_text.py passes one)"),
+             help="a UTF-8 text file: the one lm_text needs (no default; sims/lm_text.py "
+                  "passes one)"),
         flag("--strict", action="store_true", help="exit 1 when a claim fails"),
         out_flag("runs/NAME"),
     ),

@@ -11,7 +11,16 @@ import time
 from rich.table import Table
 
 from ctx_staircase.cli import common
-from ctx_staircase.cli.common import TASK, Choices, Command, flag, integer, out_flag, real
+from ctx_staircase.cli.common import (
+    TASK,
+    Choices,
+    Command,
+    deprecated,
+    flag,
+    integer,
+    out_flag,
+    real,
+)
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
 #: The ``theory`` flags passed through to `comparison.theory_vs_training` under their own names.
@@ -29,6 +38,11 @@ def handler(args: argparse.Namespace) -> int:
     ds = common.make_task(args)
     if args.second_escape:
         return _second_escape(args, ds, out)
+    if len(args.seeds) > 1:
+        raise ValueError(
+            f"--seeds: theory against training runs one seed; got {args.seeds} (several seeds are "
+            "the grid of --second-escape)"
+        )
     args.activation = args.activation or "poly:1,0.5"
     settings = {key: getattr(args, key) for key in THEORY_SETTINGS}
     settings["memory_limit"] = common.limit(args)
@@ -36,7 +50,7 @@ def handler(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with common.bar("GD steps, then ODE lanes (the first call compiles)"):
         experiment = comparison.theory_vs_training(
-            ds, seed=args.seed, out=out / "training", **settings
+            ds, seed=args.seeds[0], out=out / "training", **settings
         )
     errors = common.stderr()
     for note in experiment.notes:
@@ -119,7 +133,7 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
         comparison = plateau_study.compare_second_escape(
             ds,
             gammas=args.gammas or [1.0],
-            seeds=args.seeds or [args.seed],
+            seeds=args.seeds,
             d=args.d,
             activation=activation,
             epochs=args.steps or 3000,
@@ -216,7 +230,7 @@ COMMAND = Command(
         flag("--max-order", dest="max_orders", type=integer(0, 64), nargs="+", default=[0, 1],
              help="context orders m_max of the FFN signature flow"),
         flag("--activation", default=None,
-             help="FFN activation (default: poly:1,0.5; relu with --second-escape)"),
+             help="hidden activation of the FFN (default: poly:1,0.5; relu with --second-escape)"),
         flag("--prediction", default="linear", choices=Choices("flows", "PREDICTION_TERMS"),
              metavar="TERM",
              help="softmax term of the FFN signature flow: %(choices)s (linear: with the "
@@ -226,16 +240,16 @@ COMMAND = Command(
                   "one that applies to the model, activation and orders)"),
         flag("--d", type=integer(1, INT32_MAX), default=128, help="width"),
         flag("--lr", type=real(0, strict=True), default=0.2,
-             help="GD learning rate (t = lr * step)"),
+             help="learning rate of GD (t = lr * step)"),
         flag("--steps", type=integer(1, INT32_MAX), default=None,
-             help="GD steps (default: 1.25x the latest predicted escape)"),
+             help="training steps of GD (default: 1.25x the latest predicted escape)"),
         flag("--snapshot-every", type=integer(1, INT32_MAX), default=None,
              help="steps between snapshots (default: 10, geometric past 400 snapshots)"),
         flag("--threshold", type=real(0, strict=True), default=0.5,
              help="escape: largest centred logit (nats)"),
-        flag("--seed", type=integer(0, SEED_MAX), default=0, help="seed"),
-        flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=None,
-             help="--second-escape: the seeds of the grid (default: --seed)"),
+        flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=[0],
+             help="seeds: one, or with --second-escape its grid's (default: 0)"),
+        deprecated("--seed", "--seeds", "seeds", type=lambda v: [integer(0, SEED_MAX)(v)]),
         flag("--second-escape", action="store_true",
              help="predict the second escape (the end of the collapse plateau, "
                   "theory/second_escape.md) at levels L1 (from the training state at t_c + 100) "
