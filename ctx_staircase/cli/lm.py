@@ -56,6 +56,8 @@ def handler(args: argparse.Namespace) -> int:
 
     config = lm_config(args)
     common.check_gammas(args.gamma, config.d)
+    if len(args.seeds) != 1:
+        raise ValueError(f"--seeds: lm starts every lane from one seed; got {args.seeds}")
     out = common.out_dir(args, common.DEFAULT_RUN_ROOT / "lm")
     builtin = args.text is None
     source = text.builtin_corpus() if builtin else text.load_text(args.text)
@@ -190,7 +192,7 @@ COMMAND = Command(
              help="a UTF-8 text file (default: the built-in corpus)"),
         flag("--gamma", type=real(), nargs="+", default=[1.0, 0.5],
              help="init scales d^-gamma (one lane each)"),
-        flag("--seeds", type=integer(0, SEED_MAX), nargs=1, default=[0],
+        flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=[0],
              help="seeds: one, the init of every lane (default: 0)"),
         deprecated("--seed", "--seeds", "seeds", type=lambda v: [integer(0, SEED_MAX)(v)]),
         _size("--steps", 1, INT32_MAX, "training steps of AdamW"),
