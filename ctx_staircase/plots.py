@@ -484,8 +484,12 @@ def measurement_figure(measured, source: str):
         colour = order_colour(0) if i == 0 else f"C{i % 10}"
         label = {"rho_next": r"$\rho_{next}$", "rho_0": r"$\rho_0$"}.get(name, name)
         axes[0].plot(x, np.asarray(values)[order], color=colour, marker="o", ms=3, label=label)
-        axes[0].plot(x, np.asarray(measured.null[name])[order], color=colour, ls="--", lw=0.9)
-    reference(axes[0], y=0.0, label="null: rows permuted (dashed)")
+        # a marker too: a single snapshot's null is one point, which a line alone never draws
+        axes[0].plot(
+            x, np.asarray(measured.null[name])[order], color=colour, ls="--", lw=0.9, marker="x",
+            ms=4,
+        )  # fmt: skip
+    reference(axes[0], y=0.0, label="null: rows permuted (dashed, x)")
     axes[1].plot(x, np.asarray(measured.probe["corr"])[order], color=order_colour(1), marker="o")
     axis_labels(axes[0], "step", "alignment", "embedding vs signature")
     axis_labels(axes[1], "step", "held-out corr.", "first-order probe")

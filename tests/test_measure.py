@@ -464,6 +464,34 @@ def test_results_keep_the_given_order_and_the_figure_draws_by_step(stream, next_
     plt.close(figure)
 
 
+def test_a_single_snapshot_figure_draws_the_null_it_lists_and_the_probe_line_says_when_it_fails(
+    stream, tmp_path, capsys
+):
+    """One snapshot: the null the legend lists is drawn (a marker: a one-point line is
+    invisible); random rows give a probe no better than a constant, and the printed table says
+    so for that step."""
+    import matplotlib.pyplot as plt
+
+    from ctx_staircase import plots
+
+    rows = np.random.default_rng(9).normal(size=(PADDED, 8))
+    measured = measure.measure_snapshots(stream, [rows], count=V, probe_steps=10)
+    figure = plots.measurement_figure(measured, "one")
+    null = [line for line in figure.axes[0].lines if len(line.get_xdata()) == 1]
+    assert [line.get_linestyle() for line in null] == ["-", "--"]  # the score, then its null
+    assert null[1].get_marker() not in ("", "None", None)  # so its one point is drawn
+    plt.close(figure)
+    np.save(tmp_path / "ids.npy", stream)
+    np.save(tmp_path / "random.npy", rows)
+    argv = ["measure", "--tokens", str(tmp_path / "ids.npy"), "--snapshots"]
+    assert cli.main([*argv, str(tmp_path / "random.npy"), "--out", str(tmp_path / "o")]) == 0
+    record = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    printed = " ".join(capsys.readouterr().out.split())
+    worse = record["probe"]["mse"][0] > record["probe"]["baseline_mse"][0]
+    assert ("the probe does worse than a constant" in printed) is worse
+    assert worse  # random rows: the probe has nothing to find
+
+
 def test_stream_null_relabels_the_tracked_tokens_of_both_axes():
     """The null is the alignment of ``S^emb`` with its tracked tokens relabelled: rows and
     columns permuted together, a similarity matrix again. Here ``S^emb = S^next = I`` plus one

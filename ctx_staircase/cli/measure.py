@@ -90,6 +90,19 @@ def _print(measured, source: str) -> None:
             f"{measured.sources[i]} [{measured.keys[i]}]",
         )
     common.stdout().print(table)
+    if "baseline_mse" in measured.probe:  # a stream's probe: is it better than a constant?
+        worse = [
+            str(step)
+            for step, mse, constant in zip(
+                measured.steps, measured.probe["mse"], measured.probe["baseline_mse"], strict=True
+            )
+            if mse > constant
+        ]
+        if worse:
+            common.stdout().print(
+                f"the probe does worse than a constant (held-out MSE above the held-out variance) "
+                f"at step {', '.join(worse)}: its correlation there means nothing"
+            )
     settings = measured.settings
     if "oov_share" in settings:
         common.stdout().print(
