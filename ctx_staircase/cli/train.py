@@ -226,8 +226,12 @@ COMMAND = Command(
         flag("--gamma", type=real(), nargs="+", default=[0.8], help="init scales d^-gamma"),
         flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=[0], help="seeds"),
         flag("--optimizer", default="adam", choices=Choices("train", "OPTIMIZERS"),
-             metavar="NAME", help="optimizer: %(choices)s"),
-        flag("--lr", type=real(0, strict=True), nargs="+", default=[1e-3], help="learning rate(s)"),
+             metavar="NAME",
+             help="optimizer: %(choices)s (default adam at --lr 1e-3, the paper's training "
+                  "setting; the theory's regime, `run`'s primary one, is --optimizer gd --lr 1, "
+                  "since full-batch Adam erases a small initialization within tens of steps)"),
+        flag("--lr", type=real(0, strict=True), nargs="+", default=[1e-3],
+             help="learning rate(s) (adam's default; with gd, 1 is the primary regime's)"),
         flag("--steps", type=integer(1, INT32_MAX), default=1000,
              help="training steps of the optimizer"),
         flag("--batch-size", type=integer(1, INT32_MAX), default=None,
