@@ -41,6 +41,29 @@ UNITS = "units"
 _cache_roots: list[Path] = []
 
 
+def _differences(saved: Any, wanted: Mapping[str, Any], limit: int = 4) -> str:
+    """The settings that differ between a saved spec and the wanted one, as ``key: saved ->
+    wanted`` (nested keys dotted, long values cut), at most ``limit`` of them."""
+    if not isinstance(saved, dict):
+        return "its spec is unreadable"
+
+    def short(value: Any) -> str:
+        text = json.dumps(value, default=str)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    def walk(a: Any, b: Any, prefix: str) -> list[str]:
+        if isinstance(a, dict) and isinstance(b, dict):
+            out = []
+            for key in sorted(set(a) | set(b), key=str):
+                out += walk(a.get(key, "(none)"), b.get(key, "(none)"), f"{prefix}{key}.")
+            return out
+        return [] if a == b else [f"{prefix[:-1]}: {short(a)} -> {short(b)}"]
+
+    found = walk(saved, dict(wanted), "")
+    more = f"; and {len(found) - limit} more" if len(found) > limit else ""
+    return "; ".join(found[:limit]) + more
+
+
 class UnitStore:
     """A folder of finished units of one piece of work (see the module docstring).
 
@@ -83,12 +106,16 @@ class UnitStore:
             except ValueError:
                 saved = None
             if saved != self.spec:
+                differ = _differences(saved, self.spec)
                 if self.finished():
                     raise ValueError(
                         f"{self.parameter} {str(self.root)!r} holds a finished run of other "
-                        "settings or older code; choose another folder or delete it"
+                        f"settings ({differ}); choose another folder or delete it"
                     )
-                log(f"{self.root}: discarding an unfinished run of other settings; starting over")
+                log(
+                    f"{self.root}: discarding an unfinished run of other settings ({differ}); "
+                    "starting over"
+                )
                 if distributed.is_writer():
                     shutil.rmtree(self.root / UNITS, ignore_errors=True)
                     spec_path.unlink()

@@ -190,7 +190,9 @@ def test_finished_run_of_other_settings_is_refused_not_overwritten(tmp_path):
     finished = _store(tmp_path, {"settings": "old"})
     finished.save("lane_000", x=np.ones(2))
     finished.finish()
-    with pytest.raises(ValueError, match="finished run of other settings"):
+    with pytest.raises(
+        ValueError, match=r'finished run of other settings \(settings: "old" -> "new"\)'
+    ):
         _store(tmp_path, {"settings": "new"}).open()
     assert np.array_equal(_store(tmp_path, {"settings": "old"}).load("lane_000")["x"], np.ones(2))
 
@@ -241,3 +243,15 @@ def test_theory_resumes_bitwise_after_sigint(tmp_path):
         for root in (reference, out)
     )  # fmt: skip
     assert left == right
+
+
+def test_a_refused_resume_names_the_settings_that_differ(tmp_path):
+    """Nested keys dotted, values as JSON, at most four named and the rest counted."""
+    finished = _store(tmp_path, {"config": {"lr": 0.1, "steps": 10}, "a": 1, "b": 2, "c": 3})
+    finished.finish()
+    wanted = {"config": {"lr": 0.2, "steps": 10}, "a": 5, "b": 6, "c": 7, "d": 8}
+    with pytest.raises(ValueError) as refused:
+        _store(tmp_path, wanted).open()
+    message = str(refused.value)
+    assert "a: 1 -> 5; b: 2 -> 6; c: 3 -> 7; config.lr: 0.1 -> 0.2; and 1 more" in message
+    assert "steps" not in message
