@@ -66,8 +66,11 @@ ROLE_LABEL = {
     "null": "null (labels shuffled)",
 }
 
-#: γ values are coloured on viridis over this range, so a γ keeps its colour across figures.
+#: γ values are coloured on turbo over this range, so a γ keeps its colour across figures.
 GAMMA_RANGE = (0.0, 2.0)
+#: The least CIE76 colour distance (ΔE) between two γ 0.1 apart in [0.2, 1.6], the range the
+#: figures use (tests/test_plots.py measures it; viridis gave 8.7, and γ 1.0 and 1.2 alike).
+GAMMA_MIN_DELTA_E = 14.0
 
 #: Axis labels shared by many figures (mathtext).
 EPOCH = "epoch"
@@ -81,11 +84,12 @@ ALIGNMENT = r"alignment $\rho$ (corr.)"
 
 
 def gamma_colour(gamma: float):
-    """The RGBA colour of ``gamma``: viridis at γ's place in `GAMMA_RANGE` (clipped), so the
-    same γ has the same colour in every figure."""
+    """The RGBA colour of ``gamma``: turbo at γ's place in `GAMMA_RANGE` (clipped), so the
+    same γ has the same colour in every figure, and neighbours 0.1 apart differ by at least
+    `GAMMA_MIN_DELTA_E`."""
     low, high = GAMMA_RANGE
     place = float(np.clip((float(gamma) - low) / (high - low), 0.0, 1.0))
-    return plt.cm.viridis(0.9 * place)
+    return plt.get_cmap("turbo")(place)
 
 
 def order_colour(order: int) -> str:

@@ -579,14 +579,44 @@ def test_every_experiment_figure_renders_to_the_convention(tmp_path):
             plots.plt.close(fig)
 
 
-def test_gamma_colour_is_viridis_at_its_place_in_the_range_capped_at_nine_tenths():
-    """gamma at the bottom of `GAMMA_RANGE` is viridis(0), at the top viridis(0.9) (the cap
-    keeps the pale yellow end off a white page), halfway viridis(0.45); outside, clipped."""
+def test_gamma_colour_is_turbo_at_its_place_in_the_range():
+    """gamma at the bottom of `GAMMA_RANGE` is turbo(0), at the top turbo(1) (both ends dark,
+    readable on white), halfway turbo(0.5); outside, clipped."""
     from matplotlib import pyplot as plt
 
     low, high = plots.GAMMA_RANGE
-    assert plots.gamma_colour(low) == plt.cm.viridis(0.0)
-    assert plots.gamma_colour(high) == plt.cm.viridis(0.9)
-    assert plots.gamma_colour((low + high) / 2) == plt.cm.viridis(0.45)
+    turbo = plt.get_cmap("turbo")
+    assert plots.gamma_colour(low) == turbo(0.0)
+    assert plots.gamma_colour(high) == turbo(1.0)
+    assert plots.gamma_colour((low + high) / 2) == turbo(0.5)
     assert plots.gamma_colour(high + 5) == plots.gamma_colour(high)
     assert plots.gamma_colour(low - 5) == plots.gamma_colour(low)
+
+
+def _lab(rgba) -> np.ndarray:
+    """CIE L*a*b* (D65) of sRGB colours ``[..., 3 or 4]``."""
+    rgb = np.asarray(rgba, np.float64)[..., :3]
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array(
+        [[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]
+    )
+    xyz = linear @ to_xyz.T / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 216 / 24389, np.cbrt(xyz), (24389 / 27 * xyz + 16) / 116)
+    return np.stack(
+        [116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], -1
+    )
+
+
+def test_neighbouring_gammas_have_clearly_distinct_colours():
+    """Any two γ 0.1 apart in [0.2, 1.6] (every grid the figures draw) differ by at least
+    `plots.GAMMA_MIN_DELTA_E` in CIE76 ΔE, and γ 1.0 and 1.2 (once two teals) by twice that;
+    a γ keeps its colour."""
+    gammas = np.round(np.arange(0.2, 1.61, 0.1), 2)
+    lab = _lab([plots.gamma_colour(g) for g in gammas])
+    distances = np.linalg.norm(np.diff(lab, axis=0), axis=1)
+    assert distances.min() >= plots.GAMMA_MIN_DELTA_E, dict(
+        zip(gammas[1:], distances.round(1), strict=True)
+    )
+    one, one_two = _lab([plots.gamma_colour(1.0), plots.gamma_colour(1.2)])
+    assert np.linalg.norm(one - one_two) >= 2 * plots.GAMMA_MIN_DELTA_E
+    assert plots.gamma_colour(0.8) == plots.gamma_colour(0.8)
