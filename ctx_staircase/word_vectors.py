@@ -145,13 +145,13 @@ def _text(path: Path, found: Format, where: str) -> WordVectors:
                 break
             if not line.strip():
                 continue
-            fields = line.rstrip(b"\r\n").split(b" ")
+            fields = line.rstrip().split(b" ")  # fastText's .vec ends each line with a space
             if len(fields) < dim + 1:
                 raise ValueError(
                     f"{where}: line {len(words) + 1 + (count is not None)} has "
                     f"{len(fields) - 1} values; the file's vectors have {dim}"
                 )
-            words.append(b" ".join(fields[: len(fields) - dim]).decode("utf-8"))
+            words.append(b" ".join(fields[: len(fields) - dim]).decode("utf-8", "replace"))
             offsets.append(offset)
     if count is not None and count != len(words):
         raise ValueError(f"{where}: the header says {count} words; the file holds {len(words)}")
@@ -164,7 +164,7 @@ def _text(path: Path, found: Format, where: str) -> WordVectors:
         with open(path, "rb") as handle:
             for k, i in enumerate(np.asarray(ids, np.int64)):
                 handle.seek(offsets[i])
-                fields = handle.readline().rstrip(b"\r\n").split(b" ")
+                fields = handle.readline().rstrip().split(b" ")
                 rows[k] = np.asarray(fields[len(fields) - dim :], np.float32)
         return rows
 
@@ -184,7 +184,7 @@ def _binary(path: Path, found: Format, where: str) -> WordVectors:
             raise ValueError(
                 f"{where}: truncated after {len(words)} of the header's {count} vectors"
             )
-        words.append(data[position:end].decode("utf-8"))
+        words.append(data[position:end].decode("utf-8", "replace"))  # GoogleNews has a few
         offsets.append(end + 1)
         position = end + 1 + 4 * dim
     offsets = np.asarray(offsets, np.int64)

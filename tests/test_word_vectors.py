@@ -45,8 +45,9 @@ def next_word_vectors(corpus: str) -> np.ndarray:
 
 
 def write_word2vec_text(path: Path, words, M) -> Path:
+    """As fastText writes its .vec: a space at the end of every vector line."""
     lines = [f"{len(words)} {M.shape[1]}"] + [
-        w + " " + " ".join(f"{v:.9g}" for v in row) for w, row in zip(words, M, strict=True)
+        w + " " + " ".join(f"{v:.9g}" for v in row) + " " for w, row in zip(words, M, strict=True)
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
