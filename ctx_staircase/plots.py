@@ -165,6 +165,13 @@ def axis_labels(ax, x: str | None = None, y: str | None = None, title: str | Non
         ax.set_title(title)
 
 
+def integer_axis(ax, which: str = "x") -> None:
+    """Ticks at integers only on ``ax``'s ``which`` axis (a Fourier frequency, a count)."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, f"{which}axis").set_major_locator(MaxNLocator(integer=True))
+
+
 def epoch_axis(ax, linthresh: float | None = None, label: str = EPOCH) -> None:
     """Epochs on the x axis: symlog with linear part ``[0, linthresh]`` when ``linthresh`` is
     given (so epoch 0 shows), starting at 0, labelled ``label``."""

@@ -620,3 +620,20 @@ def test_neighbouring_gammas_have_clearly_distinct_colours():
     one, one_two = _lab([plots.gamma_colour(1.0), plots.gamma_colour(1.2)])
     assert np.linalg.norm(one - one_two) >= 2 * plots.GAMMA_MIN_DELTA_E
     assert plots.gamma_colour(0.8) == plots.gamma_colour(0.8)
+
+
+def test_an_integer_axis_ticks_only_integers():
+    """A frequency axis over k = 1..20 in a figure's panel width (where Matplotlib alone puts
+    2.5, 7.5, ...) ticks at integers only."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.6, 3))
+    ax.plot(np.arange(1, 21), np.zeros(20))
+    fig.canvas.draw()
+    before = ax.get_xticks()
+    plots.integer_axis(ax, "x")
+    fig.canvas.draw()
+    after = ax.get_xticks()
+    assert np.all(after == np.round(after)) and len(after) >= 3
+    assert not np.all(before == np.round(before))  # the default: half-integers here
+    plt.close(fig)

@@ -640,6 +640,7 @@ def _seed_curves_figure(data: dict, config: dict, regime: Regime):
             if d["constant"][0]:
                 ax.plot(0, s["rho_vs_k"][0], "s", mfc="none", color=colour, ms=6)
         plots.reference(ax, x=10.5)
+        plots.integer_axis(ax, "x")
         plots.axis_labels(
             ax,
             "frequency $k$" + (" ($k$=0 squares: 1−MSE)" if d["constant"][0] else ""),
