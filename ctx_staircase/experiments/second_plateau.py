@@ -382,25 +382,41 @@ def _k_claim(cells: dict, regime: str) -> Claim:
     )
 
 
-def _ledger_claim(cells: dict, held_out, regime: str) -> Claim:
-    tasks, realized, band, gain = [], [], [], []
+class LedgerCell(NamedTuple):
+    """One lane's training ledger halfway along its plateau (`plateau_study.PlateauLedger`):
+    the log-gain and the integrals of the realized rate and of the frozen-gate band (NaN: no
+    plateau past t_0)."""
+
+    task: str
+    gain: float
+    realized: float
+    band: float
+
+
+def _ledger_rows(cells: dict) -> list[LedgerCell]:
+    """Every lane's `LedgerCell` over the tasks, as `plateau_study` saved them."""
+    rows = []
     for name, summary in cells.items():
         book = summary["ledger"]
-        tasks += [name] * len(book["t0"])
-        for values, key in ((realized, "realized_half"), (band, "band_half"), (gain, "gain_half")):
-            values += book[key]
-    tasks, gain = np.array(tasks), np.array(gain, np.float64)
-    lanes = np.isfinite(gain)  # a lane with no plateau past t_0 has no ledger: not tested
-    mine, null = (np.array(v, np.float64)[lanes] / gain[lanes] for v in (realized, band))
+        halves = zip(book["gain_half"], book["realized_half"], book["band_half"], strict=True)
+        rows += [LedgerCell(name, *map(float, half)) for half in halves]
+    return rows
+
+
+def _ledger_claim(cells: dict, held_out, regime: str) -> Claim:
+    rows = [r for r in _ledger_rows(cells) if np.isfinite(r.gain)]  # no plateau: not tested
+    tasks = np.array([r.task for r in rows])
+    mine = np.array([r.realized / r.gain for r in rows])
+    null = np.array([r.band / r.gain for r in rows])
 
     def holds(ratios) -> bool | None:
         return _within(ratios, LEDGER_TOLERANCE) >= SHARE if ratios.size else None
 
     def text(ratios) -> str:
         parts = []
-        for task in dict.fromkeys(tasks[lanes]):
+        for task in dict.fromkeys(tasks):
             mark = " (held out)" if task in held_out else ""
-            r = ratios[tasks[lanes] == task]
+            r = ratios[tasks == task]
             parts.append(
                 f"{task}{mark}: {_within(r, LEDGER_TOLERANCE):.0%} of {r.size}, "
                 f"{np.min(r):.2f}–{np.max(r):.2f}"
