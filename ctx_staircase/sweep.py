@@ -413,11 +413,12 @@ def train_sweep(
     store = LaneStore.create(
         "sweep",
         out,
-        _sweep_spec(model, ds, config, model_kwargs, (gamma, seed, lr)),
+        _sweep_spec(model, ds, config, model_kwargs),
         done="metrics.json",
         to_arrays=train.trajectory_arrays,
         from_arrays=train.trajectory_from_arrays,
         required=("steps", "loss", "W_E"),
+        keys=[_value_key(*lane) for lane in zip(gamma, seed, lr, strict=True)],
     )
     start = time.perf_counter()
     lanes = resumable_map(
@@ -558,7 +559,9 @@ class LaneStore:
 
     A lane is a record (a pytree of arrays: a `train.Trajectory`, a dict) that ``to_arrays``
     turns into named arrays and ``from_arrays`` back; ``required``: the names every saved lane
-    holds (a lane missing one is recomputed)."""
+    holds (a lane missing one is recomputed). ``keys`` names each lane's unit by what sets its
+    numbers (a sweep's gamma, seed and lr), so a grid grown around it finds it; without, lanes
+    are named by position."""
 
     def __init__(
         self,
@@ -567,11 +570,13 @@ class LaneStore:
         to_arrays: Callable[[Any], dict] = dict,
         from_arrays: Callable[[dict], Any] = dict,
         required: Sequence[str] = (),
+        keys: Sequence[str] | None = None,
     ) -> None:
         self.store = store
         self.to_arrays = to_arrays
         self.from_arrays = from_arrays
         self.required = tuple(required)
+        self.keys = None if keys is None else tuple(keys)
 
     @classmethod
     def create(cls, kind: str, out, spec: dict, *, done: str, **record) -> LaneStore | None:
@@ -592,17 +597,21 @@ class LaneStore:
     def spec(self) -> dict:
         return self.store.spec
 
+    def key(self, lane: int) -> str:
+        """The unit name of lane ``lane``."""
+        return self.keys[lane] if self.keys is not None else _lane_key(lane)
+
     def load(self, total: int) -> dict[int, Any]:
         """The saved lanes among ``0..total-1``, by lane."""
         done = {}
         for lane in range(total):
-            arrays = self.store.load(_lane_key(lane), self.required)
+            arrays = self.store.load(self.key(lane), self.required)
             if arrays is not None:
                 done[lane] = self.from_arrays(arrays)
         return done
 
     def save(self, lane: int, record) -> None:
-        self.store.save(_lane_key(lane), **self.to_arrays(record))
+        self.store.save(self.key(lane), **self.to_arrays(record))
 
     def finish(self, **summary: Any) -> None:
         """Mark the run finished: ``done`` holds the spec and ``summary`` (`units.UnitStore`)."""
@@ -613,8 +622,16 @@ def _lane_key(lane: int) -> str:
     return f"lane_{lane:05d}"
 
 
-def _sweep_spec(model, ds, config, model_kwargs, grid_columns) -> dict:
-    """What a `train_sweep` computes, as its `LaneStore` records it."""
+def _value_key(gamma: float, seed: int, lr: float) -> str:
+    """A sweep lane's unit name from the values that set its numbers (``repr`` keeps every
+    float exact)."""
+    return f"lane_gamma{float(gamma)!r}_seed{int(seed)}_lr{float(lr)!r}"
+
+
+def _sweep_spec(model, ds, config, model_kwargs) -> dict:
+    """What every lane of a `train_sweep` shares, as its `LaneStore` records it: the grid is
+    not in it (each lane's unit is named by its gamma, seed and lr), so a sweep grown by more
+    gammas, seeds or lrs reuses the lanes it has."""
     return {
         "model": model,
         "task": ds.name,
@@ -623,7 +640,6 @@ def _sweep_spec(model, ds, config, model_kwargs, grid_columns) -> dict:
         "data": _digest(ds),  # the data itself: a name and parameters may hide a change
         "config": _jsonable(config.__dict__),
         "model_kwargs": _jsonable(model_kwargs),
-        "grid": np.stack(grid_columns, axis=1).tolist(),
     }
 
 

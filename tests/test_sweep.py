@@ -130,8 +130,9 @@ def test_interrupted_sweep_resumes_and_recomputes_only_the_rest(ds, tmp_path, mo
     saved = np.load(tmp_path / "arrays.npz")
     np.testing.assert_array_equal(saved["W_E"], resumed.trajectory.W_E)
 
-    with pytest.raises(ValueError, match="finished run of other settings"):
-        sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, gammas=[2.0], **F64)
+    computed.clear()  # another grid is not other settings: only its new lane is trained
+    sweep.train_sweep("ffn", ds, CONFIG, out=tmp_path, gammas=[2.0], chunk=1, **F64)
+    assert computed == [1]
 
 
 @pytest.mark.parametrize(
@@ -499,3 +500,25 @@ def test_a_lane_that_overflows_at_its_first_step_is_reported_diverged_at_step_0(
     )
     assert result.trajectory.diverged_step.tolist() == [0, -1]
     assert result.status == ["diverged at step 0", "ok"]
+
+
+def test_a_sweep_grown_by_one_gamma_trains_only_that_lane(ds, tmp_path, monkeypatch):
+    """A finished sweep grown by a gamma (and then by a seed) trains only the new lanes; the
+    lanes it had come back bitwise, and the grown result equals a fresh run of the whole grid."""
+    sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, chunk=1, **SMALL_GRID, **F64)
+    computed = counting_lanes(monkeypatch)
+    grown = dict(SMALL_GRID, gammas=[0.5, 1.0, 1.5])
+    result = sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, chunk=1, **grown, **F64)
+    assert computed == [1]  # gamma 1.5 only
+    more = dict(grown, seeds=[0, 2])
+    computed.clear()
+    result = sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, chunk=1, **more, **F64)
+    assert computed == [1, 1, 1]  # seed 2 at each gamma
+    fresh = sweep.train_sweep("ffn", ds, SMALL, chunk=1, **more, **F64)
+    for a, b in zip(
+        jax.tree.leaves(result.trajectory), jax.tree.leaves(fresh.trajectory), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    record = json.loads((tmp_path / "metrics.json").read_text())
+    assert "grid" not in json.loads((tmp_path / "spec.json").read_text())
+    assert len(record["status"]) == 6
