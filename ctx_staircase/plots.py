@@ -66,6 +66,8 @@ ROLE_LABEL = {
     "null": "null (labels shuffled)",
 }
 
+#: The most curves a panel of a comparison figure holds (theory overlays: one γ per row).
+MAX_CURVES = 8
 #: γ values are coloured on turbo over this range, so a γ keeps its colour across figures.
 GAMMA_RANGE = (0.0, 2.0)
 #: The least CIE76 colour distance (ΔE) between two γ 0.1 apart in [0.2, 1.6], the range the
@@ -425,34 +427,38 @@ def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):
 
 
 def theory_overlay_figure(experiment, title: str):
-    """Theory over training: logit scale, ρ₀ and ρ₁ against t = η · step, one colour per γ,
-    each theory in its style (`theory_line`), the styles explained in the legend.
+    """Theory over training: logit scale, ρ₀ and ρ₁ against t = η · step, one row per γ (in its
+    colour), so a panel holds training and each theory once (at most `MAX_CURVES` curves for up
+    to seven theories); each theory in its style (`theory_line`), the styles in the legend.
 
     ``experiment``: a `comparison.TheoryVsTraining`.
     """
     ts = experiment.ts
     runs = experiment.runs
-    fig, axes = figure(1, 3, panel=(5.0, 4.0), suptitle=title)
-    for run in runs:
+    fig, axes = grid(len(runs), 3, panel=(4.2, 2.9), suptitle=title)
+    for row, run in zip(axes, runs, strict=True):
         colour = gamma_colour(run.gamma)
         first = next(iter(run.comparisons.values()))
-        axes[0].plot(ts, first.logit_scale.simulation, color=colour, lw=1.8)
+        row[0].plot(ts, first.logit_scale.simulation, color=colour, lw=1.8)
         for m in (0, 1):
-            axes[1 + m].plot(ts, first.rho.simulation[m], color=colour, lw=1.8)
+            row[1 + m].plot(ts, first.rho.simulation[m], color=colour, lw=1.8)
         for name, comparison in run.comparisons.items():
             style = {"color": colour, **theory_line(experiment.styles[name])}
-            axes[0].plot(ts, comparison.logit_scale.theory, **style)
+            row[0].plot(ts, comparison.logit_scale.theory, **style)
             for m in (0, 1):
-                axes[1 + m].plot(ts, comparison.rho.theory[m], **style)
-    reference(axes[0], y=experiment.threshold, label="escape threshold")
-    axes[0].set_yscale("log")
-    axes[0].set_ylim(top=1e3)  # past escape the truncated theories blow up; not their regime
-    axis_labels(axes[0], FLOW_TIME, "largest centred logit (nats)", "logit scale")
-    axis_labels(axes[1], FLOW_TIME, r"$\rho_0$ (corr.)", r"alignment with $S^{sig,(0)}$")
-    axis_labels(axes[2], FLOW_TIME, r"$\rho_1$ (corr.)", "best first-order frequency alignment")
+                row[1 + m].plot(ts, comparison.rho.theory[m], **style)
+        reference(row[0], y=experiment.threshold, label="escape threshold")
+        row[0].set_yscale("log")
+        row[0].set_ylim(top=1e3)  # past escape the truncated theories blow up; not their regime
+        gamma = rf"$\gamma = {run.gamma:g}$"
+        axis_labels(row[0], FLOW_TIME, "largest centred logit (nats)", f"logit scale, {gamma}")
+        axis_labels(
+            row[1], FLOW_TIME, r"$\rho_0$ (corr.)", rf"alignment with $S^{{sig,(0)}}$, {gamma}"
+        )
+        axis_labels(row[2], FLOW_TIME, r"$\rho_1$ (corr.)", f"best first-order alignment, {gamma}")
     styles = [experiment.styles[name] for name in runs[0].comparisons]
     extra = [*gamma_handles(r.gamma for r in runs), *theory_handles(styles)]
-    role_legend(axes[0], roles=("training",), extra=extra, loc="best")
+    role_legend(axes[0, 0], roles=("training",), extra=extra, loc="best")
     return fig
 
 

@@ -325,13 +325,18 @@ def test_theory_overlay_figure_draws_each_theory_in_its_style(model, tmp_path):
     assert "training" in legend_texts
     assert all(style.label in legend_texts for style in styles)
     assert r"$\gamma = 0.5$" in legend_texts
-    # every theory curve carries its theory's dash pattern and its γ's colour
+    # one row per γ: every theory curve of a row carries its theory's dash pattern and the
+    # row's γ colour, and no panel holds more than MAX_CURVES curves
     styles = {str(_line_style(plots.theory_line(s)["ls"])) for s in styles}
-    lines = fig.axes[1].get_lines()
-    drawn = {str(line._unscaled_dash_pattern) for line in lines}
-    assert styles | {str(_line_style("-"))} == drawn
-    colours = {mcolors.to_hex(line.get_color()) for line in lines}
-    assert colours == {mcolors.to_hex(plots.gamma_colour(g)) for g in (0.5, 1.0)}
+    for row, gamma in enumerate((0.5, 1.0)):
+        lines = fig.axes[3 * row + 1].get_lines()
+        drawn = {str(line._unscaled_dash_pattern) for line in lines}
+        assert styles | {str(_line_style("-"))} == drawn
+        colours = {mcolors.to_hex(line.get_color()) for line in lines}
+        assert colours == {mcolors.to_hex(plots.gamma_colour(gamma))}
+    for ax in fig.axes:
+        curves = [li for li in ax.get_lines() if len(li.get_xdata()) > 2]  # not the references
+        assert 0 < len(curves) <= plots.MAX_CURVES, ax.get_title()
     png, pdf = plots.save_figure(fig, tmp_path / "overlay.png")
     assert png.is_file() and pdf.is_file()
 
@@ -354,15 +359,19 @@ def test_theory_overlay_figure_draws_training_solid_and_each_theory_styled():
     """Solid lines: training's curves (`TheorySimulation.simulation`); styled: the theory's."""
     experiment = _theory_experiment("attention")
     fig = plots.theory_overlay_figure(experiment, "overlay")
-    for ax, read in ((fig.axes[0], lambda c: c.logit_scale), (fig.axes[1], lambda c: c.rho)):
-        solid = [li for li in ax.get_lines() if li.get_linestyle() == "-"]
-        styled = [li for li in ax.get_lines() if li.get_linestyle() not in ("-", "None")]
-        for run, s, t in zip(experiment.runs, solid, styled[: len(experiment.runs)], strict=False):
-            pair = read(next(iter(run.comparisons.values())))
-            want_s = pair.simulation if ax is fig.axes[0] else pair.simulation[0]
-            want_t = pair.theory if ax is fig.axes[0] else pair.theory[0]
-            np.testing.assert_array_equal(s.get_ydata(), want_s)
-            np.testing.assert_array_equal(t.get_ydata(), want_t)
+    for row, run in enumerate(experiment.runs):  # one row per γ
+        pair = next(iter(run.comparisons.values()))
+        for column, (want_s, want_t) in enumerate(
+            ((pair.logit_scale.simulation, pair.logit_scale.theory),
+             (pair.rho.simulation[0], pair.rho.theory[0]))
+        ):  # fmt: skip
+            ax = fig.axes[3 * row + column]
+            solid = [
+                li for li in ax.get_lines() if li.get_linestyle() == "-" and li.get_xdata().size > 2
+            ]
+            styled = [li for li in ax.get_lines() if li.get_linestyle() not in ("-", "None")]
+            np.testing.assert_array_equal(solid[0].get_ydata(), want_s)
+            np.testing.assert_array_equal(styled[0].get_ydata(), want_t)
     plots.plt.close(fig)
 
 
@@ -637,3 +646,18 @@ def test_an_integer_axis_ticks_only_integers():
     assert np.all(after == np.round(after)) and len(after) >= 3
     assert not np.all(before == np.round(before))  # the default: half-integers here
     plt.close(fig)
+
+
+def test_a_theory_overlay_of_five_gammas_and_three_theories_keeps_each_panel_readable():
+    """Five γ and three FFN theories (once 20 curves a panel): one row per γ, each panel
+    training and the three theories, at most `plots.MAX_CURVES` curves."""
+    experiment = _theory_experiment("ffn")
+    run = experiment.runs[0]
+    gammas = (0.6, 0.8, 1.0, 1.2, 1.4)
+    experiment = experiment._replace(runs=[run._replace(gamma=g) for g in gammas])
+    fig = plots.theory_overlay_figure(experiment, "five")
+    assert len(fig.axes) == 3 * len(gammas)
+    for ax in fig.axes:
+        curves = [li for li in ax.get_lines() if len(li.get_xdata()) > 2]
+        assert len(curves) == 1 + len(run.comparisons) <= plots.MAX_CURVES, ax.get_title()
+    plots.plt.close(fig)
