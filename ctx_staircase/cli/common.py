@@ -238,8 +238,8 @@ def limit(args: argparse.Namespace):
 
 def out_dir(args: argparse.Namespace, default: Path) -> Path:
     """``--out`` or ``default``, checked writable (`paths.check_output_dir`); for a command
-    with ``--force`` (one whose run cannot resume), refused when it holds a finished run
-    (its ``metrics.json``) and ``--force`` is not given."""
+    with ``--force`` (one that would rewrite a finished run; an unfinished one still resumes),
+    refused when it holds a finished run (its ``metrics.json``) and ``--force`` is not given."""
     from ctx_staircase import paths
 
     out = paths.check_output_dir(args.out if args.out is not None else default)
@@ -263,7 +263,7 @@ def check_gammas(gammas, d: int) -> None:
             )
 
 
-#: ``--force`` of the commands that write a finished run in one go (no lanes to resume).
+#: ``--force`` of the commands whose rerun would rewrite a finished run (`out_dir`).
 FORCE = flag("--force", action="store_true", help="replace a finished run in --out")
 
 
