@@ -10,7 +10,7 @@ returns one `Measurement`:
   (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked tokens and scored on
   the pairs of the other half. The tracked tokens are the most frequent eligible ones (the
   `lm` module docstring), or those the stream names;
-- **a `tasks.TokenDataset`**: the controlled tasks' measurement, ``rho_0`` against the
+- **a `tasks.TokenDataset`**: the controlled tasks' measurement, ``rho0`` against the
   zero-order signature, the frequency-resolved first-order alignments ``rho_(1),k`` (paper
   §4.5) and the first-order probe (eq. 7), on the dataset's default token group.
 
@@ -57,8 +57,8 @@ class Measurement:
         reference: what the embedding is aligned with, e.g. ``"next-token signature"``.
         steps: int ``[S]`` each snapshot's training step.
         tracked: int ``[A]`` the measured token ids.
-        alignment: name -> ``[S]``: ``"rho_next"`` for a stream; ``"rho_0"`` and
-            ``"rho_1_k{k}"`` (k = 1 .. A/2) for a task.
+        alignment: name -> ``[S]``: ``"rho_next"`` for a stream; ``"rho0"`` and
+            ``"rho1_k{k}"`` (k = 1 .. A/2) for a task (the keys `train` and `geometry` use).
         null: the same names -> ``[S]``, scored on the row-permuted embeddings.
         probe: name -> ``[S]``: ``"corr"`` and ``"mse"`` (held out), and for a stream
             ``"baseline_mse"`` (the held-out variance: the MSE of the best constant).
@@ -85,7 +85,7 @@ class Measurement:
 
     @property
     def headline(self) -> str:
-        """The main curve's name: ``rho_next`` for a stream, ``rho_0`` for a task."""
+        """The main curve's name: ``rho_next`` for a stream, ``rho0`` for a task."""
         return next(iter(self.alignment))
 
     def to_json(self) -> dict[str, Any]:
@@ -324,8 +324,8 @@ def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
     S_emb = geometry.embedding_similarity(W_E, alphas)  # [S, A, A]
     permutation = np.random.default_rng(seed).permutation(alphas.size)
     shuffled = S_emb[:, permutation][:, :, permutation]
-    alignment = {"rho_0": np.asarray(curves.rho0)[0]}
-    null = {"rho_0": np.asarray(metrics.alignment(shuffled, curves.S_sig0).value)}
+    alignment = {"rho0": np.asarray(curves.rho0)[0]}
+    null = {"rho0": np.asarray(metrics.alignment(shuffled, curves.S_sig0).value)}
     if ds.L >= 2:
         labels = np.unique(ds.labels[ds.weights > 0])
         phi1 = signatures.label_signature(ds, 1, alphas=alphas, labels=labels, context=alphas)
@@ -333,7 +333,7 @@ def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
         rho1 = np.asarray(metrics.frequency_alignment(phi1, S_emb, ks))  # [S, K]
         rho1_null = np.asarray(metrics.frequency_alignment(phi1, shuffled, ks))
         for i, k in enumerate(ks):
-            alignment[f"rho_1_k{k}"], null[f"rho_1_k{k}"] = rho1[:, i], rho1_null[:, i]
+            alignment[f"rho1_k{k}"], null[f"rho1_k{k}"] = rho1[:, i], rho1_null[:, i]
     return Measurement(
         reference="zero-order signature",
         steps=steps,
@@ -348,7 +348,7 @@ def _measure_task(ds: TokenDataset, snapshots, steps, key, seed) -> Measurement:
             "task": ds.name,
             "group": group,
             "seed": seed,
-            "rho_0_method": curves.rho0_method,
+            "rho0_method": curves.rho0_method,
             "null": "the group's rows permuted (one fixed permutation from seed)",
         },
     )

@@ -499,7 +499,7 @@ def measurement_figure(measured, source: str):
     x = np.asarray(measured.steps)[order]
     for i, (name, values) in enumerate(measured.alignment.items()):
         colour = order_colour(0) if i == 0 else f"C{i % 10}"
-        label = {"rho_next": r"$\rho_{next}$", "rho_0": r"$\rho_0$"}.get(name, name)
+        label = {"rho_next": r"$\rho_{next}$", "rho0": r"$\rho_0$"}.get(name, name)
         axes[0].plot(x, np.asarray(values)[order], color=colour, marker="o", ms=3, label=label)
         # a marker too: a single snapshot's null is one point, which a line alone never draws
         axes[0].plot(

@@ -225,10 +225,10 @@ def test_task_snapshots_agree_with_geometry(tmp_path):
     paths = [write_npz(tmp_path, f"step_{s}", W) for s, W in zip((0, 5, 9), W_E, strict=True)]
     measured = measure.measure_snapshots(ds, paths)
     curves = geometry.alignment_curves(W_E[None], measured.steps, ds, probe_snapshots=3)
-    np.testing.assert_allclose(measured.alignment["rho_0"], curves.rho0[0], atol=1e-6)
+    np.testing.assert_allclose(measured.alignment["rho0"], curves.rho0[0], atol=1e-6)
     np.testing.assert_allclose(measured.probe["corr"], curves.probe_corr[0], atol=1e-6)
     rho = geometry.alignment_orders(ds, W_E)
-    rho1 = np.max([v for k, v in measured.alignment.items() if k.startswith("rho_1_k")], axis=0)
+    rho1 = np.max([v for k, v in measured.alignment.items() if k.startswith("rho1_k")], axis=0)
     np.testing.assert_allclose(rho1, rho[1], atol=1e-6)
     np.testing.assert_array_equal(measured.steps, [0, 5, 9])
 
@@ -241,8 +241,8 @@ def test_task_embedding_equal_to_its_signature_scores_one():
     W_E = np.random.default_rng(0).normal(size=(ds.vocab_size, phi0.shape[1]))
     W_E[alphas] = phi0
     measured = measure.measure_snapshots(ds, [W_E])
-    assert measured.alignment["rho_0"][0] == pytest.approx(1.0, abs=1e-6)
-    assert abs(measured.null["rho_0"][0]) < 0.5
+    assert measured.alignment["rho0"][0] == pytest.approx(1.0, abs=1e-6)
+    assert abs(measured.null["rho0"][0]) < 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,7 +298,7 @@ def test_cli_measure_on_a_task_export(tmp_path, capsys):
     assert cli.main([*argv, "--out", str(out)]) == 0
     measured = json.loads((out / "metrics.json").read_text())
     trained = json.loads((run / "metrics.json").read_text())
-    np.testing.assert_allclose(measured["rho_0"], trained["alignment"]["rho0"][0], atol=1e-6)
+    np.testing.assert_allclose(measured["rho0"], trained["alignment"]["rho0"][0], atol=1e-6)
     assert measured["steps"] == trained["alignment"]["steps"]
 
 
@@ -520,8 +520,8 @@ def test_task_nulls_of_every_order_are_on_the_shuffled_geometry():
     angle = 2 * np.pi * numbers / len(numbers)
     W_E[numbers] = np.stack([np.cos(angle), np.sin(angle)], axis=1)
     measured = measure.measure_snapshots(ds, [W_E], seed=0)
-    assert measured.alignment["rho_1_k1"][0] == pytest.approx(1.0, abs=1e-6)
-    assert measured.null["rho_1_k1"][0] < 0.8
+    assert measured.alignment["rho1_k1"][0] == pytest.approx(1.0, abs=1e-6)
+    assert measured.null["rho1_k1"][0] < 0.8
 
 
 def test_snapshot_step_is_the_last_step_named_in_the_path():
@@ -767,10 +767,10 @@ def test_cli_measure_on_a_task_prints_its_headline_and_refuses_mixed_flags(
     assert cli.main([*argv, "--out", "out"]) == 0
     record = json.loads(Path("out/metrics.json").read_text())
     printed = capsys.readouterr().out
-    assert "rho_0 of 2 snapshots (task add)" in printed
+    assert "rho0 of 2 snapshots (task add)" in printed
     rows = table_rows(printed)
     assert [row[0] for row in rows] == ["0", "7"]  # steps from the names
-    assert [row[1] for row in rows] == [f"{v:.3f}" for v in record["rho_0"]]
+    assert [row[1] for row in rows] == [f"{v:.3f}" for v in record["rho0"]]
     assert [row[4:] for row in rows] == [["6", "step_0.npz [W_E]"], ["6", "step_7.npz [W_E]"]]
     for extra, message in (
         (["--tokenizer", "tokenizer.json"], "--tokenizer applies with --tokens, not with --task"),
