@@ -131,8 +131,8 @@ def measure_snapshots(
         snapshots: ``[V, d]`` arrays, `checkpoints.Embedding` records or paths; on a stream
             each may have its own V and d (every token id must index one of its rows, and its
             ids must be the stream's, `checkpoints.check_ids`); on a task, one shape.
-        steps: each snapshot's step; default: the step in each path's name
-            (`checkpoints.snapshot_step`), else the snapshot's position.
+        steps: each snapshot's step; default: the step in each path's name, or in an
+            `Embedding`'s source (`checkpoints.snapshot_step`), else the snapshot's position.
         key: the tensor to read from each path (default: found by name).
         tracked: the token ids to measure (a stream; default: the stream's, else the ``count``
             most frequent eligible ones occurring ``min_count`` times, `lm.eligible_tokens`).
@@ -404,7 +404,12 @@ def _steps(snapshots, steps) -> np.ndarray:
                 f"steps must be one integer per snapshot ({len(snapshots)}); got {steps.tolist()}"
             )
         return steps.astype(np.int64)
-    named = [checkpoints.snapshot_step(s) if isinstance(s, str | Path) else None for s in snapshots]
+    named = [
+        checkpoints.snapshot_step(s.source if isinstance(s, Embedding) else s)
+        if isinstance(s, str | Path | Embedding)
+        else None
+        for s in snapshots
+    ]
     if all(n is not None for n in named):
         return np.asarray(named, dtype=np.int64)
     return np.arange(len(snapshots), dtype=np.int64)

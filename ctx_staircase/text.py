@@ -53,7 +53,13 @@ def tokenize(text: str) -> list[str]:
     ``tokenize("Hello, World!") == ["hello", ",", "world", "!"]``.
     """
     check_type(text, "text", str, "a str")
-    return _TOKEN.findall(text.lower())
+    return words(text.lower())
+
+
+def words(text: str) -> list[str]:
+    """The tokens of `tokenize`, case kept: runs of letters, digits and apostrophes, and each
+    other non-whitespace character on its own."""
+    return _TOKEN.findall(text)
 
 
 @dataclass(frozen=True)
@@ -485,4 +491,5 @@ __all__ = [
     "tokenize",
     "windows",
     "word_group_ids",
+    "words",
 ]

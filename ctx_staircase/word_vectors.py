@@ -30,6 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ctx_staircase import text as text_module
+
 __all__ = [
     "OOV_POLICIES",
     "Case",
@@ -326,7 +328,6 @@ class Case(enum.Enum):
 #: shared id past the vectors (it counts as a next word, and is never measured); ``drop`` removes
 #: it, so its neighbours become adjacent.
 OOV_POLICIES = ("unknown", "drop")
-_WORD = re.compile(r"(?:[^\W_]|')+|\S")
 _PUNCTUATION = re.compile(r"^[^\w\s]+$")
 
 
@@ -369,7 +370,7 @@ def tokenize(
         index.setdefault(word, i)
     unknown = len(vocabulary)
     ids, missing, total = [], 0, 0
-    for token in _WORD.findall(text):
+    for token in text_module.words(text):
         if not punctuation and _PUNCTUATION.match(token):
             continue
         total += 1

@@ -31,10 +31,6 @@ def handler(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     # read lazily (headers, and a word-vector file's words): the rows come when measured
     snapshots = [checkpoints.load_embedding(path, args.key) for path in args.snapshots]
-    steps = args.labels
-    if steps is None:  # from the names, as for paths
-        named = [checkpoints.snapshot_step(path) for path in args.snapshots]
-        steps = named if all(n is not None for n in named) else None
     if args.task is not None:  # a task measures its own token group: no stream settings
         data, source, options = common.make_task(args), f"task {args.task}", {}
     else:
@@ -51,7 +47,7 @@ def handler(args: argparse.Namespace) -> int:
         options = dict(context_length=args.context, count=args.tracked, min_count=args.min_count)
     with common.bar(f"measuring {len(args.snapshots)} snapshots"):
         measured = measure.measure_snapshots(
-            data, snapshots, steps=steps, key=args.key, seed=args.probe_seed, **options
+            data, snapshots, steps=args.labels, key=args.key, seed=args.probe_seed, **options
         )
     record = {
         "data": source,
