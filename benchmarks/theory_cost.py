@@ -14,7 +14,10 @@ applies):
   the C_1 = 1/2 law, which is twice late for ReLU), once with training stopped at 1.25 times the
   latest measured escape (1060 steps), the horizon the law itself would set;
 - ``mod`` N = 40 in V = 82 and Task 4 (n_x = 40), ReLU, gamma 0.8 .. 1.4 (cells of the law's
-  acceptance grid, sims/relu_escape): the law, (R4) and the C_1 = 1/2 law.
+  acceptance grid, sims/relu_escape): the law, (R4) and the C_1 = 1/2 law;
+- every configuration of that grid at seed 0, gamma 0.8 .. 1.4 (``grid ...``): the law alone,
+  against training stopped at 1.25 times the law's latest escape, the horizon the law itself sets
+  (the command's own horizon is sized by the C_1 = 1/2 law, twice late for ReLU).
 
 Ratios are a theory's seconds over training's; a law is cheaper than the training it predicts
 where the ratio is below 1. No speed is asserted.
@@ -25,12 +28,14 @@ Usage: python benchmarks/theory_cost.py [--repeats 3] [--only NAME ...] [--json 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import jax
 from _machine import other_busy_processes
 
 from ctx_staircase import comparison, results, tasks
+from ctx_staircase.experiments import relu_escape
 
 #: The theories of the ReLU escape law's acceptance grid (sims/relu_escape).
 _GRID = ("relu_escape_law", "closed_form_frozen_gates", "closed_form_feedback")
@@ -68,23 +73,65 @@ SETTINGS = {
         dict(gammas=(0.8, 1.0, 1.2, 1.4), max_orders=(0,), activation="relu", theories=_GRID),
     ),
 }
+_LAW = ("relu_escape_law",)
+#: The acceptance grid's configurations (sims/relu_escape), seed 0, the law alone, training
+#: stopped at 1.25 times the law's own latest escape (`LAW_HORIZON`).
+GRID = {
+    f"grid {task} {' '.join(f'{k}={v}' for k, v in params.items())}": (
+        task,
+        params,
+        dict(gammas=relu_escape.GAMMAS, max_orders=(0,), activation="relu", theories=_LAW),
+    )
+    for task, params in relu_escape.CONFIGURATIONS
+}
+#: Training on the grid stops at this multiple of the law's latest predicted escape.
+LAW_HORIZON = 1.25
+LR = 0.2
+
+
+def law_horizon(ds, keywords: dict) -> int:
+    """Steps to `LAW_HORIZON` times the latest escape the law predicts (one call at the
+    command's own horizon, not timed)."""
+    first = comparison.theory_vs_training(ds, d=128, lr=LR, **keywords)
+    return math.ceil(LAW_HORIZON * max(first.escape.theories["relu_escape_law"]) / LR)
 
 
 def measure(task: str, params: dict, keywords: dict, repeats: int) -> dict:
     """Each part's seconds per call, ``{"simulation": [...], name: [...]}``, over ``repeats``
-    calls of `comparison.theory_vs_training` (the first compiles), and the roles."""
+    calls of `comparison.theory_vs_training` (the first compiles), and the roles. A grid
+    setting trains to the law's own horizon (`law_horizon`)."""
     ds = tasks.make(task, **params)
-    calls = [comparison.theory_vs_training(ds, d=128, lr=0.2, **keywords) for _ in range(repeats)]
+    if "steps" not in keywords and keywords.get("theories") == _LAW:
+        keywords = keywords | {"steps": law_horizon(ds, keywords)}
+    calls = [comparison.theory_vs_training(ds, d=128, lr=LR, **keywords) for _ in range(repeats)]
     parts = calls[0].cost.as_json()
     seconds = {part: [c.cost.as_json()[part] for c in calls] for part in parts}
-    return {"seconds": seconds, "roles": {k: v.value for k, v in calls[0].roles.items()}}
+    return {
+        "seconds": seconds,
+        "roles": {k: v.value for k, v in calls[0].roles.items()},
+        "steps": round(calls[0].ts[-1] / LR),
+        "escape_ratios": [
+            law / sim
+            for law, sim in zip(
+                calls[0].escape.theories.get("relu_escape_law", []),
+                calls[0].escape.simulation,
+                strict=False,
+            )
+        ],
+    }
 
 
 def table(name: str, measured: dict) -> list[str]:
     """Rows: each part's first and steady seconds and, for a theory, its ratios to training."""
     seconds = measured["seconds"]
     training = seconds["simulation"]
-    rows = [f"{name}: training first {training[0]:.2f} s, steady {min(training[1:]):.2f} s"]
+    rows = [
+        f"{name}: {measured['steps']} steps, training first {training[0]:.2f} s,"
+        f" steady {min(training[1:]):.2f} s"
+    ]
+    if measured["escape_ratios"]:
+        ratios = ", ".join(f"{r:.3f}" for r in measured["escape_ratios"])
+        rows.append(f"  escape law / training: {ratios}")
     for part, spent in seconds.items():
         if part == "simulation":
             continue
@@ -99,7 +146,8 @@ def table(name: str, measured: dict) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="calls per setting (>= 2)")
-    parser.add_argument("--only", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    names = list(SETTINGS) + list(GRID)
+    parser.add_argument("--only", nargs="+", choices=names, default=names)
     parser.add_argument("--json", default=None, help="write the numbers here")
     args = parser.parse_args()
     if args.repeats < 2:
@@ -109,7 +157,7 @@ def main() -> None:
     report = {"environment": results.environment(), "busy": busy, "settings": {}}
     with jax.enable_x64(True):
         for name in args.only:
-            task, params, keywords = SETTINGS[name]
+            task, params, keywords = (SETTINGS | GRID)[name]
             measured = measure(task, params, keywords, args.repeats)
             report["settings"][name] = measured
             print("\n".join(table(name, measured)))

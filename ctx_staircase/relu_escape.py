@@ -67,10 +67,12 @@ _MAX_ORDER = 200
 
 
 class GateData(NamedTuple):
-    """The data of the gated law in sparse form, ``n`` samples of ``L`` tokens.
+    """The data of the gated law in sparse form, ``n`` distinct samples of ``L`` tokens: samples
+    with the same token counts and label are merged, their weights summed (the gated flow, the
+    statistic and the feedback see a sample only through its counts, label and weight).
 
     Attributes:
-        tokens: ``[n, L]`` each token as an index into ``token_ids``.
+        tokens: ``[n, L]`` each token as an index into ``token_ids``, sorted within a sample.
         labels: ``[n]`` each label as an index into ``label_ids``.
         weights: ``p_n [n]``, summing to one.
         vocab_size: ``V``, the ids the softmax ranges over.
@@ -99,12 +101,16 @@ def gate_data(ds: TokenDataset, vocab_size: int | None = None) -> GateData:
     if V < ds.vocab_size:
         raise ValueError(f"vocab_size must be >= the data's vocabulary ({ds.vocab_size}); got {V}")
     tokens, labels = np.asarray(ds.tokens), np.asarray(ds.labels)
-    n, L = tokens.shape
-    p = np.asarray(ds.weights, np.float64)
-    p = p / p.sum()
+    L = tokens.shape[1]
     token_ids, token_index = np.unique(tokens, return_inverse=True)
     label_ids, label_index = np.unique(labels, return_inverse=True)
-    token_index = token_index.reshape(n, L)
+    # samples with the same token counts and label are one sample of their summed weight
+    keys = np.column_stack([np.sort(token_index.reshape(tokens.shape), axis=1), label_index])
+    keys, merged = np.unique(keys, axis=0, return_inverse=True)
+    p = np.bincount(merged.ravel(), weights=np.asarray(ds.weights, np.float64))
+    p = p / p.sum()
+    token_index, label_index = keys[:, :L], keys[:, L]
+    n = len(keys)
     Vt, Vy = len(token_ids), len(label_ids)
     rows = np.repeat(np.arange(n), L)
     counts = scipy.sparse.csr_matrix((np.ones(n * L), (rows, token_index.ravel())), shape=(n, Vt))
@@ -118,7 +124,7 @@ def gate_data(ds: TokenDataset, vocab_size: int | None = None) -> GateData:
 
 def _hidden(data: GateData, rows: np.ndarray) -> np.ndarray:
     """The hidden units ``h_nj = c_n . a_j``, ``[n, d]``, of the token rows ``[V_t, d]``."""
-    return sum(rows[data.tokens[:, i]] for i in range(data.tokens.shape[1]))
+    return data.counts @ rows
 
 
 def _drive(data: GateData, gates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -222,13 +228,15 @@ class UnitFlow(NamedTuple):
         tau, repeats = np.unique(times, return_inverse=True)  # a held lane repeats its end
         piece = np.searchsorted(self.starts, tau, side="right") - 1
         piece = np.clip(piece, 0, len(self.terms_a) - 1)
-        W_E = np.empty((len(tau), *self.terms_a[0].shape[1:]))
-        W_U = np.empty((len(tau), *self.terms_b[0].shape[1:]))
+        shape = self.terms_a[0].shape[1:]
+        W_E, W_U = np.empty((len(tau), np.prod(shape))), np.empty((len(tau), np.prod(shape)))
+        bounds = np.searchsorted(piece, np.arange(len(self.terms_a) + 1))  # tau is sorted
         for i in np.unique(piece):
-            chosen = np.flatnonzero(piece == i)
-            powers = scale * _powers(tau[chosen] - self.starts[i], len(self.terms_a[i]) - 1)
-            W_E[chosen] = np.tensordot(powers, self.terms_a[i], axes=1)
-            W_U[chosen] = np.tensordot(powers, self.terms_b[i], axes=1)
+            lo, hi = bounds[i], bounds[i + 1]
+            powers = scale * _powers(tau[lo:hi] - self.starts[i], len(self.terms_a[i]) - 1)
+            np.matmul(powers, self.terms_a[i].reshape(len(powers[0]), -1), out=W_E[lo:hi])
+            np.matmul(powers, self.terms_b[i].reshape(len(powers[0]), -1), out=W_U[lo:hi])
+        W_E, W_U = W_E.reshape(-1, *shape), W_U.reshape(-1, *shape)
         if np.array_equal(tau, times):
             return W_E, W_U
         return W_E[repeats], W_U[repeats]
@@ -304,22 +312,23 @@ def statistic_and_feedback(data: GateData, a: np.ndarray, b: np.ndarray):
     V, p = data.vocab_size, data.weights
     S, pi = np.empty(len(a)), np.empty(len(a))
     for i in range(len(a)):
-        h = _hidden(data, a[i])  # [n, d]
-        gates = h > 0
-        z = np.where(gates, h, 0.0)
+        z = np.maximum(_hidden(data, a[i]), 0.0)  # [n, d]
+        gates = z > 0
         centred_b = b[i] - b[i].mean(axis=0)  # [V, d]
         logits = z @ centred_b.T  # [n, V], centred
         S[i] = np.abs(logits).max()
         # the uniform field y' = (v_a [V_t, d], v_b [V, d]), eq. R2
         v_b = np.repeat(-(p @ z)[None] / V, V, axis=0)
         v_b[data.label_ids] += data.label_weights @ z
-        u = np.where(gates, centred_b[data.label_ids[data.labels]] * p[:, None], 0.0)  # [n, d]
+        u = gates * (centred_b[data.label_ids[data.labels]] * p[:, None])  # [n, d]
         v_a = data.counts.T @ u
-        # <y', F> with F_b = r^T z, F_a = C^T (g * (r W_U)), r = -p (centred logits) / V (R5)
-        w = np.where(gates, _hidden(data, v_a), 0.0)  # the hidden units of v_a, gated
-        overlap = np.concatenate([z, w], axis=1) @ np.concatenate([v_b, b[i]], axis=1).T
+        # <y', F> with F_b = r^T z, F_a = C^T (g * (r W_U)), r = -p (centred logits) / V (R5):
+        # <y', F> = -sum_n p_n [z_n . (l_n v_b) + w_n . (l_n W_U)] / V, l_n the centred logits
+        w = gates * _hidden(data, v_a)  # the hidden units of v_a, gated
+        weighted = logits * p[:, None]
+        overlap = float((z * (weighted @ v_b)).sum() + (w * (weighted @ b[i])).sum())
         speed = float((v_a * v_a).sum() + (v_b * v_b).sum())
-        pi[i] = float(np.einsum("n,nv,nv->", p, overlap, logits)) / (V * speed)
+        pi[i] = overlap / (V * speed)
     return S, pi
 
 
