@@ -54,6 +54,13 @@ PACKAGES = (
     "matplotlib",
 )
 
+#: The packages whose versions decide a computed number (matplotlib draws, it does not compute).
+NUMERICAL_PACKAGES = tuple(name for name in PACKAGES if name != "matplotlib")
+
+#: Raised by a change to the package that alters the numbers a stored unit holds without a new
+#: release, so stored lanes of the old numbers are not resumed (`numerics_key`).
+NUMERICS_REVISION = 1
+
 #: Version of the result-file format, recorded by `environment` in every result. 1: bare
 #: ``NaN``/``Infinity`` in the JSON (the first format). 2: strict JSON with non-finite numbers as
 #: ``null`` plus a ``__nonfinite`` sibling (module docstring), and the provenance fields
@@ -134,6 +141,35 @@ def loads(text: str) -> Any:
     return _decode(json.loads(text), root=True)
 
 
+def _versions(names) -> dict[str, str | None]:
+    """The installed version of each distribution in ``names`` (None: not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def numerics_key() -> dict[str, Any]:
+    """What decides a stored unit's numbers besides its own settings: the versions of
+    `NUMERICAL_PACKAGES` (this package included), `NUMERICS_REVISION` and the JAX backend.
+
+    Stored work is keyed on this, not on `source_fingerprint`: a reinstall of the same versions,
+    or an edit that changes no number (a docstring, the command line), resumes it; an upgrade of
+    any numerical package, or a new revision, does not.
+    """
+    versions = _versions(NUMERICAL_PACKAGES)
+    try:
+        import jax
+
+        backend = jax.default_backend()
+    except Exception as err:  # a key must never fail a run
+        backend = f"unavailable: {type(err).__name__}"
+    return {"packages": versions, "revision": NUMERICS_REVISION, "backend": backend}
+
+
 def source_fingerprint() -> str:
     """SHA-256 (16 hex digits) of the package's Python sources, so a stored result can tell
     whether it was made by the code that reads it."""
@@ -172,12 +208,7 @@ def environment() -> dict[str, Any]:
     ``git_commit`` and ``git_dirty`` (`git_state` of the package sources; None outside a git
     checkout), ``source_fingerprint``, ``cpu`` (`cpu`), ``devices`` and ``x64``. Never raises.
     """
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
+    versions = _versions(PACKAGES)
     commit, dirty = git_state()
     info: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,

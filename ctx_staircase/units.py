@@ -1,11 +1,11 @@
 """Resumable work: each finished unit is saved atomically, and a rerun computes only the rest.
 
-A `UnitStore` is a folder holding ``spec.json`` (what is being computed: the settings and the
-source fingerprint of the code computing it) and ``units/KEY.npz``, one file per finished unit
-(a lane, a gamma, an experiment). Rerunning the same work into the same folder loads the finished
-units and computes the others, so an interrupted run resumes; since every unit is computed by
-the same compiled program whatever else runs (`sweep.sweep_map`), the resumed result equals the
-uninterrupted one bitwise.
+A `UnitStore` is a folder holding ``spec.json`` (what is being computed: the settings and
+`results.numerics_key`, the versions of the numerical packages and of this one) and
+``units/KEY.npz``, one file per finished unit (a lane, a gamma, an experiment). Rerunning the
+same work into the same folder loads the finished units and computes the others, so an
+interrupted run resumes; since every unit is computed by the same compiled program whatever else
+runs (`sweep.sweep_map`), the resumed result equals the uninterrupted one bitwise.
 
 What a folder may hold, and what happens to it:
 
@@ -69,7 +69,8 @@ class UnitStore:
 
     Args:
         root: the folder (created on the first save).
-        spec: JSON-able description of the work; the source fingerprint is added to it.
+        spec: JSON-able description of the work; `results.numerics_key` is added to it as
+            ``numerics``.
         done: the file name, inside ``root``, that `finish` writes last; its presence marks the
             work finished.
         parameter: how error messages name ``root`` (e.g. ``"--out"``).
@@ -85,7 +86,7 @@ class UnitStore:
     ) -> None:
         self.root = Path(root)
         self.spec = json.loads(
-            json.dumps({**spec, "source_fingerprint": results.source_fingerprint()}, default=str)
+            json.dumps({**spec, "numerics": results.numerics_key()}, default=str)
         )
         self.done = done
         self.parameter = parameter

@@ -100,6 +100,22 @@ def test_train_writes_curves_figures_and_resumes(tmp_path, capsys):
     assert "ok" in capsys.readouterr().out  # the table goes to stdout
 
 
+def test_train_defaults_to_the_primary_regime(tmp_path):
+    """Without --optimizer, --lr or --vocab-size, ``train`` runs the primary regime
+    (theory/regimes.md): full-batch GD at lr 1 and a model vocabulary of 2 V_min."""
+    from ctx_staircase import tasks
+
+    out = tmp_path / "train"
+    argv = [*TRAIN, "--probe-snapshots", "0", "--out", str(out)]
+    assert cli.main(argv) == 0
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["config"]["optimizer"] == "gd" and summary["config"]["lr"] == 1.0
+    ds = tasks.make("add", N=6)
+    minimal = 1 + int(max(ds.tokens.max(), ds.labels.max()))
+    assert summary["model_kwargs"]["vocab_size"] == str(2 * minimal)
+    assert summary["grid"]["lr"] == [1.0]
+
+
 def test_theory_writes_what_training_and_each_theory_cost_and_their_roles(tmp_path, capsys):
     out = tmp_path / "theory"
     flags = "--gamma 0.8 1.2 --max-order 1 --d 8 --steps 60 --lr 0.5 --snapshot-every 5"

@@ -302,13 +302,20 @@ def _texts(fig) -> list[str]:
     return [t.get_text() for t in fig.findobj(Text) if t.get_text().strip()]
 
 
+def _curves(ax) -> list:
+    """The curves of a panel: its lines of more than two points (not the reference lines)."""
+    return [line for line in ax.get_lines() if len(line.get_xdata()) > 2]
+
+
 def _assert_convention(fig) -> None:
-    """Fonts >= MIN_FONT, a y-label on every panel with data, balanced mathtext, no raw TeX."""
+    """Fonts >= MIN_FONT, a y-label on every panel with data, at most `plots.MAX_CURVES` curves
+    on a panel, balanced mathtext, no raw TeX."""
     assert plots.small_texts(fig) == []
     for ax in fig.axes:
         if ax.get_label() == "<colorbar>" or not ax.axison or not ax.get_visible():
             continue
         assert ax.get_ylabel(), f"panel {ax.get_title()!r} has no y-label"
+        assert len(_curves(ax)) <= plots.MAX_CURVES, f"panel {ax.get_title()!r} is crowded"
     for text in _texts(fig):
         assert text.count("$") % 2 == 0, text
         outside = text.split("$")[::2]
@@ -335,8 +342,7 @@ def test_theory_overlay_figure_draws_each_theory_in_its_style(model, tmp_path):
         colours = {mcolors.to_hex(line.get_color()) for line in lines}
         assert colours == {mcolors.to_hex(plots.gamma_colour(gamma))}
     for ax in fig.axes:
-        curves = [li for li in ax.get_lines() if len(li.get_xdata()) > 2]  # not the references
-        assert 0 < len(curves) <= plots.MAX_CURVES, ax.get_title()
+        assert 0 < len(_curves(ax)) <= plots.MAX_CURVES, ax.get_title()
     png, pdf = plots.save_figure(fig, tmp_path / "overlay.png")
     assert png.is_file() and pdf.is_file()
 
@@ -661,3 +667,25 @@ def test_a_theory_overlay_of_five_gammas_and_three_theories_keeps_each_panel_rea
         curves = [li for li in ax.get_lines() if len(li.get_xdata()) > 2]
         assert len(curves) == 1 + len(run.comparisons) <= plots.MAX_CURVES, ax.get_title()
     plots.plt.close(fig)
+
+
+def test_regime_verdict_figure_labels_each_claim_whole():
+    """A claim's label in the regime grid wraps onto lines of at most
+    `regime_study.LABEL_WIDTH` characters; joined back, it is the whole claim."""
+    from ctx_staircase.experiments import regime as regimes
+    from ctx_staircase.experiments import regime_study
+
+    claim = "Fourier: the low-frequency components of S^emb lead at epoch 150, as in Fig. 4 (d)"
+    rows = [
+        {
+            "experiment": "fig4_frequency",
+            "claim": claim,
+            "cells": {r.name: {"verdict": "pass"} for r in regimes.ALL},
+        }
+    ]
+    fig = regime_study.verdict_figure(rows)
+    (label,) = [tick.get_text() for tick in fig.axes[0].get_yticklabels()]
+    plots.plt.close(fig)
+    lines = label.split("\n")
+    assert len(lines) > 1 and max(map(len, lines)) <= regime_study.LABEL_WIDTH
+    assert " ".join(lines) == f"fig4_frequency: {claim}"

@@ -522,3 +522,26 @@ def test_a_sweep_grown_by_one_gamma_trains_only_that_lane(ds, tmp_path, monkeypa
     record = json.loads((tmp_path / "metrics.json").read_text())
     assert "grid" not in json.loads((tmp_path / "spec.json").read_text())
     assert len(record["status"]) == 6
+
+
+def test_stored_lanes_are_keyed_on_the_numerical_versions_not_the_source(ds, tmp_path, monkeypatch):
+    """A finished sweep resumes after an edit of the sources that changes no number (a
+    reinstall of the same versions); an upgrade of a numerical package, or a new
+    `results.NUMERICS_REVISION`, refuses it, naming what differs."""
+    from ctx_staircase import results
+
+    sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
+    computed = counting_lanes(monkeypatch)
+    monkeypatch.setattr(results, "source_fingerprint", lambda: "0123456789abcdef")
+    sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
+    assert computed == []
+
+    key = results.numerics_key()
+    upgraded = dict(key, packages=dict(key["packages"], jaxlib="99.0"))
+    monkeypatch.setattr(results, "numerics_key", lambda: upgraded)
+    with pytest.raises(ValueError, match=r"numerics\.packages\.jaxlib: .* -> \"99\.0\""):
+        sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
+    monkeypatch.setattr(results, "numerics_key", lambda: dict(key, revision=key["revision"] + 1))
+    with pytest.raises(ValueError, match=r"numerics\.revision"):
+        sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
+    assert computed == []

@@ -16,6 +16,9 @@ from ctx_staircase.cli import common
 from ctx_staircase.cli.common import TASK, Choices, Command, flag, integer, out_flag, real
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
+#: The primary regime's vocabulary: the model's is this many times the data's (theory/regimes.md).
+WIDE_FACTOR = 2
+
 
 def handler(args: argparse.Namespace) -> int:
     """Check the settings and the memory, then train, measure, save and print."""
@@ -39,8 +42,7 @@ def handler(args: argparse.Namespace) -> int:
         model_kwargs["activation"] = args.activation
     if args.float64:
         model_kwargs["dtype"] = "float64"
-    if args.vocab_size is not None:
-        model_kwargs["vocab_size"] = args.vocab_size
+    model_kwargs["vocab_size"] = args.vocab_size if args.vocab_size is not None else wide(ds)
     _check_probe_group(args, ds)
     common.check_gammas(args.gamma, args.d)
     gamma, _, _ = sweep.grid(args.gamma, args.seeds, args.lr)
@@ -56,6 +58,13 @@ def handler(args: argparse.Namespace) -> int:
             lambda: train.init_state(args.model, ds, gamma=1.0, seed=0, **dict(model_kwargs))[1]
         )
         return _train_and_report(args, ds, config, model_kwargs, out)
+
+
+def wide(ds) -> int:
+    """The primary regime's model vocabulary for ``ds``: `WIDE_FACTOR` times ``V_min`` (one more
+    than the largest id the data uses), and at least the data's own vocabulary."""
+    minimal = 1 + int(max(np.max(ds.tokens), np.max(ds.labels)))
+    return max(WIDE_FACTOR * minimal, ds.vocab_size)
 
 
 def _check_probe_group(args: argparse.Namespace, ds) -> None:
@@ -225,13 +234,14 @@ COMMAND = Command(
              help="model: %(choices)s"),
         flag("--gamma", type=real(), nargs="+", default=[0.8], help="init scales d^-gamma"),
         flag("--seeds", type=integer(0, SEED_MAX), nargs="+", default=[0], help="seeds"),
-        flag("--optimizer", default="adam", choices=Choices("train", "OPTIMIZERS"),
+        flag("--optimizer", default="gd", choices=Choices("train", "OPTIMIZERS"),
              metavar="NAME",
-             help="optimizer: %(choices)s (default adam at --lr 1e-3, the paper's training "
-                  "setting; the theory's regime, `run`'s primary one, is --optimizer gd --lr 1, "
-                  "since full-batch Adam erases a small initialization within tens of steps)"),
-        flag("--lr", type=real(0, strict=True), nargs="+", default=[1e-3],
-             help="learning rate(s) (adam's default; with gd, 1 is the primary regime's)"),
+             help="optimizer: %(choices)s (default gd at --lr 1, the primary regime of `run` and "
+                  "of the theory: full-batch Adam erases a small initialization within tens of "
+                  "steps; the paper's own setting is --optimizer adam --lr 1e-3)"),
+        flag("--lr", type=real(0, strict=True), nargs="+", default=[1.0],
+             help="learning rate(s) (default 1, the primary regime's: t = lr * step is then "
+                  "the epoch count)"),
         flag("--steps", type=integer(1, INT32_MAX), default=1000,
              help="training steps of the optimizer"),
         flag("--batch-size", type=integer(1, INT32_MAX), default=None,
@@ -240,7 +250,9 @@ COMMAND = Command(
              help="steps to record (default: log- plus linearly spaced)"),
         flag("--d", type=integer(1, INT32_MAX), default=128, help="width of the embedding"),
         flag("--vocab-size", type=integer(1, INT32_MAX), default=None,
-             help="model vocabulary (default: the data's)"),
+             help="model vocabulary (default: twice V_min, one more than the data's largest id: "
+                  "the primary regime's wide vocabulary, whose ids that are never labels give "
+                  "the softmax its common drive)"),
         flag("--activation", default=None,
              help="hidden activation of the models that take one: relu, gelu, poly:c1,c2,..., z^K "
                   "(default: the model's, relu)"),

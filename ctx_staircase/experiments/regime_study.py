@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -172,6 +173,15 @@ def table_rows(grid: dict[str, dict[str, dict | None]]) -> list[dict]:
     return list(rows.values())
 
 
+#: Characters per line of a claim's label in the verdict figure: labels wrap, never cut.
+LABEL_WIDTH = 72
+
+
+def _lines(row: dict) -> int:
+    """Lines the label of ``row`` takes in the verdict figure."""
+    return len(textwrap.wrap(f"{row['experiment']}: {row['claim']}", LABEL_WIDTH))
+
+
 def verdict_figure(rows: list[dict]):
     """Claims × regimes, coloured by verdict (``rows[i]["cells"][regime]["verdict"]``)."""
     codes = {"pass": 3, "vacuous": 2, "FAIL": 0, "—": 1, "missing": np.nan}
@@ -180,7 +190,7 @@ def verdict_figure(rows: list[dict]):
     fig, ax = plots.figure(
         1,
         1,
-        figsize=(11, 0.26 * max(len(rows), 4) + 1.8),
+        figsize=(11, 0.2 * max(sum(_lines(row) for row in rows), 4) + 1.8),
         suptitle="Verdict of every claim in every regime (quick sizes; primary: gd-wide)",
     )
     verdicts = (
@@ -196,7 +206,7 @@ def verdict_figure(rows: list[dict]):
         rotation=30,
         ha="right",
     )
-    labels = [f"{row['experiment']}: {row['claim'][:60]}" for row in rows]
+    labels = [textwrap.fill(f"{row['experiment']}: {row['claim']}", LABEL_WIDTH) for row in rows]
     ax.set_yticks(range(len(rows)), labels)
     plots.axis_labels(ax, "regime", "claim")
     return fig

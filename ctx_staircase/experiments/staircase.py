@@ -266,12 +266,15 @@ def scored_claims(task: str, n: dict, measured: tuple) -> list[Claim]:
 def _draw_staircase(axes, ds, task, trajectory, n) -> None:
     steps = np.maximum(n["steps"], 1)
     axes[0].plot(steps, trajectory.loss, color="k", label="loss (nats)")
-    axes[0].plot(steps, trajectory.accuracy, color="C3", label="accuracy")
     plots.axis_labels(
-        axes[0],
-        y="loss (nats), accuracy",
-        title=f"{task} N={ds.groups['numbers'].size}: loss, accuracy",
+        axes[0], y="loss (nats)", title=f"{task} N={ds.groups['numbers'].size}: loss, accuracy"
     )
+    accuracy = axes[0].twinx()  # its own axis: nats and a fraction share no scale
+    accuracy.plot(steps, trajectory.accuracy, color="C3", label="accuracy")
+    accuracy.set_ylim(0, 1.02)
+    accuracy.set_ylabel("accuracy", color="C3")
+    accuracy.tick_params(axis="y", colors="C3")
+    accuracy.grid(False)
     axes[1].plot(
         steps,
         n["rho0"],
@@ -306,6 +309,7 @@ def _draw_staircase(axes, ds, task, trajectory, n) -> None:
     plots.colorbar(axes[2].figure, image, axes[2], label="Pearson", shrink=1.0)
     for ax in axes[:2]:
         ax.set_xscale("log")
-        plots.legend(ax)
+    plots.legend(axes[0], handles=axes[0].get_lines() + accuracy.get_lines(), loc="center left")
+    plots.legend(axes[1])
     for ax in axes:
         ax.set_xlabel("epoch = gradient-flow time (full-batch GD, lr 1)")
