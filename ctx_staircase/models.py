@@ -93,6 +93,15 @@ def _check_dtype(dtype) -> np.dtype:
     return dtype
 
 
+def _position_sum(rows: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """``rows [B, L, d]`` summed over the positions ``mask [B, L]`` keeps (None: all). A dropped
+    position adds an exact zero, so a sequence padded with dropped positions sums to the same
+    bits as the unpadded one."""
+    if mask is None:
+        return rows.sum(axis=1)
+    return jnp.where(mask[..., None], rows, jnp.zeros((), rows.dtype)).sum(axis=1)
+
+
 def _check_tokens(tokens, seq_len: int | None = None) -> jax.Array:
     tokens = jnp.asarray(tokens)
     if tokens.ndim != 2 or not jnp.issubdtype(tokens.dtype, jnp.integer):
@@ -227,13 +236,14 @@ class FFN(nnx.Module):
         self.W_E = draw((self.vocab_size, self.d), d_in=self.vocab_size)
         self.W_U = draw((self.vocab_size, self.d), d_in=self.d)
 
-    def hidden(self, tokens: jax.Array) -> jax.Array:
-        """h = Σ_i w^E_{x_i}: tokens int [B, L] -> [B, d]."""
-        return self.W_E[...][_check_tokens(tokens)].sum(axis=1)
+    def hidden(self, tokens: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """h = Σ_i w^E_{x_i} over the positions ``mask`` keeps: tokens int [B, L], mask bool
+        [B, L] or None (every position) -> [B, d]."""
+        return _position_sum(self.W_E[...][_check_tokens(tokens)], mask)
 
-    def __call__(self, tokens: jax.Array) -> jax.Array:
-        """Logits W_U σ(h): tokens int [B, L] -> [B, V]."""
-        return activations.apply(self.activation, self.hidden(tokens)) @ self.W_U[...].T
+    def __call__(self, tokens: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """Logits W_U σ(h): tokens int [B, L] (mask as in `hidden`) -> [B, V]."""
+        return activations.apply(self.activation, self.hidden(tokens, mask)) @ self.W_U[...].T
 
 
 class FrozenArray:
@@ -333,14 +343,15 @@ class FixedEmbeddingFFN(nnx.Module):
         E = jnp.asarray(self.embedding.array, dtype=self.W_U[...].dtype)
         return self.scale[...] * E
 
-    def hidden(self, tokens: jax.Array) -> jax.Array:
-        """h = λ Σ_i E_{x_i}: tokens int [B, L] -> [B, d]."""
+    def hidden(self, tokens: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """h = λ Σ_i E_{x_i} over the positions ``mask`` keeps: tokens int [B, L], mask bool
+        [B, L] or None (every position) -> [B, d]."""
         E = jnp.asarray(self.embedding.array, dtype=self.W_U[...].dtype)
-        return self.scale[...] * E[_check_tokens(tokens)].sum(axis=1)
+        return self.scale[...] * _position_sum(E[_check_tokens(tokens)], mask)
 
-    def __call__(self, tokens: jax.Array) -> jax.Array:
-        """Logits W_U σ(h): tokens int [B, L] -> [B, V]."""
-        return activations.apply(self.activation, self.hidden(tokens)) @ self.W_U[...].T
+    def __call__(self, tokens: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+        """Logits W_U σ(h): tokens int [B, L] (mask as in `hidden`) -> [B, V]."""
+        return activations.apply(self.activation, self.hidden(tokens, mask)) @ self.W_U[...].T
 
 
 class _LastRowAttentionModel(nnx.Module):
@@ -585,7 +596,10 @@ class ModelSpec:
         name: its name in `create`, the command line and saved records.
         factory: its class; ``factory(vocab_size, [seq_len,] **kwargs)``.
         roles: its paper-role weights (`weights`), in order.
-        sequence: whether it needs ``seq_len`` (learned positions or rotary attention).
+        sequence: whether it needs ``seq_len`` (learned positions or rotary attention). A model
+            without takes a position mask, ``module(tokens, mask)``, so datasets of different
+            sequence lengths, padded to one shape, train as lanes of one sweep
+            (`sweep.train_sweep`).
         attention: whether it has last-row attention weights, ``module.attention(tokens)``.
         activation: whether it takes an ``activation`` keyword.
         on_tasks: whether ``ctx-staircase train`` trains it on a task from its sizes alone

@@ -370,19 +370,31 @@ def _lane_styles(gamma: np.ndarray, seed: np.ndarray, lr: np.ndarray):
         )
 
 
-def training_figure(sweep_result, curves, time_label: str):
-    """Loss, accuracy, ρ₀(t) and the held-out probe correlation of every lane of a sweep."""
+def training_figure(sweep_result, curves, time_label: str, rows=None):
+    """Loss, accuracy, ρ₀(t) and the held-out probe correlation of every lane of a sweep.
+
+    ``rows``: ``[(title, lanes), ...]``, one row of panels per group of lanes (a sweep over
+    several datasets: one row each); default one row of every lane."""
     traj = sweep_result.trajectory
     x = np.maximum(np.asarray(traj.steps[0]), 1)
-    fig, axes = figure(1, 4, panel=(4.2, 3.6))
+    rows = rows or [(None, np.arange(len(sweep_result.status)))]
+    fig, grid_axes = grid(len(rows), 4, panel=(4.2, 3.6))
     styles = list(_lane_styles(sweep_result.gamma, sweep_result.seed, sweep_result.lr))
-    for lane, style in enumerate(styles):
-        axes[0].plot(x, traj.loss[lane], **style)
-        axes[1].plot(x, traj.accuracy[lane], **style)
-        axes[2].plot(x, curves.rho0[lane], **style)
-        if curves.probe_steps.size:
-            style = {**style, "marker": "o", "markevery": 1}
-            axes[3].plot(np.maximum(curves.probe_steps, 1), curves.probe_corr[lane], **style)
+    for (row_title, lanes), axes in zip(rows, grid_axes, strict=True):
+        for lane in lanes:
+            style = styles[lane]
+            axes[0].plot(x, traj.loss[lane], **style)
+            axes[1].plot(x, traj.accuracy[lane], **style)
+            axes[2].plot(x, curves.rho0[lane], **style)
+            if curves.probe_steps.size:
+                style = {**style, "marker": "o", "markevery": 1}
+                axes[3].plot(np.maximum(curves.probe_steps, 1), curves.probe_corr[lane], **style)
+        _training_panels(axes, curves, time_label, row_title)
+    return fig
+
+
+def _training_panels(axes, curves, time_label: str, row_title: str | None) -> None:
+    """The labels and scales of one row of `training_figure`."""
     panels = (
         (LOSS, "cross-entropy"),
         (ACCURACY, "training accuracy"),
@@ -394,9 +406,8 @@ def training_figure(sweep_result, curves, time_label: str):
     )
     for ax, (y, title) in zip(axes, panels, strict=True):
         ax.set_xscale("log")
-        axis_labels(ax, time_label, y, title)
+        axis_labels(ax, time_label, y, title if row_title is None else f"{row_title}: {title}")
     legend(axes[0], loc="best")
-    return fig
 
 
 def embedding_geometry_figure(W_E, steps, curves, snapshot_indices, title: str):

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import distributed, results, train, units
+from ctx_staircase import distributed, models, results, train, units
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import SEED_MAX, check_int
 from ctx_staircase.progress import expect as expect_work
@@ -47,9 +47,14 @@ class SweepResult(NamedTuple):
     """A finished sweep: the grid and one trajectory per lane.
 
     Attributes:
-        gamma, seed, lr: ``[G]`` grid values of each lane (gamma-major product order).
+        gamma, seed, lr: ``[G]`` grid values of each lane (gamma-major product order; with
+            several datasets, dataset-major).
         trajectory: `train.Trajectory` whose arrays carry a leading ``[G]`` lane axis (NumPy).
+            With several datasets, ``attention_position`` is ``[G, S, L_max]`` (zeros past a
+            lane's own ``L``).
         status: per lane, ``"ok"`` or ``"diverged at step k"``.
+        dataset: ``[G]`` each lane's index into the datasets of a sweep over several (None:
+            one dataset).
     """
 
     gamma: np.ndarray
@@ -57,6 +62,7 @@ class SweepResult(NamedTuple):
     lr: np.ndarray
     trajectory: train.Trajectory
     status: list[str]
+    dataset: np.ndarray | None = None
 
     def lane(self, index: int) -> train.Trajectory:
         """The trajectory of one lane."""
@@ -365,7 +371,7 @@ def _pad(x: jax.Array, size: int) -> jax.Array:
 
 def train_sweep(
     model: str,
-    ds: TokenDataset,
+    ds: TokenDataset | Sequence[TokenDataset],
     config: train.TrainConfig,
     *,
     gammas: Sequence[float],
@@ -383,7 +389,14 @@ def train_sweep(
 
     Args:
         model: a `models` name; ``model_kwargs`` go to its constructor (d, activation, dtype...).
-        ds: the dataset; ``config`` the training setup (its lr is used when ``lrs`` is None).
+        ds: the dataset, or several (a context-order axis: one task at several sequence
+            lengths ``L``). Several datasets are padded to one shape (`train.TrainData.padded`)
+            and every one of their (dataset, gamma, seed, lr) lanes runs the same compiled
+            program; datasets of different ``L`` need a model without positions
+            (`models.ModelSpec.sequence` False), which takes the padding mask. A lane then
+            equals the run on its dataset alone bitwise on CPU where the arithmetic is the same
+            (tests/test_sweep.py says where it is). ``config`` is the training setup (its lr is
+            used when ``lrs`` is None).
         gammas, seeds, lrs: the grid axes.
         out: a folder to save lanes into and resume from (see module docstring and
             `units.UnitStore`: a crashed sweep of other settings there is replaced, a finished
@@ -405,29 +418,50 @@ def train_sweep(
     each trains its block of every chunk, every process returns the whole result, and only
     process 0 writes the lanes; a resumed sweep skips what process 0 finds saved.
     """
+    datasets = _datasets(model, ds)
     gamma, seed, lr = grid(gammas, seeds, [config.lr] if lrs is None else lrs)
+    dataset = None
+    if datasets is not None:  # dataset-major: every (gamma, seed, lr) lane of each dataset
+        dataset = np.repeat(np.arange(len(datasets)), gamma.size)
+        gamma, seed, lr = (np.tile(x, len(datasets)) for x in (gamma, seed, lr))
     check_int(chunk, "chunk", none_ok=True)
     check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
     check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
     dtype = model_kwargs.get("dtype", jnp.float32)
+    keys = [_value_key(*lane) for lane in zip(gamma, seed, lr, strict=True)]
+    if dataset is not None:
+        keys = [
+            f"lane_data{i}_{key.removeprefix('lane_')}"
+            for i, key in zip(dataset, keys, strict=True)
+        ]
     store = LaneStore.create(
         "sweep",
         out,
-        _sweep_spec(model, ds, config, model_kwargs),
+        _sweep_spec(model, ds if datasets is None else datasets, config, model_kwargs),
         done="metrics.json",
         to_arrays=train.trajectory_arrays,
         from_arrays=train.trajectory_from_arrays,
         required=("steps", "loss", "W_E"),
-        keys=[_value_key(*lane) for lane in zip(gamma, seed, lr, strict=True)],
+        keys=keys,
     )
     start = time.perf_counter()
-    lanes = resumable_map(
-        _lane_function(model, config, tuple(sorted(model_kwargs.items()))),
+    frozen = tuple(sorted(model_kwargs.items()))
+    lane_args = (
         jnp.asarray(gamma, dtype=dtype),
         jnp.asarray(seed, dtype=jnp.uint32),
         jnp.asarray(lr, dtype=dtype),
+    )
+    if datasets is None:
+        fn, shared = _lane_function(model, config, frozen), (train.TrainData.from_dataset(ds),)
+    else:
+        fn = _padded_lane_function(model, config, frozen)
+        shared = (train.TrainData.padded(datasets),)
+        lane_args = (*lane_args, jnp.asarray(dataset, dtype=jnp.int32))
+    lanes = resumable_map(
+        fn,
+        *lane_args,
         store=store,
-        shared=(train.TrainData.from_dataset(ds),),
+        shared=shared,
         chunk=chunk,
         steps_per_lane=config.steps,
         progress=progress,
@@ -437,7 +471,7 @@ def train_sweep(
     )
     trajectory = jax.tree.map(lambda *xs: np.stack(xs), *lanes)
     status = [_status(int(d)) for d in trajectory.diverged_step]
-    result = SweepResult(gamma, seed, lr, trajectory, status)
+    result = SweepResult(gamma, seed, lr, trajectory, status, dataset)
     if store:
         _save_sweep(store, result, seconds=time.perf_counter() - start)
     return result
@@ -521,6 +555,39 @@ def _lane_function(model, config, frozen_kwargs) -> Callable:
         return train.make_run(graphdef, config)(state, lr, train.minibatch_key(key), data)
 
     return lane
+
+
+@functools.lru_cache(maxsize=32)
+def _padded_lane_function(model, config, frozen_kwargs) -> Callable:
+    """``lane(gamma, seed, lr, index, data) -> Trajectory``: `_lane_function`'s lane on dataset
+    ``index`` of the stacked, padded datasets ``data`` (`train.TrainData.padded`)."""
+    lane = _lane_function(model, config, frozen_kwargs)
+
+    def padded_lane(gamma, seed, lr, index, data):
+        return lane(gamma, seed, lr, jax.tree.map(lambda x: x[index], data))
+
+    return padded_lane
+
+
+def _datasets(model: str, ds) -> list[TokenDataset] | None:
+    """The datasets of a sweep over several (None for one ``TokenDataset``), checked: a model
+    with positions cannot take datasets of different sequence lengths."""
+    if isinstance(ds, TokenDataset):
+        return None
+    datasets = list(ds)
+    if not datasets or not all(isinstance(d, TokenDataset) for d in datasets):
+        raise ValueError(
+            f"ds must be a TokenDataset or a non-empty sequence of them; got {type(ds).__name__}"
+        )
+    lengths = sorted({d.L for d in datasets})
+    if len(lengths) > 1 and models.get(model).sequence:
+        raise ValueError(
+            f"model {model!r} has weights sized by the sequence length, so it cannot train "
+            f"datasets of lengths {lengths} as lanes of one sweep; use a model without "
+            f"positions ({', '.join(m.name for m in models.REGISTRY if not m.sequence)}) or one "
+            "sweep per length"
+        )
+    return datasets
 
 
 def _status(diverged_step: int) -> str:
@@ -632,6 +699,16 @@ def _sweep_spec(model, ds, config, model_kwargs) -> dict:
     """What every lane of a `train_sweep` shares, as its `LaneStore` records it: the grid is
     not in it (each lane's unit is named by its gamma, seed and lr), so a sweep grown by more
     gammas, seeds or lrs reuses the lanes it has."""
+    if not isinstance(ds, TokenDataset):  # several: each lane's unit names its dataset's index
+        return {
+            "model": model,
+            "task": [d.name for d in ds],
+            "task_params": [d.params for d in ds],
+            "n": [d.n for d in ds],
+            "data": [_digest(d) for d in ds],
+            "config": _jsonable(config.__dict__),
+            "model_kwargs": _jsonable(model_kwargs),
+        }
     return {
         "model": model,
         "task": ds.name,
@@ -647,9 +724,10 @@ def _save_sweep(store: LaneStore, result: SweepResult, seconds: float) -> None:
     """A finished sweep's ``arrays.npz``, then ``metrics.json`` (its spec and summary), which
     marks it finished."""
     arrays = train.trajectory_arrays(result.trajectory)
-    results.write_npz(
-        store.root / "arrays.npz", gamma=result.gamma, seed=result.seed, lr=result.lr, **arrays
-    )
+    grid = dict(gamma=result.gamma, seed=result.seed, lr=result.lr)
+    if result.dataset is not None:
+        grid["dataset"] = result.dataset
+    results.write_npz(store.root / "arrays.npz", **grid, **arrays)
     results.write_json(
         store.root / "metrics.json",
         {

@@ -115,11 +115,12 @@ def register(entry):
 
 
 def signature_flow(m: int) -> Theory:
-    """The FFN signature flow truncated at context order ``m`` (theory/ffn.md), an ODE; its
-    dots spread with the order."""
+    """The FFN signature flow truncated at context order ``m`` (theory/ffn.md), an ODE: evenly
+    dotted at order 0, in groups of ``m + 2`` dots at order ``m >= 1``, so orders read apart."""
+    dots = (1, 1) if m == 0 else (1, 1) * (m + 1) + (1, 5)
     return Theory(
         f"signature_flow_m{m}",
-        Style("ode", f"ODE: signature flow to order {m}", (0, (1, 1 + m))),
+        Style("ode", f"ODE: signature flow to order {m}", (0, dots)),
         solve=functools.partial(flows.signature_flow_lanes, m=m),
         nbytes=flows.signature_flow_bytes,
         model=FFN,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -196,7 +196,7 @@ def _jitted_run(graphdef, config):
 
 @functools.partial(
     jax.tree_util.register_dataclass,
-    data_fields=["tokens", "labels", "probabilities", "groups", "sample_groups"],
+    data_fields=["tokens", "labels", "probabilities", "groups", "sample_groups", "mask"],
     meta_fields=["vocab_size", "nonempty_groups"],
 )
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +216,8 @@ class TrainData:
         sample_groups: ``{group: [n]}`` the 0/1 membership of each non-empty sample group.
         vocab_size: V; nonempty_groups: the token groups with a member (both static: part of
             the pytree structure, not arrays).
+        mask: bool ``[n, L]``, the positions a padded dataset's samples hold (`padded`);
+            None: every position.
     """
 
     tokens: jax.Array
@@ -225,6 +227,7 @@ class TrainData:
     sample_groups: dict[str, jax.Array]
     vocab_size: int
     nonempty_groups: tuple[str, ...]
+    mask: jax.Array | None = None
 
     @property
     def L(self) -> int:
@@ -249,6 +252,69 @@ class TrainData:
             sample_groups={g: mask(i, ds.n) for g, i in ds.sample_groups.items() if i.size},
             vocab_size=ds.vocab_size,
             nonempty_groups=tuple(name for name, ids in ds.groups.items() if np.size(ids)),
+        )
+
+    @classmethod
+    def padded(cls, datasets: Sequence[TokenDataset]) -> TrainData:
+        """Datasets of one vocabulary and one set of groups, padded to one shape and stacked:
+        every array gets a leading ``[D]`` axis, ``tokens [D, n_max, L_max]``.
+
+        A dataset's samples keep their places; the positions past its ``L`` are token 0 with
+        ``mask`` False (``mask`` is None when every ``L`` is the same), and the samples past its
+        ``n`` are token 0, label 0, with probability 0 and in no group. So one compiled run
+        serves every dataset, and a model that takes the mask (`models.ModelSpec.sequence`
+        False) sees each dataset's own loss and gradient: the padding adds exact zeros.
+        """
+        datasets = list(datasets)
+        if not datasets:
+            raise ValueError("datasets must hold at least one TokenDataset; got none")
+        first = datasets[0]
+        for ds in datasets[1:]:
+            if ds.vocab_size != first.vocab_size or set(ds.groups) != set(first.groups):
+                raise ValueError(
+                    "datasets padded together must share the vocabulary and the token groups; "
+                    f"got V={first.vocab_size} {sorted(first.groups)} and V={ds.vocab_size} "
+                    f"{sorted(ds.groups)}"
+                )
+            if set(ds.sample_groups) != set(first.sample_groups):
+                raise ValueError(
+                    "datasets padded together must share the sample groups; got "
+                    f"{sorted(first.sample_groups)} and {sorted(ds.sample_groups)}"
+                )
+        n = max(ds.n for ds in datasets)
+        L = max(ds.L for ds in datasets)
+        each = [cls.from_dataset(ds) for ds in datasets]
+        nonempty = tuple(g for g in first.groups if any(g in d.nonempty_groups for d in each))
+        sample_groups = tuple(
+            g for g in first.sample_groups if any(g in d.sample_groups for d in each)
+        )
+
+        def pad(x, shape):
+            x = np.asarray(x)
+            return np.pad(x, [(0, want - have) for want, have in zip(shape, x.shape, strict=True)])
+
+        def stack(arrays):
+            return jnp.asarray(np.stack(arrays))
+
+        return cls(
+            tokens=stack([pad(d.tokens, (n, L)) for d in each]),
+            labels=stack([pad(d.labels, (n,)) for d in each]),
+            probabilities=stack([pad(d.probabilities, (n,)) for d in each]),
+            groups={g: stack([d.groups[g] for d in each]) for g in first.groups},
+            sample_groups={
+                g: stack(
+                    [
+                        pad(d.sample_groups.get(g, np.zeros(ds.n, d.probabilities.dtype)), (n,))
+                        for d, ds in zip(each, datasets, strict=True)
+                    ]
+                )
+                for g in sample_groups
+            },
+            vocab_size=first.vocab_size,
+            nonempty_groups=nonempty,
+            mask=None
+            if all(ds.L == L for ds in datasets)
+            else stack([pad(np.ones(ds.tokens.shape, bool), (n, L)) for ds in datasets]),
         )
 
 
@@ -283,8 +349,8 @@ def make_run(
     transform = _transform(config)
     schedule = _schedule(config)
 
-    def weighted_loss(state, batch_tokens, batch_labels, batch_weights):
-        logits = nnx.merge(graphdef, state)(batch_tokens)
+    def weighted_loss(state, batch_tokens, batch_labels, batch_weights, batch_mask):
+        logits = _forward(nnx.merge(graphdef, state), batch_tokens, batch_mask)
         nll = optax.softmax_cross_entropy_with_integer_labels(logits, batch_labels)
         return jnp.sum(batch_weights * nll)
 
@@ -296,7 +362,7 @@ def make_run(
 
         def step(i, carry):
             if config.batch_size is None:
-                batch = (tokens, labels, probabilities)
+                batch = (tokens, labels, probabilities, data.mask)
             else:
                 index = jax.random.choice(
                     jax.random.fold_in(key, i),
@@ -305,7 +371,8 @@ def make_run(
                     p=probabilities,
                 )
                 uniform = jnp.full(config.batch_size, 1.0 / config.batch_size, dtype)
-                batch = (tokens[index], labels[index], uniform)
+                mask = None if data.mask is None else data.mask[index]
+                batch = (tokens[index], labels[index], uniform, mask)
             loss, grads = jax.value_and_grad(weighted_loss)(carry.state, *batch)
             updates, new_opt_state = _call_optax(
                 transform.update, grads, carry.opt_state, carry.state
@@ -336,7 +403,7 @@ def _record(module: nnx.Module, data: TrainData, probabilities, config: TrainCon
     """One snapshot of `Trajectory` (every field but ``steps`` and ``diverged_step``): the
     model's forward pass over every sample of ``data``, weighted by ``probabilities [n]``."""
     tokens, labels = data.tokens, data.labels
-    logits = module(tokens)
+    logits = _forward(module, tokens, data.mask)
     nll = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
     correct = (jnp.argmax(logits, axis=-1).astype(labels.dtype) == labels).astype(
         probabilities.dtype
@@ -370,6 +437,11 @@ def _record(module: nnx.Module, data: TrainData, probabilities, config: TrainCon
         sample_accuracy={g: mean_over(m, correct) for g, m in data.sample_groups.items()},
         logit_scale=jnp.max(jnp.abs(logits - jnp.mean(logits, axis=-1, keepdims=True))),
     )
+
+
+def _forward(module: nnx.Module, tokens: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """The logits of ``tokens``, the positions ``mask`` drops (if any) left out."""
+    return module(tokens) if mask is None else module(tokens, mask)
 
 
 def _transform(config: TrainConfig) -> optax.GradientTransformation:

@@ -395,6 +395,48 @@ def test_param_values_are_python_literals_and_split_at_the_first_equals_sign():
         common.parse_params(["=3"])
 
 
+def test_a_param_with_several_values_is_one_dataset_each_in_train_only(tmp_path):
+    from ctx_staircase.cli import common
+
+    assert common.parse_params([["N=6"], ["L=2", "3", "4"]]) == {"N": 6, "L": (2, 3, 4)}
+    assert isinstance(common.parse_params([["L=2", "3"]])["L"], common.Values)
+    assert not isinstance(common.parse_params(["heldout=(1, 2)"])["heldout"], common.Values)
+    with pytest.raises(ValueError, match="--param must look like KEY=VALUE"):
+        common.parse_params([["3", "N=4"]])
+    out = tmp_path / "never"
+    argv = ["signatures", "modsum", "--param", "N=4", "--param", "L=2", "3", "--out", str(out)]
+    assert cli.main(argv) == 2 and not out.exists()
+    argv = [*TRAIN[:2], "--param", "N=4", "3", "--param", "L=2", "3", "--out", str(out)]
+    assert cli.main(argv) == 2 and not out.exists()
+
+
+def test_train_sweeps_the_context_order_as_lanes(tmp_path, capsys):
+    """``train modsum --param L=2 3``: one padded sweep, a row and an embedding export per
+    (L, gamma) lane, each lane's final numbers those of its saved trajectory, and the L = 2
+    lanes equal to ``train`` on L = 2 alone (float64: bitwise, tests/test_sweep.py)."""
+    flags = "--gamma 0.8 1.2 --steps 30 --d 8 --float64 --probe-snapshots 0".split()
+    out = tmp_path / "both"
+    argv = ["train", "modsum", "--param", "N=4", "--param", "L=2", "3", *flags, "--out", str(out)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "┃L┃γ┃seed┃" in printed.replace(" ", "")  # the varied parameter's column first
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["grid"]["dataset"] == [0, 0, 1, 1]
+    assert [p["L"] for p in summary["params"]] == [2, 3]
+    folders = sorted(p.name for p in (out / "embeddings").iterdir())
+    assert folders[0] == "L_2_gamma_0.8_seed_0_lr_1" and len(folders) == 4
+    alone = tmp_path / "alone"
+    argv = ["train", "modsum", "--param", "N=4", "--param", "L=2", *flags, "--out", str(alone)]
+    assert cli.main(argv) == 0
+    single = json.loads((alone / "metrics.json").read_text())
+    assert summary["final_loss"][:2] == pytest.approx(single["final_loss"], rel=1e-15, abs=0)
+    with (
+        np.load(out / "sweep" / "arrays.npz") as both,
+        np.load(alone / "sweep" / "arrays.npz") as one,
+    ):
+        np.testing.assert_array_equal(both["W_E"][:2], one["W_E"])
+
+
 def test_train_summary_is_of_the_last_snapshot(tmp_path, capsys, monkeypatch):
     """``metrics.json`` of ``ctx-staircase train``: each lane's final loss and accuracy are those
     of its last snapshot in ``sweep/arrays.npz``, and a two-token task (L = 2) gets its probe

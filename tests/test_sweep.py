@@ -545,3 +545,130 @@ def test_stored_lanes_are_keyed_on_the_numerical_versions_not_the_source(ds, tmp
     with pytest.raises(ValueError, match=r"numerics\.revision"):
         sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
     assert computed == []
+
+
+CONTEXT_CONFIG = train.TrainConfig(optimizer="gd", lr=1.0, steps=200, snapshots=(0, 50, 200))
+CONTEXT_FIELDS = ("loss", "accuracy", "W_E", "W_U", "logit_scale")
+
+
+@pytest.fixture(scope="module")
+def context_runs():
+    """``modsum`` N = 4 at L = 2, 3, 4 (16, 64 and 256 samples), ReLU FFN d = 16, 2 gammas x
+    2 seeds, GD lr 1 for 200 steps: the padded sweep and the three separate sweeps, in float32
+    and float64."""
+    datasets = [tasks.make("modsum", N=4, L=L) for L in (2, 3, 4)]
+    runs = {}
+    for dtype in ("float32", "float64"):
+        grid = dict(gammas=[0.8, 1.2], seeds=[0, 1], d=16, dtype=dtype)
+        with jax.enable_x64(dtype == "float64"):
+            padded = sweep.train_sweep("ffn", datasets, CONTEXT_CONFIG, **grid)
+            alone = [sweep.train_sweep("ffn", ds, CONTEXT_CONFIG, **grid) for ds in datasets]
+        runs[dtype] = padded, alone
+    return runs
+
+
+def _context_lanes(padded, alone, index):
+    lanes = np.flatnonzero(padded.dataset == index)
+    return {
+        name: (np.asarray(getattr(padded.trajectory, name))[lanes],
+               np.asarray(getattr(alone[index].trajectory, name)))
+        for name in CONTEXT_FIELDS
+    }  # fmt: skip
+
+
+def test_a_padded_context_sweep_is_dataset_major_with_every_lane_named(context_runs):
+    padded, alone = context_runs["float32"]
+    assert padded.dataset.tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert padded.gamma.tolist() == [0.8, 0.8, 1.2, 1.2] * 3
+    assert padded.seed.tolist() == [0, 1] * 6
+    for index, run in enumerate(alone):
+        lanes = padded.dataset == index
+        np.testing.assert_array_equal(padded.gamma[lanes], run.gamma)
+        np.testing.assert_array_equal(padded.seed[lanes], run.seed)
+    assert alone[0].dataset is None
+    assert padded.trajectory.attention_position.shape[-1] == 4  # L_max; zeros for an FFN
+
+
+def test_a_padded_context_lane_equals_its_separate_run(context_runs):
+    """Measured on this CPU (XLA:CPU, jax 0.10.2): in float64 every lane's weights and accuracy
+    are bitwise those of its separate run, and its recorded loss (a sum over the 256 padded
+    samples against 16 or 64) within 1e-15; in float32 the L = 3 and L = 4 lanes are bitwise,
+    the L = 2 lane (16 samples among 256) within 1e-6 relative after 200 steps. The padding's
+    own arithmetic is exact (masked positions and zero-weight samples add exact zeros, and a
+    padded contraction or sum alone gives the same bits); XLA compiles the whole step
+    differently for the two shapes, and in float32 that rounds the 16-sample lane apart."""
+    padded, alone = context_runs["float64"]
+    for index in range(3):
+        lanes = _context_lanes(padded, alone, index)
+        for name in ("accuracy", "W_E", "W_U", "logit_scale"):
+            np.testing.assert_array_equal(*lanes[name], err_msg=f"float64 L={index + 2} {name}")
+        np.testing.assert_allclose(*lanes["loss"], rtol=1e-15, atol=0)
+    padded, alone = context_runs["float32"]
+    for index in range(3):
+        lanes = _context_lanes(padded, alone, index)
+        for name, (got, want) in lanes.items():
+            if index > 0:
+                np.testing.assert_array_equal(got, want, err_msg=f"float32 L={index + 2} {name}")
+            scale = np.abs(want).max()
+            assert np.abs(got - want).max() <= 1e-6 * scale, (index + 2, name)
+
+
+def test_a_context_sweep_refuses_a_model_with_positions_and_mismatched_datasets():
+    datasets = [tasks.make("modsum", N=4, L=L) for L in (2, 3)]
+    config = train.TrainConfig(optimizer="gd", lr=1.0, steps=2)
+    with pytest.raises(ValueError, match=r"model 'attention' has weights sized by the sequence"):
+        sweep.train_sweep("attention", datasets, config, gammas=[1.0], d=8)
+    other = [datasets[0], tasks.make("modsum", N=5, L=3)]
+    with pytest.raises(ValueError, match="share the vocabulary"):
+        sweep.train_sweep("ffn", other, config, gammas=[1.0], d=8)
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        sweep.train_sweep("ffn", [], config, gammas=[1.0], d=8)
+
+
+def test_an_interrupted_context_sweep_resumes_bitwise(tmp_path, monkeypatch):
+    """Lanes of a context sweep are saved under their dataset's index, gamma, seed and lr; an
+    interrupted one resumes to the uninterrupted result, bitwise."""
+    datasets = [tasks.make("modsum", N=4, L=L) for L in (2, 3)]
+    config = train.TrainConfig(optimizer="gd", lr=1.0, steps=20, snapshots=(0, 20))
+    grid = dict(gammas=[0.8, 1.2], d=8)
+    whole = sweep.train_sweep("ffn", datasets, config, **grid)
+    restore = interrupt_after(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.train_sweep("ffn", datasets, config, out=tmp_path, chunk=1, **grid)
+    restore()
+    names = sorted(p.name for p in (tmp_path / "units").glob("*.npz"))
+    assert names == [
+        "lane_data0_gamma0.8_seed0_lr1.0.npz",
+        "lane_data0_gamma1.2_seed0_lr1.0.npz",
+        "lane_data1_gamma0.8_seed0_lr1.0.npz",
+    ]
+    computed = counting_lanes(monkeypatch)
+    resumed = sweep.train_sweep("ffn", datasets, config, out=tmp_path, chunk=1, **grid)
+    assert computed == [1]
+    for a, b in zip(
+        jax.tree.leaves(resumed.trajectory), jax.tree.leaves(whole.trajectory), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+    arrays = np.load(tmp_path / "arrays.npz")
+    assert arrays["dataset"].tolist() == [0, 0, 1, 1]
+
+
+def test_fig5_cells_from_one_padded_sweep_equal_its_cells_from_one_sweep_per_L():
+    """fig5_activation_order with ``context_sweep`` (its regime-study sizes) trains every L of a
+    K as lanes of one padded sweep; each cell is its own L's: the L = 3 cell bitwise (it is the
+    padded shape), the L = 2 cell within float32 rounding of the other compiled shape, grown by
+    100 steps of the z^2 flow (its cosines 1.2e-5 apart, measured; a cell of the wrong L is
+    0.1 or more apart)."""
+    from ctx_staircase.experiments import fig5_activation_order as fig5
+    from ctx_staircase.experiments import regime as regimes
+
+    config = fig5.run_config(quick=True) | dict(d=16, N=4, snapshot_every=25)
+    datasets = [regimes.PRIMARY.make("modsum", N=4, L=L) for L in (2, 3)]
+    padded = fig5.train_cells(datasets, 2, 100, regimes.PRIMARY, config)
+    alone = fig5.train_cells(datasets, 2, 100, regimes.PRIMARY, config | {"context_sweep": False})
+    for got, want in zip(padded, alone, strict=True):
+        assert got["status"] == want["status"]
+        np.testing.assert_allclose(got["curve"], want["curve"], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got["S"], want["S"], rtol=0, atol=1e-4)
+        assert got["top_share"] == pytest.approx(want["top_share"], rel=1e-4)
+    np.testing.assert_array_equal(padded[1]["S"], alone[1]["S"])

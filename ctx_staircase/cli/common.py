@@ -175,9 +175,12 @@ MEANINGS = {
 TASK_PARAMS = flag(
     "--param",
     action="append",
+    nargs="+",
     default=[],
     metavar="KEY=VALUE",
-    help="task parameter, repeatable (e.g. --param N=40; see `ctx-staircase list`)",
+    help="task parameter, repeatable (e.g. --param N=40; see `ctx-staircase list`); in train, "
+    "one parameter may take several values, one dataset each, trained as lanes of one sweep "
+    "(e.g. --param L=2 3 4)",
 )
 #: The task argument and its parameters.
 TASK = (flag("task", help="task name (see `ctx-staircase list`)"), TASK_PARAMS)
@@ -315,34 +318,78 @@ def bar(description: str):
         yield expect, describe
 
 
-def parse_params(items: list[str]) -> dict[str, Any]:
-    """``--param KEY=VALUE`` items as a dict, each value a Python literal where it reads as one
-    (else the string)."""
+class Values(tuple):
+    """The several values of one ``--param KEY=V1 V2 ...`` (a tuple literal stays one value)."""
+
+
+def _literal(raw: str) -> Any:
+    """A Python literal where ``raw`` reads as one, else the string."""
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return raw
+
+
+def parse_params(items) -> dict[str, Any]:
+    """``--param KEY=VALUE [VALUE ...]`` items as a dict, each value a Python literal where it
+    reads as one (else the string); a key given several values maps to their `Values`.
+
+    ``items``: the strings of one ``--param`` each, or the groups ``[[KEY=V1, V2, ...], ...]``
+    of ``nargs="+"``; within a group an item without ``KEY=`` is another value of the key
+    before it.
+    """
     params: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
-        try:
-            params[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            params[key] = raw
+    for group in items:
+        key = None
+        for item in [group] if isinstance(group, str) else group:
+            name, sep, raw = item.partition("=")
+            if sep and name.isidentifier():
+                key, params[name] = name, _literal(raw)
+            elif key is not None:
+                before = params[key]
+                params[key] = Values((*(before if isinstance(before, Values) else (before,)),
+                                      _literal(item)))  # fmt: skip
+            else:
+                raise ValueError(f"--param must look like KEY=VALUE; got {item!r}")
     return params
 
 
-def make_task(args: argparse.Namespace):
-    """The task of ``args.task`` with its ``--param``s, its building checked against the
-    memory limit first."""
+def make_tasks(args: argparse.Namespace) -> list:
+    """The datasets of ``args.task`` with its ``--param``s: one, or one per value of the one
+    parameter given several (a context-order axis, ``--param L=2 3 4``), each checked against
+    the memory limit before it is built."""
     from ctx_staircase import budget, tasks
 
     params = parse_params(args.param)
-    budget.check(
-        budget.dataset_bytes(args.task, params),
-        what=f"task {args.task} {params}",
-        knob="lower the task size (--param)",
-        limit=limit(args),
+    several = [key for key, value in params.items() if isinstance(value, Values)]
+    if len(several) > 1:
+        raise ValueError(
+            f"--param may give several values to one parameter only; got {', '.join(several)}"
+        )
+    settings = (
+        [params] if not several else [params | {several[0]: value} for value in params[several[0]]]
     )
-    return tasks.make(args.task, **params)
+    for setting in settings:
+        budget.check(
+            budget.dataset_bytes(args.task, setting),
+            what=f"task {args.task} {setting}",
+            knob="lower the task size (--param)",
+            limit=limit(args),
+        )
+    return [tasks.make(args.task, **setting) for setting in settings]
+
+
+def make_task(args: argparse.Namespace):
+    """The one task of ``args.task`` with its ``--param``s (`make_tasks`); several values of a
+    parameter are refused here: only ``train`` sweeps them."""
+    datasets = make_tasks(args)
+    if len(datasets) > 1:
+        key = next(k for k, v in parse_params(args.param).items() if isinstance(v, Values))
+        raise ValueError(
+            f"--param {key} takes one value in {args.command}; several values (lanes of one "
+            "sweep) are for train"
+        )
+    return datasets[0]
 
 
 def fmt(value) -> str:

@@ -27,7 +27,8 @@ def handler(args: argparse.Namespace) -> int:
     from ctx_staircase import budget, models, sweep, train
 
     out = common.out_dir(args, common.DEFAULT_RUN_ROOT / f"train_{args.task}_{args.model}")
-    ds = common.make_task(args)
+    datasets = common.make_tasks(args)
+    ds = max(datasets, key=lambda d: d.n * d.L)  # the padded shape's size, for the budget
     config = train.TrainConfig(
         optimizer=args.optimizer,
         lr=args.lr[0],
@@ -42,13 +43,17 @@ def handler(args: argparse.Namespace) -> int:
         model_kwargs["activation"] = args.activation
     if args.float64:
         model_kwargs["dtype"] = "float64"
-    model_kwargs["vocab_size"] = args.vocab_size if args.vocab_size is not None else wide(ds)
-    _check_probe_group(args, ds)
+    model_kwargs["vocab_size"] = (
+        args.vocab_size if args.vocab_size is not None else max(map(wide, datasets))
+    )
+    for each in datasets:
+        _check_probe_group(args, each)
     common.check_gammas(args.gamma, args.d)
     gamma, _, _ = sweep.grid(args.gamma, args.seeds, args.lr)
+    lanes = gamma.size * len(datasets)
     budget.check(
-        budget.train_bytes(args.model, ds, config, lanes=gamma.size, **model_kwargs),
-        what=f"train {args.model} on {args.task} {ds.params}, d={args.d}, {gamma.size} lanes",
+        budget.train_bytes(args.model, ds, config, lanes=lanes, **model_kwargs),
+        what=f"train {args.model} on {args.task} {ds.params}, d={args.d}, {lanes} lanes",
         knob="lower --param sizes, --d, --steps/--snapshot-steps or the number of lanes",
         limit=common.limit(args),
     )
@@ -57,7 +62,7 @@ def handler(args: argparse.Namespace) -> int:
         jax.eval_shape(
             lambda: train.init_state(args.model, ds, gamma=1.0, seed=0, **dict(model_kwargs))[1]
         )
-        return _train_and_report(args, ds, config, model_kwargs, out)
+        return _train_and_report(args, datasets, config, model_kwargs, out)
 
 
 def wide(ds) -> int:
@@ -113,14 +118,14 @@ class TrainSummary(NamedTuple):
     environment: dict
 
 
-def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
-    from ctx_staircase import geometry, results, sweep
+def _train_and_report(args, datasets, config, model_kwargs, out: Path) -> int:
+    from ctx_staircase import results, sweep
 
     start = time.perf_counter()
     with common.bar("training lanes (the first call compiles)") as (_, describe):
         result = sweep.train_sweep(
             args.model,
-            ds,
+            datasets[0] if len(datasets) == 1 else datasets,
             config,
             gammas=args.gamma,
             seeds=args.seeds,
@@ -130,21 +135,20 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
             **model_kwargs,
         )
         describe("measuring alignment and fitting probes")
-        curves = geometry.alignment_curves(
-            result.trajectory.W_E,
-            result.trajectory.steps[0],
-            ds,
-            probe_snapshots=args.probe_snapshots if ds.L > 1 else 0,
-        )
+        curves = _alignment(args, datasets, result)
     steps = np.asarray(result.trajectory.steps[0])
-    _save(args, ds, result, curves, steps, out)
+    lane_data = _lane_datasets(datasets, result)
+    _save(args, datasets, lane_data, result, curves, steps, out)
+    grid = {"gamma": result.gamma, "seed": result.seed, "lr": result.lr}
+    if result.dataset is not None:
+        grid["dataset"] = result.dataset
     summary = TrainSummary(
         task=args.task,
-        params=ds.params,
+        params=datasets[0].params if len(datasets) == 1 else [d.params for d in datasets],
         model=args.model,
         model_kwargs={k: str(v) for k, v in model_kwargs.items()},
         config=dict(config.__dict__),
-        grid={"gamma": result.gamma, "seed": result.seed, "lr": result.lr},
+        grid=grid,
         status=result.status,
         final_loss=result.trajectory.loss[:, -1],
         final_accuracy=result.trajectory.accuracy[:, -1],
@@ -162,12 +166,54 @@ def _train_and_report(args, ds, config, model_kwargs, out: Path) -> int:
     )
     # written once, last: its presence marks a finished run
     results.write_json(out / "metrics.json", summary._asdict())
-    common.stdout().print(_table(args, ds, result, curves, steps))
+    common.stdout().print(_table(args, datasets, lane_data, result, curves, steps))
     common.stderr().print(f"wrote {out}/ in {time.perf_counter() - start:.1f} s")
     return 0
 
 
-def _save(args, ds, result, curves, steps: np.ndarray, out: Path) -> None:
+def _lane_datasets(datasets, result) -> list:
+    """Each lane's dataset."""
+    if result.dataset is None:
+        return [datasets[0]] * len(result.status)
+    return [datasets[i] for i in result.dataset]
+
+
+def _varied(datasets) -> str | None:
+    """The one task parameter whose values tell the datasets apart (None: one dataset)."""
+    if len(datasets) == 1:
+        return None
+    first = datasets[0].params
+    return next(k for k in first if any(d.params.get(k) != first[k] for d in datasets))
+
+
+def _alignment(args, datasets, result):
+    """`geometry.alignment_curves` of every lane against its own dataset, in lane order (the
+    probe only where every dataset has context, ``L > 1``); ``S_sig0`` is the last dataset's."""
+    from ctx_staircase import geometry
+
+    W_E, steps = result.trajectory.W_E, result.trajectory.steps[0]
+    probe = args.probe_snapshots if all(d.L > 1 for d in datasets) else 0
+    if result.dataset is None:
+        return geometry.alignment_curves(W_E, steps, datasets[0], probe_snapshots=probe)
+    each = [
+        geometry.alignment_curves(W_E[result.dataset == i], steps, ds, probe_snapshots=probe)
+        for i, ds in enumerate(datasets)
+    ]
+
+    def in_lane_order(field: str) -> np.ndarray:
+        combined = np.empty((len(result.status), *getattr(each[0], field).shape[1:]))
+        for i, curves in enumerate(each):
+            combined[result.dataset == i] = getattr(curves, field)
+        return combined
+
+    return each[-1]._replace(
+        rho0=in_lane_order("rho0"),
+        probe_corr=in_lane_order("probe_corr"),
+        probe_mse=in_lane_order("probe_mse"),
+    )
+
+
+def _save(args, datasets, lane_data, result, curves, steps: np.ndarray, out: Path) -> None:
     """The figures, the alignment curves and every lane's embeddings (which `ctx-staircase
     measure --task` reads back)."""
     from ctx_staircase import checkpoints, plots, results
@@ -176,10 +222,23 @@ def _save(args, ds, result, curves, steps: np.ndarray, out: Path) -> None:
         steps_label = f"step (t = {result.lr[0]:g}·step)"
     else:
         steps_label = "step" if args.optimizer != "gd" else "t = lr·step"
-    # the figure shows the smallest initialization, where the staircase is clearest
-    best = int(np.argmax(result.gamma))
+    # the figure shows the smallest initialization, where the staircase is clearest (on the
+    # last dataset, whose zero-order signature `_alignment` keeps)
+    last = np.arange(len(result.status)) if result.dataset is None else (
+        np.flatnonzero(result.dataset == result.dataset.max())
+    )  # fmt: skip
+    best = int(last[np.argmax(result.gamma[last])])
+    varied = _varied(datasets)
     picks = sorted({0, len(steps) // 3, len(steps) - 1})
-    plots.save_figure(plots.training_figure(result, curves, steps_label), out / "training.png")
+    rows = None
+    if varied is not None:
+        rows = [
+            (f"{varied}={ds.params[varied]}", np.flatnonzero(result.dataset == i))
+            for i, ds in enumerate(datasets)
+        ]
+    plots.save_figure(
+        plots.training_figure(result, curves, steps_label, rows), out / "training.png"
+    )
     plots.save_figure(
         plots.embedding_geometry_figure(
             result.trajectory.W_E[best],
@@ -191,8 +250,10 @@ def _save(args, ds, result, curves, steps: np.ndarray, out: Path) -> None:
         out / "geometry.png",
     )
     results.write_npz(out / "alignment.npz", **curves._asdict())
-    for lane in range(len(result.status)):
+    for lane, ds in enumerate(lane_data):
         folder = f"gamma_{result.gamma[lane]:g}_seed_{result.seed[lane]}_lr_{result.lr[lane]:g}"
+        if varied is not None:
+            folder = f"{varied}_{ds.params[varied]}_{folder}"
         checkpoints.export_embeddings(
             out / "embeddings" / folder,
             result.trajectory.W_E[lane],
@@ -201,17 +262,23 @@ def _save(args, ds, result, curves, steps: np.ndarray, out: Path) -> None:
         )
 
 
-def _table(args, ds, result, curves, steps: np.ndarray) -> Table:
-    """One row per lane: its grid point, status, final loss and accuracy, and alignment."""
-    table = Table(title=f"{args.task} ({ds.params}), {args.model}, {args.optimizer}")
+def _table(args, datasets, lane_data, result, curves, steps: np.ndarray) -> Table:
+    """One row per lane: its dataset's varied parameter (if several), its grid point, status,
+    final loss and accuracy, and alignment."""
+    varied = _varied(datasets)
+    params = datasets[0].params if varied is None else {
+        k: v for k, v in datasets[0].params.items() if k != varied
+    }  # fmt: skip
+    table = Table(title=f"{args.task} ({params}), {args.model}, {args.optimizer}")
     columns = ("γ", "seed", "lr", "status", "final loss", "final acc", "max ρ0 (step)")
-    for column in (*columns, "final ρ0", "final probe"):
+    for column in ((varied,) if varied else ()) + (*columns, "final ρ0", "final probe"):
         table.add_column(column)
     for lane, status in enumerate(result.status):
         rho0 = curves.rho0[lane]
         peak = int(np.nanargmax(rho0)) if np.isfinite(rho0).any() else 0
         probe = f"{curves.probe_corr[lane, -1]:.3f}" if curves.probe_steps.size else "-"
         table.add_row(
+            *((str(lane_data[lane].params[varied]),) if varied else ()),
             f"{result.gamma[lane]:g}",
             str(result.seed[lane]),
             f"{result.lr[lane]:g}",

@@ -44,14 +44,15 @@ def recorded_config(
 
 
 def train_configured(
-    ds: TokenDataset,
+    ds: TokenDataset | Sequence[TokenDataset],
     train_config: train.TrainConfig,
     config: dict,
     seeds: Sequence[int],
     activation: str | None = None,
 ) -> sweep.SweepResult:
     """`sweep.train_sweep` of ``config["model"]`` at the single ``config["gamma"]``, width
-    ``config["d"]`` and ``config["activation"]`` (or ``activation``), one lane per seed."""
+    ``config["d"]`` and ``config["activation"]`` (or ``activation``), one lane per seed (and per
+    dataset, given several)."""
     return sweep.train_sweep(
         config["model"],
         ds,
@@ -109,7 +110,7 @@ def reported(measured: Any) -> None:
 
 
 def train_in_regime(
-    ds: TokenDataset,
+    ds: TokenDataset | Sequence[TokenDataset],
     regime,
     config: dict,
     seeds: Sequence[int],
@@ -120,7 +121,8 @@ def train_in_regime(
 ) -> sweep.SweepResult:
     """`train_configured` under ``regime``'s optimizer (`regime.Regime.train_config`) at
     ``config["adam_lr"]``, for ``epochs`` with ``snapshots`` (default: ``config["epochs"]``,
-    ``config["snapshots"]``)."""
+    ``config["snapshots"]``). Several datasets need a regime without minibatches (whose size
+    is the dataset's)."""
     train_config = regime.train_config(
         ds,
         epochs=config["epochs"] if epochs is None else epochs,

@@ -28,11 +28,14 @@ paper's 1000 epochs are kept, and the GD run adds a probe of the K = 3 cells of 
 ``~s_0 / lr`` steps whatever K.
 
 Sizes: the paper uses N = 50 (6.25M sequences at L = 4; ``full=True``). The CPU default uses
-**N = 8** (4096 sequences at L = 4; one compiled run per cell, ~2-3 s of compilation each, is
-most of the cost; cells run two at a time). ``quick=True`` (regime study): ``L in {2, 3}``,
-``K in {1, 2, 3}`` (6 cells), no lengthened-horizon probe; epochs unchanged. ``tiny=True`` (a
-smoke run; it wins over ``quick``): N = 4, d = 32, ``L = 2``, ``K in {1, 2}``, 200 epochs, the
-null at ``L = K = 2`` and the lengthened-horizon probe moved to that cell at 400 epochs.
+**N = 8** (4096 sequences at L = 4; one compiled run per cell, two at a time). ``quick=True``
+(regime study): ``L in {2, 3}``, ``K in {1, 2, 3}`` (6 cells), no lengthened-horizon probe;
+epochs unchanged; the L's of each K train as lanes of one sweep padded to L = 3's 512 samples
+(one compiled program per K). The default sizes keep one sweep per cell: padding L = 2's 64
+samples to L = 4's 4096 costs more than the compilations it saves (``context_sweep``).
+``tiny=True`` (a smoke run; it wins over ``quick``): N = 4, d = 32, ``L = 2``, ``K in {1, 2}``,
+200 epochs, the null at ``L = K = 2`` and the lengthened-horizon probe moved to that cell at 400
+epochs.
 
 [R] criteria: "≈ 1" is max training accuracy >= 0.95; "near chance" is max training accuracy
 <= 2/N (chance = 1/N); "near rank-1" is a top-eigenvalue share >= 0.9 of the number tokens'
@@ -100,6 +103,10 @@ def run_config(
         chance_factor=CHANCE_FACTOR,
         rank1_share=RANK1_SHARE,
         null_cells=[(2, 2)] if quick else [(L, L) for L in Ls],
+        # padding every L to the largest dataset saves compilations and costs arithmetic:
+        # it pays where compiling dominates (quick), not at N = 8 with L = 4's 4096
+        # samples (benchmarks/README.md, "Context order as a lane axis")
+        context_sweep=quick,
         null_learnability="the same training on the label-shuffled data set (seed 0) in the "
         "null_cells (K = L)",
         null_rank1="the untrained initialization (epoch 0) of the same runs",
@@ -139,12 +146,34 @@ def _cosines(W: np.ndarray) -> np.ndarray:
     return W @ W.T
 
 
-def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
+def train_cells(datasets: list, K: int, epochs: int, regime: Regime, config: dict) -> list:
+    """The cells of ``z^K`` on ``datasets`` (one per L): with ``config["context_sweep"]`` one
+    padded sweep over the context order (`sweep.train_sweep` over several datasets: one
+    compiled program for every L), else, or where the regime's minibatch size depends on the
+    dataset's size, one sweep each."""
     snapshots = list(range(0, epochs + 1, config["snapshot_every"]))
-    result = train_in_regime(
-        ds, regime, config, [config["seed"]], f"z^{K}", epochs=epochs, snapshots=snapshots
-    )
-    trajectory = result.lane(0)
+    if len(datasets) == 1 or not config["context_sweep"] or regime.steps_per_epoch > 1:
+        results = [
+            train_in_regime(
+                ds, regime, config, [config["seed"]], f"z^{K}", epochs=epochs, snapshots=snapshots
+            )
+            for ds in datasets
+        ]
+        lanes = [(result.lane(0), result.status[0]) for result in results]
+    else:
+        result = train_in_regime(
+            datasets, regime, config, [config["seed"]], f"z^{K}", epochs=epochs,
+            snapshots=snapshots,
+        )  # fmt: skip
+        lanes = [(result.lane(i), result.status[i]) for i in range(len(datasets))]
+    return [
+        _cell(ds, trajectory, status, K, epochs)
+        for ds, (trajectory, status) in zip(datasets, lanes, strict=True)
+    ]
+
+
+def _cell(ds, trajectory, status: str, K: int, epochs: int) -> dict:
+    """One cell's numbers from its trained ``trajectory``."""
     numbers = ds.groups["numbers"]
     W = np.asarray(trajectory.W_E, dtype=np.float64)[:, numbers]
     finite = np.flatnonzero(np.isfinite(W).all(axis=(1, 2)) & (np.abs(W).max(axis=(1, 2)) > 0))
@@ -166,7 +195,7 @@ def _train_cell(ds, K: int, epochs: int, regime: Regime, config: dict) -> dict:
         top_share=top_share(S),
         top_share_init=top_share(S0),
         mean_offdiag_cos=float(S[np.triu_indices(N, k=1)].mean()),
-        status=result.status[0],
+        status=status,
         S=S,
         curve=accuracy,
     )
@@ -182,19 +211,17 @@ def loss_rises(loss: np.ndarray) -> int:
 
 
 def _jobs(config: dict, regime: Regime) -> list[tuple]:
-    """``(group, L, K, dataset, epochs)`` of every training: the cells, their label-shuffled
-    nulls and the lengthened-horizon probe."""
-    jobs = []
-    for L in config["Ls"]:
-        ds = regime.make("modsum", N=config["N"], L=L)
+    """``(group, Ls, K, datasets, epochs)`` of every training: the cells of each K over every L
+    (one sweep), their label-shuffled nulls and the lengthened-horizon probe (one each)."""
+    data = {L: regime.make("modsum", N=config["N"], L=L) for L in config["Ls"]}
+    jobs = [("cells", config["Ls"], K, list(data.values()), config["epochs"]) for K in config["Ks"]]
+    for L, ds in data.items():
         for K in config["Ks"]:
-            jobs.append(("cells", L, K, ds, config["epochs"]))
             if (L, K) in config["null_cells"]:
-                jobs.append(
-                    ("null", L, K, regime_mod.shuffled_labels(ds, seed=0), config["epochs"])
-                )
+                shuffled = regime_mod.shuffled_labels(ds, seed=0)
+                jobs.append(("null", [L], K, [shuffled], config["epochs"]))
             if (L, K) in config["long_gd_cells"]:
-                jobs.append(("long", L, K, ds, config["long_gd_epochs"]))
+                jobs.append(("long", [L], K, [ds], config["long_gd_epochs"]))
     return jobs
 
 
@@ -203,12 +230,14 @@ def run(
 ) -> Outcome:
     config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
     jobs = _jobs(config, regime)
-    # one compiled run per cell, compilation-bound: two at a time use both cores
+    # one compiled run per K (every L a lane of it), compilation-bound: two at a time
     with ThreadPoolExecutor(max_workers=CELL_THREADS) as pool:
-        trained = list(pool.map(lambda j: _train_cell(j[3], j[2], j[4], regime, config), jobs))
+        trained = list(pool.map(lambda j: train_cells(j[3], j[2], j[4], regime, config), jobs))
     groups: dict[str, dict[tuple[int, int], dict]] = {"cells": {}, "null": {}, "long": {}}
-    for (group, L, K, _, _), cell in zip(jobs, trained, strict=True):
-        groups[group][(L, K)] = {"L": L, **cell}
+    for (group, Ls, K, _, _), cells in zip(jobs, trained, strict=True):
+        for L, cell in zip(Ls, cells, strict=True):
+            groups[group][(L, K)] = {"L": L, **cell}
+    groups = {name: dict(sorted(group.items())) for name, group in groups.items()}
     cells = groups["cells"]
 
     def public(group: dict) -> dict:
