@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from ctx_staircase import tasks
+from ctx_staircase import experiments, tasks
 from ctx_staircase.experiments import Claim, report, verdict
 from ctx_staircase.experiments import regime as regimes
 
@@ -33,6 +33,65 @@ def test_verdict_marks_a_pass_whose_null_passes_as_vacuous(passed, null_passed, 
 def test_claim_kind_is_checked():
     with pytest.raises(ValueError, match="kind"):
         Claim("§8.3", "c", "m", "k", True, kind="headline")
+    with pytest.raises(ValueError, match="failure must be one of"):
+        Claim("§8.3", "c", "m", "k", False, failure="unlucky")
+
+
+@pytest.mark.parametrize("passed,null_passed", [(True, False), (False, False), (True, True)])
+def test_a_claim_its_run_cannot_test_is_not_tested_whatever_its_criterion_gave(passed, null_passed):
+    claim = Claim("§8.5", "c", "m", "k", passed, null_passed=null_passed, untested="diverged")
+    assert verdict(claim) is experiments.Verdict.NOT_TESTED
+    assert verdict(dataclasses.asdict(claim)) == "not tested"
+    assert experiments.shown(claim) == "not tested: diverged"
+
+
+def test_a_fail_shows_its_class():
+    unclassified = Claim("§8.5", "c", "m", "k", False)
+    false = Claim("§8.5", "c", "m", "k", False, failure="false")
+    budget = Claim("§8.5", "c", "m", "k", False, failure="budget")
+    assert experiments.shown(unclassified) == "FAIL"
+    assert experiments.shown(false) == "FAIL (false in this regime)"
+    assert experiments.shown(budget) == "FAIL (budget cap reached, still learning)"
+    assert verdict(budget) is experiments.Verdict.FAIL
+    assert f"{verdict(budget)}" == "FAIL"  # a str: records and tables hold its text
+
+
+def test_report_headline_counts_not_tested_apart_from_fail_and_fails_by_class():
+    """pass / FAIL (by class) / vacuous / not tested: a run that diverged counts as not tested
+    and its row gives the reason."""
+    claims = [
+        Claim("§8.3", "passes", "v", "k", True, null_passed=False),
+        Claim("§8.4", "false", "v", "k", False, failure="false"),
+        Claim("§8.5", "capped", "v", "k", False, failure="budget"),
+        Claim("§8.5", "open", "v", "k", False),
+        Claim("§8.6", "blew up", "v", "k", False, untested="the run diverged at step 466"),
+    ]
+    text = report.render([_record("figA", claims)])
+    headline = next(line for line in text.splitlines() if line.startswith("**The paper"))
+    counts = "1 pass, 3 fail (1 false in this regime, 1 budget cap, 1 not classified), 1 not tested"
+    assert counts in headline, headline
+    rows = {
+        line.split(" | ")[2]: line.split(" | ")[7]
+        for line in text.splitlines()
+        if line.startswith("| figA |")
+    }
+    assert rows == {
+        "passes": "pass",
+        "false": "**FAIL (false in this regime)**",
+        "capped": "**FAIL (budget cap reached, still learning)**",
+        "open": "**FAIL**",
+        "blew up": "*not tested: the run diverged at step 466*",
+    }
+
+
+def test_fig6_claims_about_a_diverged_runs_end_are_not_tested():
+    from ctx_staircase.experiments import fig6_attention
+
+    claims = [Claim("§8.9", "c", "m", "k", False), Claim("Fig. 6I", "d", "m", "k", True)]
+    assert fig6_attention.untested_if_diverged(claims, "ok") == claims
+    marked = fig6_attention.untested_if_diverged(claims, "diverged at step 444")
+    assert [verdict(c) for c in marked] == ["not tested"] * 2
+    assert all("diverged at step 444" in c.untested for c in marked)
 
 
 # ------------------------------------------------------------------------------------- regimes
@@ -117,9 +176,10 @@ def test_report_headline_counts_only_paper_claims_and_sections_split_by_kind():
     ]
     text = report.render(records)
     headline = next(line for line in text.splitlines() if line.startswith("**The paper"))
-    assert "1 pass, 1 fail, 1 vacuous" in headline
-    assert "Project-defined claims: 1 pass" in headline and "Beyond the paper: 1 fail" in headline
-    assert "## Claims the paper makes: 1 pass, 1 fail, 1 vacuous" in text
+    assert "1 pass, 1 fail (1 not classified), 1 vacuous" in headline
+    assert "Project-defined claims: 1 pass" in headline
+    assert "Beyond the paper: 1 fail (1 not classified)" in headline
+    assert "## Claims the paper makes: 1 pass, 1 fail (1 not classified), 1 vacuous" in text
     assert "*vacuous*" in text and "because 0.5" in text
 
 

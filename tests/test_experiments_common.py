@@ -144,3 +144,19 @@ def test_train_gammas_equals_train_sweep_at_the_configured_seed():
     assert np.array_equal(np.asarray(got.seed), [3, 3])
     assert np.array_equal(np.asarray(got.gamma), np.asarray(want.gamma))
     assert np.array_equal(np.asarray(got.trajectory.W_E), np.asarray(want.trajectory.W_E))
+
+
+def test_a_fail_is_budget_limited_when_the_run_was_still_learning_at_its_cap():
+    """`common.failure_class`: accuracy that rose by more than STILL_LEARNING over the last
+    quarter of the horizon (fig8's FFN on mod: 0.124 at epoch 750, 0.203 at 1000) is a budget
+    cap; a settled run, or one that fell, is left unclassified (it may sit on a plateau)."""
+    from ctx_staircase.experiments import common
+
+    rising = np.concatenate([np.linspace(0.0, 0.124, 76), np.linspace(0.124, 0.203, 26)[1:]])
+    assert common.failure_class(rising) == "budget"
+    settled = np.concatenate([np.linspace(0.0, 0.5, 76), np.full(25, 0.505)])
+    assert common.failure_class(settled) == "unclassified"
+    assert common.failure_class(settled[::-1]) == "unclassified"
+    diverged = np.concatenate([rising[:60], np.full(41, np.nan)])  # the finite prefix's quarter
+    assert common.failure_class(diverged) == "budget"
+    assert common.failure_class([0.3]) == "unclassified"

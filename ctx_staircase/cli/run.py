@@ -16,6 +16,7 @@ from ctx_staircase.cli.common import Command, flag, out_flag
 def handler(args: argparse.Namespace) -> int:
     """List the experiments, or run one (checked, estimated, then executed) and print it."""
     from ctx_staircase import experiments
+    from ctx_staircase.experiments import Verdict
 
     if args.list:
         if args.name is not None:
@@ -54,7 +55,7 @@ def handler(args: argparse.Namespace) -> int:
         record = experiments.execute(name, full=args.full, root=out, tiny=args.tiny, **options)
     print_record(record)
     common.stderr().print(f"wrote {out}/ (results/{name}.json, figures/)")
-    failed = [c["item"] for c in record["claims"] if c["passed"] is False]
+    failed = [c["item"] for c in record["claims"] if experiments.verdict(c) is Verdict.FAIL]
     if args.strict and failed:
         common.stderr().print(f"--strict: {len(failed)} claim(s) failed: {', '.join(failed)}")
         return 1
@@ -79,7 +80,7 @@ def _options(args: argparse.Namespace, experiment) -> dict[str, Any]:
 
 def print_record(record: dict) -> None:
     """An experiment's record (`experiments.execute`) as a table of its claims, on stdout."""
-    from ctx_staircase.experiments import verdict
+    from ctx_staircase.experiments import shown
 
     title = f"{record['name']}: {record['title']} ({record['seconds']:.0f} s)"
     if record.get("tiny"):
@@ -94,7 +95,7 @@ def print_record(record: dict) -> None:
             claim["measured"],
             claim["criterion"],
             claim.get("null", ""),
-            verdict(claim),
+            shown(claim),
         )
     common.stdout().print(table)
 

@@ -23,6 +23,7 @@ the regime study); `execute` writes a non-primary run under ``results/regimes/``
 from __future__ import annotations
 
 import dataclasses
+import enum
 import importlib
 import shutil
 import time
@@ -246,6 +247,24 @@ def check_options(
 KINDS = ("paper", "project", "beyond")
 
 
+class Verdict(enum.StrEnum):
+    """What a claim's run says about it (a ``str``, so records and tables hold its text)."""
+
+    PASS = "pass"
+    FAIL = "FAIL"
+    #: it passes, and so does its null control: the criterion cannot tell
+    VACUOUS = "vacuous"
+    #: the run cannot test it (it diverged, or stopped before the effect could appear)
+    NOT_TESTED = "not tested"
+    #: no criterion: a descriptive row
+    DESCRIPTIVE = "—"
+
+
+#: The classes of a FAIL: not yet classified (no measurement says which), the claim is false in
+#: the regime it was run in, or the run reached its budget cap while still learning.
+FAILURES = ("unclassified", "false", "budget")
+
+
 @dataclasses.dataclass
 class Claim:
     """One checked claim: what the paper (or our theory) says, what we measured, the criterion.
@@ -263,6 +282,12 @@ class Claim:
         regime: the `regime.Regime` name the claim was measured in (or a short description).
         null: the null control scored with the same criterion, and its measured value.
         null_passed: the criterion on the null; a pass whose null also passes is *vacuous*.
+        untested: why the run cannot test the claim (it diverged at step k, or stopped before
+            the effect could appear); a claim with a reason is *not tested*, whatever its
+            criterion gave.
+        failure: the class of a FAIL, one of `FAILURES`: ``"false"`` (the claim is false in
+            this regime), ``"budget"`` (the run was still learning at its budget cap) or
+            ``"unclassified"`` (the default: nothing measured says which).
     """
 
     item: str
@@ -275,22 +300,49 @@ class Claim:
     regime: str = ""
     null: str = ""
     null_passed: bool | None = None
+    untested: str = ""
+    failure: str = "unclassified"
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}; got {self.kind!r}")
+        if self.failure not in FAILURES:
+            raise ValueError(f"failure must be one of {list(FAILURES)}; got {self.failure!r}")
 
 
-def verdict(claim: dict | Claim) -> str:
-    """``"pass"``, ``"FAIL"``, ``"vacuous"`` (passes, but so does its null) or ``"—"``."""
+def verdict(claim: dict | Claim) -> Verdict:
+    """The claim's `Verdict`: not tested when it says why its run cannot test it; else none
+    without a criterion, FAIL, vacuous (it passes, but so does its null) or pass."""
     if isinstance(claim, Claim):
         claim = dataclasses.asdict(claim)
+    if claim.get("untested"):
+        return Verdict.NOT_TESTED
     passed = claim["passed"]
     if passed is None:
-        return "—"
+        return Verdict.DESCRIPTIVE
     if not passed:
-        return "FAIL"
-    return "vacuous" if claim.get("null_passed") is True else "pass"
+        return Verdict.FAIL
+    return Verdict.VACUOUS if claim.get("null_passed") is True else Verdict.PASS
+
+
+def shown(claim: dict | Claim) -> str:
+    """The verdict as a report shows it: a FAIL with its class, a claim not tested with its
+    reason."""
+    if isinstance(claim, Claim):
+        claim = dataclasses.asdict(claim)
+    result = verdict(claim)
+    if result is Verdict.NOT_TESTED:
+        return f"not tested: {claim['untested']}"
+    if result is Verdict.FAIL:
+        return f"FAIL{_FAILURE_SHOWN[claim.get('failure', 'unclassified')]}"
+    return result.value
+
+
+_FAILURE_SHOWN = {
+    "unclassified": "",
+    "false": " (false in this regime)",
+    "budget": " (budget cap reached, still learning)",
+}
 
 
 @dataclasses.dataclass

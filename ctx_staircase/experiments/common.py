@@ -132,6 +132,26 @@ def train_in_regime(
     return train_configured(ds, train_config, config, seeds, activation)
 
 
+#: A run still learning when it stops: its last snapshot's accuracy exceeds the one at this
+#: fraction of the horizon by more than `STILL_LEARNING` (a run that has settled moves less).
+LAST_QUARTER = 0.75
+STILL_LEARNING = 0.01
+
+
+def failure_class(accuracy) -> str:
+    """The class of a FAIL measured at a run's end (`experiments.FAILURES`): ``"budget"`` when
+    the run was still learning at its cap (its training accuracy ``[S]``, on evenly spaced
+    snapshots, rose by more than `STILL_LEARNING` over the last quarter of the horizon), else
+    ``"unclassified"``: a run that has settled may sit on a plateau that ends later, so calling
+    the claim false needs the effect's predicted time, which this does not know."""
+    accuracy = np.asarray(accuracy, dtype=np.float64)
+    accuracy = accuracy[np.isfinite(accuracy)]
+    if accuracy.size < 2:
+        return "unclassified"
+    quarter = accuracy[int(LAST_QUARTER * (accuracy.size - 1))]
+    return "budget" if accuracy[-1] - quarter > STILL_LEARNING else "unclassified"
+
+
 def scored(criterion: Callable[[Any], Any], run: Any, null: Any) -> dict[str, Any]:
     """``passed`` and ``null_passed`` of a `Claim`: the same ``criterion`` applied to the run's
     measurement and to its null control's, so the two can never drift apart.

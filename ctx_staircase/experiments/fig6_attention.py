@@ -30,9 +30,9 @@ a wide label vocabulary ``V = 2 V_min``. d = 128, d_k = 64, seed 0; the Adam reg
   anchor and L - 1 = 7 noise tokens per sample, so the per-token masses compared here are
   ``A_anchor = mass(anchors)`` and ``A_noise = mass(noise) / 7`` (uniform attention gives 1/8
   to each).
-- A run that diverges (non-finite loss) is scored on its snapshots before the divergence, up to
-  the last one whose loss is at most the initial (uniform-prediction) loss; every claim about its
-  end fails and says so.
+- A run that diverges (non-finite loss) is measured on its snapshots before the divergence, up
+  to the last one whose loss is at most the initial (uniform-prediction) loss; a claim about its
+  end is *not tested* (it has no finite end to read), never a FAIL.
 - ``mod``: ``S^{sig,(0)} ≡ 1``, so rho_0 is ``1 − MSE`` (the paper's Fig. 3C), and so is the
   ``k = 0`` entry of the frequency spectrum (`metrics.constant_frequencies`; marked
   "k=0 (1−MSE)" in ``numbers``). Claims use ``k >= 1``.
@@ -403,9 +403,23 @@ def _arithmetic_claims(task: str, numbers: dict, cfg: dict) -> list[Claim]:
     )
     return [
         _zero_order_claim(task, main, numbers, cfg),
-        _probe_claim(task, main, numbers["rho0_method"], cfg, end),
-        _fourier_claim(task, main, cfg, end),
+        *untested_if_diverged(
+            [
+                _probe_claim(task, main, numbers["rho0_method"], cfg, end),
+                _fourier_claim(task, main, cfg, end),
+            ],
+            main["status"],
+        ),
     ]
+
+
+def untested_if_diverged(claims: list[Claim], status: str) -> list[Claim]:
+    """Claims about a run's end, marked not tested when the run diverged (``status`` is not
+    ``"ok"``): a blown-up run has no end state to read, so it neither confirms nor refutes."""
+    if status == "ok":
+        return claims
+    why = f"the run {status}: a claim about its end reads no finite state"
+    return [dataclasses.replace(claim, untested=why) for claim in claims]
 
 
 def _other_gammas(numbers: dict, cfg: dict) -> str:
@@ -666,7 +680,11 @@ def _attention_series(m: Task3Measures, epochs: int) -> str:
 
 
 def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
-    """§8.9 and Fig. 6I at the run's end (which must be finite); null: its init."""
+    """§8.9 and Fig. 6I at the run's end (not tested when the run diverged); null: its init."""
+    return untested_if_diverged(_task3_end_claims(m, setup), m.status)
+
+
+def _task3_end_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
     end, uniform, late, init = _task3_end(m), 1.0 / m.L, m.geometry["late"], m.geometry["init"]
     init_null = f"init: A_anchor {m.A_anchor[0]:.3f}, A_noise {m.A_noise[0]:.4f}"
     growth = (m.E_anchor[-1] / m.E_anchor[0], m.E_noise[-1] / m.E_noise[0])

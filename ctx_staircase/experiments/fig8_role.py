@@ -66,7 +66,7 @@ import numpy as np
 
 from ctx_staircase import metrics, models, plots, signatures, sweep
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import joined_outcome, scored
+from ctx_staircase.experiments.common import failure_class, joined_outcome, scored
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 #: [R] thresholds: the paper says "about 100%", "stays low" and "structured" qualitatively.
@@ -256,6 +256,7 @@ def _structure_claims(numbers: dict, config: dict) -> list[Claim]:
             f"≥ {FFN_ACCURACY} [about 100%]",
             note=_ffn_note(ffn, null, config),
             kind="paper",
+            failure=failure_class(ffn["accuracy_curve"]),
             null=f"shuffled labels: final accuracy {null['final_accuracy']:.4f}",
             **scored(
                 lambda accuracy: accuracy >= FFN_ACCURACY,

@@ -32,7 +32,7 @@ from ctx_staircase import plots, results
 from ctx_staircase.experiments import Outcome, get, result_path, verdict, with_regimes
 from ctx_staircase.experiments import regime as regimes
 
-VERDICTS = ("pass", "vacuous", "FAIL", "—", "missing")
+VERDICTS = ("pass", "vacuous", "FAIL", "not tested", "—", "missing")
 #: The smoke run's grid: one cheap experiment in every regime.
 TINY_EXPERIMENTS = ("minmax",)
 
@@ -184,7 +184,7 @@ def _lines(row: dict) -> int:
 
 def verdict_figure(rows: list[dict]):
     """Claims × regimes, coloured by verdict (``rows[i]["cells"][regime]["verdict"]``)."""
-    codes = {"pass": 3, "vacuous": 2, "FAIL": 0, "—": 1, "missing": np.nan}
+    codes = {"pass": 4, "vacuous": 3, "not tested": 2, "FAIL": 0, "—": 1, "missing": np.nan}
     columns = [r.name for r in regimes.ALL]
     values = np.array([[codes[row["cells"][c]["verdict"]] for c in columns] for row in rows])
     fig, ax = plots.figure(
@@ -196,6 +196,7 @@ def verdict_figure(rows: list[dict]):
     verdicts = (
         ("FAIL", "#d62728"),
         ("no criterion", "#bbbbbb"),
+        ("not tested", "#6baed6"),
         ("vacuous", "#ff9f1c"),
         ("pass", "#2ca02c"),
     )

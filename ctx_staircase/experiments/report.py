@@ -1,14 +1,18 @@
 """Render sims/REPORT.md from experiment records (the JSON that `execute` writes).
 
 The headline counts only the paper's own claims (kind ``"paper"``), measured in the primary
-regime (theory/regimes.md). Claims on thresholds or operational definitions the project chose
-(``"project"``) and claims beyond the paper (``"beyond"``) have their own sections and counts.
+regime (theory/regimes.md), by verdict: pass, FAIL (with its class where one was measured:
+false in this regime, or the budget cap reached while still learning), vacuous, and not tested
+(a run that diverged or stopped before the effect could appear tests nothing; its reason is
+shown). Claims on thresholds or operational
+definitions the project chose (``"project"``) and claims beyond the paper (``"beyond"``) have their
+own sections and counts.
 Every row names its regime and its null control; a claim whose null also passes is *vacuous*.
 """
 
 from __future__ import annotations
 
-from ctx_staircase.experiments import KINDS, get, verdict
+from ctx_staircase.experiments import KINDS, Verdict, get, shown, verdict
 from ctx_staircase.theory import costs_from_account
 
 SECTIONS = {
@@ -37,7 +41,9 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
         "before the results (theory/regimes.md). The regime study below shows how each verdict",
         "moves in the other regimes. Each claim's criterion is also scored on a null control (the",
         "untrained initialization, a label-shuffled data set, ...); a claim whose null passes too",
-        "is reported **vacuous**, not pass.",
+        "is reported **vacuous**, not pass. A claim whose run cannot test it (the run diverged",
+        "before the state the claim reads) is **not tested**, with the reason, never FAIL; a FAIL",
+        "says, where it was measured, whether the run reached its budget cap still learning.",
         "",
         _headline(claims, len(records)),
         "",
@@ -65,7 +71,7 @@ def render(records: list[dict], *, missing: list[str] = (), crashed: list[str] =
         )
         for claim in record["claims"]:
             if claim["note"]:
-                lines.append(f"- *{claim['item']}* ({verdict(claim)}): {claim['note']}")
+                lines.append(f"- *{claim['item']}* ({shown(claim)}): {claim['note']}")
         lines.append("")
         lines += [f"![{key}]({path})" for key, path in record["figures"].items()]
     if crashed:
@@ -140,12 +146,33 @@ def _headline(claims: list[tuple[dict, dict]], experiments: int) -> str:
 
 
 def _counts(rows: list[tuple[dict, dict]]) -> str:
+    """``"3 pass, 2 fail (1 budget cap, 1 not classified), 1 not tested"``."""
     verdicts = [verdict(c) for _, c in rows]
-    parts = [f"{verdicts.count(v)} {word}" for v, word in _WORDS if verdicts.count(v)]
+    parts = []
+    for v, word in _WORDS:
+        if not verdicts.count(v):
+            continue
+        part = f"{verdicts.count(v)} {word}"
+        if v is Verdict.FAIL:
+            classes = [c.get("failure", "unclassified") for _, c in rows if verdict(c) is v]
+            split = [f"{classes.count(k)} {_FAILURE_WORDS[k]}" for k in _FAILURE_WORDS]
+            part += f" ({', '.join(x for x in split if not x.startswith('0 '))})"
+        parts.append(part)
     return ", ".join(parts) if parts else "none"
 
 
-_WORDS = (("pass", "pass"), ("FAIL", "fail"), ("vacuous", "vacuous"), ("—", "descriptive"))
+_WORDS = (
+    (Verdict.PASS, "pass"),
+    (Verdict.FAIL, "fail"),
+    (Verdict.VACUOUS, "vacuous"),
+    (Verdict.NOT_TESTED, "not tested"),
+    (Verdict.DESCRIPTIVE, "descriptive"),
+)
+_FAILURE_WORDS = {
+    "false": "false in this regime",
+    "budget": "budget cap",
+    "unclassified": "not classified",
+}
 
 
 def _claim_table(rows: list[tuple[dict, dict]]) -> list[str]:
@@ -156,14 +183,15 @@ def _claim_table(rows: list[tuple[dict, dict]]) -> list[str]:
     ]
     for record, claim in rows:
         figure = next(iter(record["figures"].values()), "")
-        shown = {"pass": "pass", "FAIL": "**FAIL**", "vacuous": "*vacuous*", "—": "—"}
+        emphasis = {Verdict.FAIL: "**", Verdict.VACUOUS: "*", Verdict.NOT_TESTED: "*"}
+        mark = emphasis.get(verdict(claim), "")
         null = claim.get("null") or "—"
         if claim.get("null_passed") is not None:
             null += " (passes)" if claim["null_passed"] else " (fails)"
         lines.append(
             f"| {record['name']} | {claim['item']} | {_cell(claim['claim'])} | "
             f"{_cell(claim.get('regime') or '—')} | {_cell(claim['measured'])} | "
-            f"{_cell(claim['criterion'])} | {_cell(null)} | {shown[verdict(claim)]} | "
+            f"{_cell(claim['criterion'])} | {_cell(null)} | {mark}{_cell(shown(claim))}{mark} | "
             f"{f'[png]({figure})' if figure else '—'} |"
         )
     return lines
