@@ -408,6 +408,10 @@ def test_a_param_with_several_values_is_one_dataset_each_in_train_only(tmp_path)
     assert cli.main(argv) == 2 and not out.exists()
     argv = [*TRAIN[:2], "--param", "N=4", "3", "--param", "L=2", "3", "--out", str(out)]
     assert cli.main(argv) == 2 and not out.exists()
+    argv = ["train", "modsum", "--param", "N=4", "--param", "L=2", "2", "--out", str(out)]
+    assert cli.main(argv) == 2 and not out.exists()
+    argv = ["train", "modsum", "--param", "L=2", "3", "--model", "attention", "--out", str(out)]
+    assert cli.main(argv) == 2 and not out.exists()
 
 
 def test_train_sweeps_the_context_order_as_lanes(tmp_path, capsys):

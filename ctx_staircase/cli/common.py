@@ -366,6 +366,10 @@ def make_tasks(args: argparse.Namespace) -> list:
         raise ValueError(
             f"--param may give several values to one parameter only; got {', '.join(several)}"
         )
+    if several and len(set(map(repr, params[several[0]]))) < len(params[several[0]]):
+        raise ValueError(
+            f"--param {several[0]} must give distinct values; got {list(params[several[0]])}"
+        )
     settings = (
         [params] if not several else [params | {several[0]: value} for value in params[several[0]]]
     )
