@@ -394,11 +394,11 @@ def _arithmetic_claims(task: str, numbers: dict, cfg: dict) -> list[Claim]:
     """The three §8.3/§8.5/§8.6 analogues on the primary gamma's lane; null: its init. A claim
     about the run's end also needs the run to end finite (its init always does)."""
     main = numbers["by_gamma"][f"{cfg['primary_gamma']:g}"]
-    diverged = main["status"] != "ok"
+    status = main["status"]
     end = (
-        f"the run {main['status']}; scored at its last snapshot before the blow-up, epoch "
+        f"the run {status}; scored at its last snapshot before the blow-up, epoch "
         f"{main['late_epoch']} (loss {main['loss_final']:.3f}). "
-        if diverged
+        if status != "ok"
         else ""
     )
     return [
@@ -408,7 +408,7 @@ def _arithmetic_claims(task: str, numbers: dict, cfg: dict) -> list[Claim]:
                 _probe_claim(task, main, numbers["rho0_method"], cfg, end),
                 _fourier_claim(task, main, cfg, end),
             ],
-            main["status"],
+            status,
         ),
     ]
 
