@@ -114,6 +114,10 @@ def test_train_defaults_to_the_primary_regime(tmp_path):
     minimal = 1 + int(max(ds.tokens.max(), ds.labels.max()))
     assert summary["model_kwargs"]["vocab_size"] == str(2 * minimal)
     assert summary["grid"]["lr"] == [1.0]
+    from ctx_staircase.cli import train as train_command
+    from ctx_staircase.experiments import regime
+
+    assert train_command.WIDE_FACTOR == regime.WIDE_FACTOR  # one primary regime
 
 
 def test_theory_writes_what_training_and_each_theory_cost_and_their_roles(tmp_path, capsys):

@@ -16,6 +16,10 @@ from ctx_staircase.cli import common
 from ctx_staircase.cli.common import TASK, Choices, Command, flag, integer, out_flag, real
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
+#: The primary regime's vocabulary: the model's is this many times the data's (theory/regimes.md;
+#: `experiments.regime.WIDE_FACTOR`, which a library subcommand does not import).
+WIDE_FACTOR = 2
+
 
 def handler(args: argparse.Namespace) -> int:
     """Check the settings and the memory, then train, measure, save and print."""
@@ -63,12 +67,10 @@ def handler(args: argparse.Namespace) -> int:
 
 
 def wide(ds) -> int:
-    """The primary regime's model vocabulary for ``ds`` (`regime.Regime.vocab_size` of ``V_min``,
-    one more than the largest id the data uses), and at least the data's own vocabulary."""
-    from ctx_staircase.experiments import regime
-
+    """The primary regime's model vocabulary for ``ds``: `WIDE_FACTOR` times ``V_min`` (one more
+    than the largest id the data uses), and at least the data's own vocabulary."""
     minimal = 1 + int(max(np.max(ds.tokens), np.max(ds.labels)))
-    return max(regime.PRIMARY.vocab_size(minimal), ds.vocab_size)
+    return max(WIDE_FACTOR * minimal, ds.vocab_size)
 
 
 def _check_probe_group(args: argparse.Namespace, ds) -> None:
