@@ -12,20 +12,26 @@ compilations and costs arithmetic: which wins depends on the sizes. Settings:
 - ``fig5``: fig5_activation_order's cells of one K: N = 8 (64, 512, 4096 samples), sigma = z^2,
   FFN d = 128, GD lr 1, 1000 steps, gamma 1, seed 0, snapshots every 10 steps;
 - ``fig5 quick``: the same at its regime-study sizes, L = 2, 3 (64 and 512 samples).
+- ``theory``: the FFN signature flows (`flows.context_signature_flows`): ``modsum`` N = 8 at
+  L = 2, 3, 4, sigma = z + z^2 / 2, d = 32, gamma 0.8 and 1.2, every order 0..L-1 (9 order
+  lanes x 2 gammas), uniform prediction, 41 snapshots on t in [0, 40], against the loop over L
+  of `flows.signature_flow_lanes` (each L its own program of its orders).
 
-Usage: python benchmarks/context_sweep.py [--only small fig5] [--json PATH]
+Usage: python benchmarks/context_sweep.py [--only small fig5 theory] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 
 import jax
+import numpy as np
 from _machine import other_busy_processes
 
-from ctx_staircase import results, sweep, tasks, train
+from ctx_staircase import flows, results, sweep, tasks, theory, train
 
 SETTINGS = {
     "small": dict(
@@ -40,12 +46,15 @@ SETTINGS = {
         N=8, d=128, steps=1000, snapshots=tuple(range(0, 1001, 10)), gammas=(1.0,), seeds=(0,),
         activation="z^2", Ls=(2, 3),
     ),
+    "theory": dict(N=8, d=32, gammas=(0.8, 1.2), coefficients=(1.0, 0.5), theory=True),
 }  # fmt: skip
 LS = (2, 3, 4)
 
 
 def measure(setting: dict) -> dict:
     """Seconds of the padded sweep and of the loop over L, first and second call of each."""
+    if setting.get("theory"):
+        return measure_theory(setting)
     datasets = [tasks.make("modsum", N=setting["N"], L=L) for L in setting.get("Ls", LS)]
     config = train.TrainConfig(
         optimizer="gd", lr=1.0, steps=setting["steps"], snapshots=setting["snapshots"]
@@ -61,13 +70,54 @@ def measure(setting: dict) -> dict:
     def loop():
         return [sweep.train_sweep("ffn", ds, config, **keywords) for ds in datasets]
 
+    return {"samples": [ds.n for ds in datasets], "seconds": timed(padded, loop)}
+
+
+def timed(padded, loop) -> dict[str, list[float]]:
+    """Wall seconds of two calls each of ``padded()`` and ``loop()``, interleaved (the first
+    call of each compiles)."""
     seconds: dict[str, list[float]] = {"padded": [], "loop": []}
     for _ in range(2):
         for name, run in (("padded", padded), ("loop", loop)):
             start = time.perf_counter()
             jax.block_until_ready(jax.tree.leaves(run()))
             seconds[name].append(time.perf_counter() - start)
-    return {"samples": [ds.n for ds in datasets], "seconds": seconds}
+    return seconds
+
+
+def measure_theory(setting: dict) -> dict:
+    """Seconds of `flows.context_signature_flows` over L = 2, 3, 4 and of the loop over L of
+    `flows.signature_flow_lanes`, first and second call of each (float64)."""
+    jax.config.update("jax_enable_x64", True)
+    datasets = [tasks.make("modsum", N=setting["N"], L=L) for L in setting.get("Ls", LS)]
+    d, gammas = setting["d"], np.asarray(setting["gammas"])
+    rng = np.random.default_rng(0)
+    V = datasets[0].vocab_size
+    unit = {"W_E": rng.normal(size=(V, d)), "W_U": rng.normal(size=(V, d))}
+    y0 = {k: np.stack([v * d**-g for g in gammas]) for k, v in unit.items()}
+    ts = np.linspace(0.0, 40.0, 41)
+
+    def problem(orders, ds=None):
+        setting_ = theory.Setting(
+            None, gammas, orders, "uniform", "poly", tuple(setting["coefficients"])
+        )
+        return theory.Problem(
+            setting_, ds, d, unit, y0, None, 1.0, 0.5, ts, functools.partial(sweep.sweep_map), {}
+        )
+
+    top = max(ds.L for ds in datasets) - 1
+
+    def padded():
+        return flows.context_signature_flows(problem(tuple(range(top + 1))), datasets)
+
+    def loop():
+        out = []
+        for ds in datasets:
+            alone = problem(tuple(range(ds.L)), ds)
+            out.append([flows.signature_flow_lanes(alone, m) for m in range(ds.L)])
+        return out
+
+    return {"samples": [ds.n for ds in datasets], "seconds": timed(padded, loop)}
 
 
 def main() -> None:

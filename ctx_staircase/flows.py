@@ -14,6 +14,8 @@ and ``W_U [V, d]`` (row nu is w^U_nu).
 - `attention_uniform_flow`: the attention-only model at uniform attention, a depth-4 linear
   network (theory/attention.md eq. A3).
 - `gradient_flow`: ``-grad`` of any loss, i.e. exact training written as an ODE.
+- `context_signature_flows`: the FFN flows of several datasets (sequence lengths L) x orders x
+  gammas as lanes of one compiled program, L a traced lane value (theory/ffn.md eq. F11).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ctx_staircase import ode, signatures
+from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_choice, check_int, check_type
 from ctx_staircase.signatures import SignatureSet
 from ctx_staircase.theory import (
@@ -41,6 +44,36 @@ from ctx_staircase.theory import (
     WeightTrajectory,
 )
 
+__all__ = [
+    "PREDICTION_TERMS",
+    "SPARSE_FILL",
+    "ContextFlows",
+    "ContextLane",
+    "ContextSignatures",
+    "FlowSignatures",
+    "SparseLabel",
+    "attention_logits",
+    "attention_path_gradients",
+    "attention_uniform_field",
+    "attention_uniform_flow",
+    "attention_value_path",
+    "context_signature_field",
+    "context_signature_flows",
+    "context_signatures",
+    "drive_matrix",
+    "ffn_signature_field",
+    "ffn_signature_flow",
+    "flow_signatures",
+    "gradient_flow",
+    "order_contributions",
+    "signature_flow_bytes",
+    "signature_flow_lanes",
+    "signature_order",
+    "uniform_attention_bytes",
+    "uniform_attention_lanes",
+    "uniform_attention_logit_scale",
+]
+
 PREDICTION_TERMS = ("none", "uniform", "linear")
 
 
@@ -51,12 +84,16 @@ class SparseLabel(NamedTuple):
         alpha, label: ``[nnz]`` int positions on the alpha and label axes.
         context: ``[nnz, m]`` int positions on the m context axes.
         value: ``[nnz]`` the entries.
+        use: None (the COO form is used), or, in stacked signatures whose datasets disagree
+            on the form (`context_signatures`), bool ``[]`` per dataset: this dataset's
+            field takes the COO contraction, else the dense one (both are computed).
     """
 
     alpha: jax.Array
     label: jax.Array
     context: jax.Array
     value: jax.Array
+    use: jax.Array | None = None
 
 
 class FlowSignatures(NamedTuple):
@@ -199,8 +236,41 @@ def ffn_signature_field(
         raise ValueError(
             f"prediction='linear' needs signatures up to order L-1 = {L - 1}; got max order {M}"
         )
+    dW_E, dW_U = _signature_field(
+        W_E, W_U, sigs, coefficients, L, _order_gate(M, max_order, W_E.dtype), prediction
+    )
+    if prediction == "linear":
+        extra_E, extra_U = _linear_softmax_correction(W_E, W_U, sigs, coefficients, L)
+        dW_E, dW_U = dW_E + extra_E, dW_U + extra_U
+    return dW_E, dW_U
+
+
+def _binomial(n, m: int):
+    """``C(n, m)`` for a static order ``m``: `math.comb` of a Python int ``n``, else, for a traced
+    ``n``, ``prod_{i<m} (n - i) / m!`` (theory/ffn.md eq. F11): an exact integer in float64 for
+    integer ``n`` (numerator and ``m!`` are exact integers below 2^53, their quotient is exact),
+    and exactly 0 for ``0 <= n < m`` (the factor ``n - n``)."""
+    if isinstance(n, int | np.integer):
+        return math.comb(n, m)
+    if m == 0:
+        return 1
+    numerator = n
+    for i in range(1, m):
+        numerator = numerator * (n - i)
+    return numerator / math.factorial(m)
+
+
+def _signature_field(W_E, W_U, sigs: FlowSignatures, coefficients, L, gate, prediction: str):
+    """The uniform-or-none part of `ffn_signature_field` (eq. F6, F8) with ``gate [M+1]``.
+
+    ``L``: a Python int (the binomials are constants and the order loop stops at ``L-1``) or a
+    traced float64 scalar (`context_signature_flows`: the binomials are `_binomial` products and
+    the loop runs over every order ``0..M`` of ``sigs``; orders ``m > L-1`` get the factors
+    ``C(L-1, m) = C(L, m+1) = 0``, theory/ffn.md eq. F11).
+    """
+    M = len(sigs.label) - 1
     V = W_U.shape[0]
-    gate = _order_gate(M, max_order, W_E.dtype)
+    top = min(L - 1, M) if isinstance(L, int | np.integer) else M
     E_alpha, E_context, U_label = W_E[sigs.alphas], W_E[sigs.context], W_U[sigs.labels]
     b_0 = jnp.mean(W_U, axis=0)  # (1/V) W_U^T 1: the readout of a uniform softmax (Theorem 2)
     dE = jnp.zeros_like(E_alpha)  # [A, d]
@@ -209,40 +279,39 @@ def ffn_signature_field(
     for k, C_k in enumerate(coefficients, start=1):
         if C_k == 0:
             continue
-        for m in range(min(k - 1, L - 1, M) + 1):
+        for m in range(min(k - 1, top) + 1):
             label, cooc = sigs.label[m], sigs.cooccurrence[m]
             # W_E, eq. (F4)-(F6): k C_k binom(L-1, m) sum_comp w_alpha^l * (label - prediction)
-            scale = k * C_k * math.comb(L - 1, m) * gate[m]
+            scale = k * C_k * _binomial(L - 1, m) * gate[m]
             sparse = sigs.sparse[m] if m < len(sigs.sparse) else None
             for (power, *powers), weight in _compositions(k - 1, m, 0):
-                if sparse is None:
+                if sparse is None or sparse.use is not None:
                     per_label = _contract_context(label, powers, E_context)  # [A, Vnu, d|1]
                     term = jnp.sum(per_label * U_label, axis=1)
-                else:
+                if sparse is not None:
                     entries = _sparse_context(sparse, powers, E_context) * U_label[sparse.label]
-                    term = jax.ops.segment_sum(entries, sparse.alpha, E_alpha.shape[0])
+                    coo = jax.ops.segment_sum(entries, sparse.alpha, E_alpha.shape[0])
+                    term = coo if sparse.use is None else jnp.where(sparse.use, coo, term)
                 if prediction != "none":
                     term = term - b_0 * _contract_context(cooc, powers, E_context)
                 dE = dE + scale * weight * E_alpha**power * term
             # W_U, eq. (F7)-(F8): C_k binom(L, m+1) sum_comp sum_alpha r_alpha w_alpha^{n_0} ...
-            scale = C_k * math.comb(L, m + 1) * gate[m]
+            scale = C_k * _binomial(L, m + 1) * gate[m]
             for (power, *powers), weight in _compositions(k, m, 1):
                 left = sigs.r[:, None] * E_alpha**power  # [A, d]
-                if sparse is None:
+                if sparse is None or sparse.use is not None:
                     per_label = _contract_context(label, powers, E_context)
                     drive = jnp.sum(per_label * left[:, None], axis=0)
-                else:
+                if sparse is not None:
                     entries = _sparse_context(sparse, powers, E_context) * left[sparse.alpha]
-                    drive = jax.ops.segment_sum(entries, sparse.label, U_label.shape[0])
+                    coo = jax.ops.segment_sum(entries, sparse.label, U_label.shape[0])
+                    drive = coo if sparse.use is None else jnp.where(sparse.use, coo, drive)
                 dU_label = dU_label + scale * weight * drive
                 if prediction != "none":
                     mass = jnp.sum(left * _contract_context(cooc, powers, E_context), axis=0)
                     dU_uniform = dU_uniform - scale * weight * mass / V
     dW_E = jnp.zeros_like(W_E).at[sigs.alphas].set(L * sigs.r[:, None] * dE)
     dW_U = jnp.broadcast_to(dU_uniform, W_U.shape).at[sigs.labels].add(dU_label)
-    if prediction == "linear":
-        extra_E, extra_U = _linear_softmax_correction(W_E, W_U, sigs, coefficients, L)
-        dW_E, dW_U = dW_E + extra_E, dW_U + extra_U
     return dW_E, dW_U
 
 
@@ -531,6 +600,304 @@ def _signature_flows(problem: Problem) -> dict[int, TheoryLanes]:
     return flows
 
 
+# --------------------------------------------------------------------------------------------
+# Context order L as a lane axis: several datasets' signature flows in one compiled program
+
+
+class ContextSignatures(NamedTuple):
+    """The signatures of D datasets of one vocabulary on one index set, stacked (a pytree).
+
+    Attributes:
+        L: ``[D]`` float sequence lengths (traced in the field: theory/ffn.md eq. F11).
+        sigs: a `FlowSignatures` of orders ``0..M`` whose ``r [D, A]``, ``label[m]
+            [D, A, Vnu, P^m]``, ``cooccurrence[m] [D, A, P^m]`` and ``sparse[m]`` (the
+            `SparseLabel` leaves ``[D, nnz_m, ...]``, zero-padded to the largest ``nnz_m``) carry
+            a leading dataset axis; ``alphas [A]``, ``labels [Vnu]``, ``context [P]`` are shared
+            (the union of every dataset's occurring tokens and labels). A dataset's orders above
+            its ``L-1`` are zero tables.
+    """
+
+    L: jax.Array
+    sigs: FlowSignatures
+
+    def select(self, i) -> tuple[jax.Array, FlowSignatures]:
+        """Dataset ``i``'s ``(L [], FlowSignatures)`` (``i`` may be traced: a gather)."""
+        ids = self.sigs.alphas, self.sigs.labels, self.sigs.context
+        tables = self.sigs._replace(alphas=None, labels=None, context=None)
+        picked = jax.tree.map(lambda x: x[i], tables)
+        return self.L[i], picked._replace(alphas=ids[0], labels=ids[1], context=ids[2])
+
+
+class ContextLane(NamedTuple):
+    """The per-lane argument of `context_signature_flows`: ``dataset`` (an index into the
+    datasets) and ``max_order`` (m), int ``[]`` each (``[lanes]`` before the lane map)."""
+
+    dataset: jax.Array
+    max_order: jax.Array
+
+
+class ContextFlows(NamedTuple):
+    """The FFN signature flows of several datasets x orders x gammas (`context_signature_flows`).
+
+    Attributes:
+        L: ``[D]`` the sequence length of each dataset, in the order given.
+        orders: ``[O]`` the truncation orders m (the setting's ``max_orders``).
+        lanes: ``[D][O]`` the `TheoryLanes` (one trajectory per gamma) of dataset i truncated at
+            ``orders[j]``; None where ``orders[j] > L_i - 1`` (skipped, not solved).
+    """
+
+    L: tuple[int, ...]
+    orders: tuple[int, ...]
+    lanes: tuple[tuple[TheoryLanes | None, ...], ...]
+
+    def of(self, dataset: int, m: int) -> TheoryLanes:
+        """The lanes of dataset index ``dataset`` at order ``m``; ValueError where not solved."""
+        check_int(dataset, "dataset", 0, len(self.L) - 1)
+        check_choice(m, "m", self.orders)
+        found = self.lanes[dataset][self.orders.index(m)]
+        if found is None:
+            raise ValueError(
+                f"m = {m} exceeds L-1 = {self.L[dataset] - 1} of dataset {dataset} (L = "
+                f"{self.L[dataset]}): that lane was skipped; orders solved for it: "
+                f"{[o for o in self.orders if o <= self.L[dataset] - 1]}"
+            )
+        return found
+
+
+def context_signatures(
+    datasets: Sequence[TokenDataset], top: int, dtype=None, *, sparse: bool = True
+) -> ContextSignatures:
+    """Every dataset's signatures of orders ``0..min(top, L-1)`` on one index set (the union of
+    the occurring tokens and of the labels of positive weight), zero-padded to order ``top``
+    and stacked (`ContextSignatures`). Each dataset keeps the dense or COO form of each order
+    that `flow_signatures` gives it alone (`SPARSE_FILL`; `SparseLabel.use` where the datasets
+    differ); COO entries are zero-padded to the largest count (a zero entry adds an exact 0 to
+    its segment)."""
+    dtype = dtype or jnp.zeros(()).dtype
+    alphas = np.unique(np.concatenate([np.unique(ds.tokens) for ds in datasets]))
+    labels = np.unique(np.concatenate([ds.labels[ds.weights > 0] for ds in datasets]))
+    per_dataset = [
+        signatures.signature_set(
+            ds, min(top, ds.L - 1), alphas=alphas, labels=labels, context=alphas
+        )
+        for ds in datasets
+    ]
+    A, Vnu, P = alphas.size, labels.size, alphas.size
+
+    def padded(tables, m, shape):
+        return tables[m] if m < len(tables) else np.zeros(shape)
+
+    label = [[padded(s.label, m, (A, Vnu) + (P,) * m) for s in per_dataset] for m in range(top + 1)]
+    cooccurrence = [
+        [padded(s.cooccurrence, m, (A,) + (P,) * m) for s in per_dataset] for m in range(top + 1)
+    ]
+    coo = tuple(
+        _stacked_sparse([_sparse_label(p, m, dtype) for p in label[m]], m, label[m])
+        if sparse
+        else None
+        for m in range(top + 1)
+    )
+    stack = functools.partial(_stack_as, dtype=dtype)
+    sigs = FlowSignatures(
+        r=stack([s.r[alphas] for s in per_dataset]),
+        label=tuple(stack(tables) for tables in label),
+        cooccurrence=tuple(stack(tables) for tables in cooccurrence),
+        alphas=jnp.asarray(alphas),
+        labels=jnp.asarray(labels),
+        context=jnp.asarray(alphas),
+        sparse=coo,
+    )
+    return ContextSignatures(stack([ds.L for ds in datasets]), sigs)
+
+
+def _stack_as(arrays, dtype) -> jax.Array:
+    return jnp.asarray(np.stack([np.asarray(a, dtype=np.float64) for a in arrays]), dtype=dtype)
+
+
+def _stacked_sparse(
+    coo: list[SparseLabel | None], order: int, tables: list[np.ndarray]
+) -> SparseLabel | None:
+    """The datasets' COO forms of one order stacked, each zero-padded to the largest ``nnz``
+    (index 0, value 0); None where no dataset's table is sparse. Where only some are, the
+    others get the COO form of their dense table too, and ``use`` says which form each
+    dataset's separate solve takes (`flow_signatures`), so each lane keeps its own."""
+    if all(c is None for c in coo):
+        return None
+    use = None if all(c is not None for c in coo) else np.array([c is not None for c in coo])
+    coo = [_coo(table, order) if c is None else c for c, table in zip(coo, tables, strict=True)]
+    nnz = max(c.value.shape[0] for c in coo)
+
+    def pad(x):
+        x = np.asarray(x)
+        return np.concatenate([x, np.zeros((nnz - x.shape[0], *x.shape[1:]), x.dtype)])
+
+    return SparseLabel(
+        alpha=jnp.asarray(np.stack([pad(c.alpha) for c in coo])),
+        label=jnp.asarray(np.stack([pad(c.label) for c in coo])),
+        context=jnp.asarray(np.stack([pad(c.context).reshape(nnz, order) for c in coo])),
+        value=jnp.asarray(np.stack([pad(c.value) for c in coo])),
+        use=None if use is None else jnp.asarray(use),
+    )
+
+
+def _coo(phi: np.ndarray, order: int) -> SparseLabel:
+    """The COO form of any ``phi`` ``[A, Vnu, P^m]`` (NumPy arrays, stacked later)."""
+    nonzero = np.nonzero(phi)
+    context = np.stack(nonzero[2:], axis=-1) if order else np.zeros((nonzero[0].size, 0), int)
+    return SparseLabel(nonzero[0], nonzero[1], context, phi[nonzero])
+
+
+@functools.partial(jax.jit, static_argnames=("coefficients", "prediction"))
+def context_signature_field(
+    W_E: jax.Array,
+    W_U: jax.Array,
+    sigs: FlowSignatures,
+    coefficients: tuple[float, ...],
+    L: jax.Array,
+    max_order: jax.Array,
+    prediction: str = "uniform",
+) -> tuple[jax.Array, jax.Array]:
+    """`ffn_signature_field` with a traced sequence length ``L []`` (float): ``(dW_E, dW_U)``,
+    ``[V, d]`` each (theory/ffn.md eq. F6, F8 with the binomials of eq. F11).
+
+    ``sigs`` holds orders ``0..M`` (M: the largest order of any dataset of the sweep); the
+    orders above ``L-1`` get ``C(L-1, m) = C(L, m+1) = 0`` and, for zero tables, contribute an
+    exact 0. ``prediction``: ``"none"`` or ``"uniform"`` (``"linear"`` needs a static L).
+    """
+    check_choice(prediction, "prediction", ("none", "uniform"))
+    gate = _order_gate(len(sigs.label) - 1, max_order, W_E.dtype)
+    return _signature_field(W_E, W_U, sigs, coefficients, L, gate, prediction)
+
+
+def context_signature_flows(problem: Problem, datasets: Sequence[TokenDataset]) -> ContextFlows:
+    """The FFN signature flows of several datasets (any L, one vocabulary) x the setting's
+    orders m x its gammas, as the lanes of one `Problem.map_lanes` (one compiled program).
+
+    Each lane ``(dataset i, order m, gamma g)`` integrates ``ffn_signature_field`` truncated at
+    m (theory/ffn.md eq. F6, F8) with the prediction term of ``problem.setting``, from
+    ``problem.y0[g]`` on ``problem.ts``; ``problem.ds`` is not read. The sequence length is a
+    traced lane value: the binomials ``C(L-1, m)``, ``C(L, m+1)`` are products over the static
+    m (eq. F11), the order loop runs to the largest order of the sweep, and each lane gathers
+    its dataset's tables from the `ContextSignatures` (given whole to every lane).
+
+    Orders ``m > L_i - 1`` are **skipped** for dataset i (no lane; ``ContextFlows.lanes``
+    holds None there); an order above every dataset's ``L-1`` is an error.
+
+    Equality with the separate solve (`signature_flow_lanes` of ``problem`` with ``ds`` set to
+    one dataset): **not bitwise; within 1e-12 relative before the blow-up event** (measured
+    <= 2e-14 on modsum L = 2, 3, 4; tests/test_context_theory.py). Why: the lane's *field* is
+    bitwise the one-L `ffn_signature_field` on the same tables given as arguments (tested):
+    every binomial is the exact integer (numerator and m! are exact integers in float64, their
+    quotient exact), the padded orders add exact zeros (``x + 0 = x``), and each dataset keeps
+    its own dense/COO form per order (`SparseLabel.use`). The separate solve, however, holds its
+    tables as constants of its program, which XLA simplifies (e.g. a uniform co-occurrence
+    table), so its field differs by a few ulp; the adaptive solver carries that to ~1e-14, and
+    at the blow-up event (`theory.BLOW_UP`, where the truncated flow grows fastest) the held
+    state amplifies it to ~1e-8. A union index set larger than a dataset's own tokens adds
+    zero rows to its contractions (the same rounding argument).
+
+    Args:
+        problem: the run's `Problem` (setting: gammas, max_orders, prediction,
+            coefficients; y0 ``[G, V, d]``; ts ``[T]``; map_lanes).
+        datasets: ``[D]`` `TokenDataset` of one vocabulary size V.
+
+    Returns:
+        `ContextFlows`: per dataset and order, one `WeightTrajectory` and `SolverStatus` per
+        gamma.
+
+    Raises:
+        ValueError: no datasets, vocabulary sizes that differ (or differ from y0's V), an
+            order outside ``[0, max L - 1]``, ``prediction="linear"`` with several distinct L
+            (it contracts the full order ``L-1``, a shape per L: one L per call), or no time
+            grid.
+    """
+    setting = problem.setting
+    datasets, Ls = _check_context_inputs(problem, datasets)
+    coefficients = _check_coefficients(setting.coefficients)
+    orders = tuple(int(m) for m in setting.max_orders)
+    static_L = Ls[0] if len(set(Ls)) == 1 else None
+    top = signature_order(max(Ls), orders, setting.prediction)
+    tables = context_signatures(datasets, top)
+    prediction = setting.prediction
+
+    def vector_field(t, y, args):
+        lane, stacked = args
+        L, sigs = stacked.select(lane.dataset)
+        if static_L is None:
+            dW_E, dW_U = context_signature_field(
+                y["W_E"], y["W_U"], sigs, coefficients, L, lane.max_order, prediction
+            )
+        else:
+            dW_E, dW_U = ffn_signature_field(
+                y["W_E"], y["W_U"], sigs, coefficients,
+                L=static_L, max_order=lane.max_order, prediction=prediction,
+            )  # fmt: skip
+        return {"W_E": dW_E, "W_U": dW_U}
+
+    pairs = [(i, m) for i, L in enumerate(Ls) for m in orders if m <= L - 1]
+    G = len(setting.gammas)
+    gamma = np.repeat(np.arange(G), len(pairs))
+    dataset = np.tile([i for i, _ in pairs], G)
+    order = np.tile([m for _, m in pairs], G)
+    y0 = {k: jnp.asarray(np.asarray(v)[gamma]) for k, v in problem.y0.items()}
+    lanes = ContextLane(jnp.asarray(dataset), jnp.asarray(order))
+    ys, ok, result, t_end = _ode_lanes(problem, vector_field, y0, lanes, shared=(tables,))
+    solved = {}
+    for j, (i, m) in enumerate(pairs):
+        at = range(j, G * len(pairs), len(pairs))
+        solved[i, m] = TheoryLanes(
+            tuple(WeightTrajectory(problem.ts, ys["W_E"][k], ys["W_U"][k]) for k in at),
+            tuple(SolverStatus(bool(ok[k]), ode.describe(result[k], t_end[k])) for k in at),
+        )
+    return ContextFlows(
+        tuple(Ls), orders, tuple(tuple(solved.get((i, m)) for m in orders) for i in range(len(Ls)))
+    )
+
+
+def _check_context_inputs(problem: Problem, datasets) -> tuple[list, list[int]]:
+    """The datasets as a list and their L; ValueError naming the parameter otherwise."""
+    check_type(problem, "problem", Problem, "a theory.Problem")
+    if isinstance(datasets, TokenDataset) or not isinstance(datasets, Sequence):
+        raise ValueError(
+            f"datasets must be a sequence of one or more TokenDataset; got {type(datasets)}"
+        )
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("datasets must hold one or more TokenDataset of one vocabulary; got []")
+    for i, ds in enumerate(datasets):
+        check_type(ds, f"datasets[{i}]", TokenDataset, "a TokenDataset (tasks.make)")
+    Ls = [int(ds.L) for ds in datasets]
+    sizes = [int(ds.vocab_size) for ds in datasets]
+    if len(set(sizes)) > 1:
+        raise ValueError(
+            f"datasets must share one vocab_size (every lane evolves W_E, W_U [V, d]); got "
+            f"vocab_size {sizes} for L {Ls}"
+        )
+    V = np.asarray(problem.y0["W_E"]).shape[-2]
+    if V != sizes[0]:
+        raise ValueError(
+            f"problem.y0 must hold W_E, W_U [G, V, d] with V = vocab_size = {sizes[0]} of the "
+            f"datasets; got V = {V}"
+        )
+    if problem.ts is None:
+        raise ValueError("problem.ts must be the time grid [T]; got None")
+    setting = problem.setting
+    check_choice(setting.prediction, "prediction", PREDICTION_TERMS)
+    if setting.prediction == "linear" and len(set(Ls)) > 1:
+        raise ValueError(
+            f"prediction='linear' needs each dataset's full order L-1 (a shape per L), so it "
+            f"cannot share one program across sequence lengths; with datasets of L {Ls} use "
+            f"prediction 'none' or 'uniform', or one L per call"
+        )
+    orders = list(setting.max_orders)
+    why = f" (orders in [0, max L - 1] = [0, {max(Ls) - 1}] for L {Ls}; max_orders={orders})"
+    if not orders:
+        raise ValueError(f"max_orders must hold one or more orders{why}")
+    for m in orders:
+        check_int(m, "max_orders", 0, max(Ls) - 1, why=why)
+    return datasets, Ls
+
+
 def signature_flow_bytes(size: Size) -> int:
     """Peak bytes of one order's `signature_flow_lanes`: the signature tables up to the order
     the flow uses (``[A, Vnu + 1, P^m]``, A = P), and the ODE lanes (`theory.Size.ode_bytes`)
@@ -584,15 +951,22 @@ def uniform_attention_logit_scale(weights: dict, tokens: jax.Array) -> jax.Array
     return jnp.max(jnp.abs(centred), axis=(-2, -1))
 
 
-def _ode_lanes(problem: Problem, field: Callable, y0: dict, args: jax.Array) -> tuple:
+def _ode_lanes(problem: Problem, field: Callable, y0: dict, args, shared: tuple = ()) -> tuple:
     """``(ys, ok, result, t_end)`` of the ODE lanes ``y0`` (leading lane axis) with ``args``
-    per lane, each ending at its blow-up (`theory.BLOW_UP`), later times holding that state."""
+    per lane, each ending at its blow-up (`theory.BLOW_UP`), later times holding that state.
+
+    ``shared``: pytrees given whole to every lane (`sweep.sweep_map`'s ``shared``, e.g. the
+    stacked signature tables of `context_signature_flows`); the field then gets
+    ``(arg, *shared)`` as its args."""
     grid = jnp.asarray(problem.ts)
 
-    def solve(y, arg):
+    def solve(y, arg, *whole):
         solution = ode.integrate(
-            field, y, grid, arg, rtol=1e-7, atol=1e-12, max_steps=20_000, blow_up=BLOW_UP
-        )
+            field, y, grid, (arg, *whole) if whole else arg,
+            rtol=1e-7, atol=1e-12, max_steps=20_000, blow_up=BLOW_UP,
+        )  # fmt: skip
         return solution.ys, solution.ok, solution.result, solution.t_end
 
+    if shared:
+        return jax.device_get(problem.map_lanes(solve, y0, args, shared=tuple(shared)))
     return jax.device_get(problem.map_lanes(solve, y0, args))

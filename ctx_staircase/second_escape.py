@@ -60,6 +60,7 @@ __all__ = [
     "measured_second_escape",
     "plateau_field",
     "plateau_problem",
+    "predict_collapse",
     "predict_second_escape",
     "reduced_flow",
     "rho0",
@@ -571,6 +572,30 @@ def _follow(path: _Path, y, advance, horizon: float, done, ids) -> _Path:
         path = _Path(ts, path.rho + list(rho0(W_E[1:], ids)), states, W_E)
         y = jax.tree.map(lambda leaf: leaf[-1], states)
     return path
+
+
+def predict_collapse(W_E, W_U, problem: PlateauProblem, *, horizon: float) -> float:
+    """The collapse time ``t_c`` (the first save at which rho_0 reaches `COLLAPSED`) that the
+    plateau flow (eq. S5) predicts from the initial weights ``(W_E, W_U) [V, d]``, or NaN when
+    rho_0 has not reached it by ``horizon``. RK4 at `APPROACH_STEP`, saves every `SAVE_EVERY`:
+    L2's own approach onto the plateau (theory/second_escape.md §6), stopped at the collapse."""
+    check_real(horizon, "horizon", low=0.0, low_open=True)
+    ids = problem.geometry_ids
+    arrays = problem._replace(activation=None)
+
+    def plateau(y, t):
+        states = _plateau_chunk(y, t, arrays, activation=problem.activation, step=APPROACH_STEP)
+        return states, np.asarray(states["W_E"])
+
+    def done(path):
+        return bool(np.isfinite(crossings(path.ts, path.rho)[0]))
+
+    with jax.enable_x64(True):
+        y = {"W_E": jnp.asarray(W_E, jnp.float64), "W_U": jnp.asarray(W_U, jnp.float64)}
+        start = jax.tree.map(lambda leaf: leaf[None], y)
+        path = _Path([0.0], [float(rho0(W_E, ids))], start, np.asarray(start["W_E"]))
+        path = _follow(path, y, plateau, horizon, done, ids)
+    return crossings(path.ts, path.rho)[0]
 
 
 def predict_second_escape(

@@ -462,7 +462,7 @@ def _experiment_figures():
     arms = {
         arm: {"loss_curve": 3 - curve(), "accuracy_curve": curve()} for arm in "i ii iii".split()
     }
-    fixed = {"trained": arms, "null": arms}
+    fixed = {"trained": arms, "null": {"i": arms["i"]}, "shuffled": arms}
     fig8_config = {"gamma_ffn": 1.0, "target_accuracy": 0.9, "early_epoch": 50}
     times = {
         task: {

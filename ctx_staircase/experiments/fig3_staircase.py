@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ctx_staircase import geometry, metrics, plots, signatures
+from ctx_staircase import geometry, metrics, plots, second_escape, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments import staircase_claims as scoring
@@ -199,6 +199,9 @@ def run(
             result = train_in_regime(dataset, regime, cfg, [cfg["seed"]])
             data[(task, tag)] = measure(sig, result.lane(0), regime, cfg)
             data[(task, tag)]["status"] = result.status[0]
+            if task == "mod" and tag == "trained":
+                predicted = predicted_collapse(ds, result.lane(0), regime, cfg["epochs"])
+                data[(task, tag)]["collapse_predicted"] = predicted
         data[(task, "trained")]["vocab_size"] = int(ds.vocab_size)
 
     numbers = {f"{task}/{tag}": _summary(d) for (task, tag), d in data.items()}
@@ -214,9 +217,22 @@ def run(
     return Outcome(scored_claims, figures, numbers, cfg)
 
 
+def predicted_collapse(ds, trajectory, regime: Regime, horizon: float) -> float | None:
+    """The mod collapse ``t_c`` the plateau flow predicts from the run's initial weights
+    (`second_escape.predict_collapse`, a law: the data and the init), in epochs; ``None``
+    outside GD, whose gradient flow it is."""
+    if regime.optimizer != "gd":
+        return None
+    problem = second_escape.plateau_problem(ds)
+    W_E, W_U = np.asarray(trajectory.W_E[0]), np.asarray(trajectory.W_U[0])
+    t_c = float(second_escape.predict_collapse(W_E, W_U, problem, horizon=horizon))
+    return t_c if np.isfinite(t_c) else None
+
+
 def _summary(d: dict) -> dict:
     return {
         "status": d["status"],
+        "collapse_predicted": d.get("collapse_predicted"),
         "vocab_size": d.get("vocab_size"),
         "epochs": d["steps"].tolist(),
         "loss": d["loss"].tolist(),
@@ -250,6 +266,7 @@ def measured_from_summary(summary: dict) -> dict:
         "probe_corr": np.asarray(summary["probe_heldout_corr"]),
         "probe_mse": np.asarray(summary["probe_heldout_mse"]),
         "init_probe": (summary["init_probe_heldout_corr"], summary["init_probe_heldout_mse"]),
+        "collapse_predicted": summary.get("collapse_predicted"),
     }
 
 

@@ -30,9 +30,13 @@ a wide label vocabulary ``V = 2 V_min``. d = 128, d_k = 64, seed 0; the Adam reg
   anchor and L - 1 = 7 noise tokens per sample, so the per-token masses compared here are
   ``A_anchor = mass(anchors)`` and ``A_noise = mass(noise) / 7`` (uniform attention gives 1/8
   to each).
-- A run that diverges (non-finite loss) is measured on its snapshots before the divergence, up
-  to the last one whose loss is at most the initial (uniform-prediction) loss; a claim about its
-  end is *not tested* (it has no finite end to read), never a FAIL.
+- The GD step (theory/regimes.md, "The stable step"): each run starts at the regime's lr and is
+  halved, the flow time kept, at most `HALVINGS` times until every lane ends finite; its claims
+  are scored on that run and again on the same flow at half its step, and a verdict the halving
+  changes is *not tested*. A run still diverging after the halvings is measured on its snapshots
+  before the divergence, up to the last one whose loss is at most the initial
+  (uniform-prediction) loss; a claim about its end is *not tested* (it has no finite end to
+  read), never a FAIL.
 - ``mod``: ``S^{sig,(0)} ≡ 1``, so rho_0 is ``1 − MSE`` (the paper's Fig. 3C), and so is the
   ``k = 0`` entry of the frequency spectrum (`metrics.constant_frequencies`; marked
   "k=0 (1−MSE)" in ``numbers``). Claims use ``k >= 1``.
@@ -49,10 +53,12 @@ Findings while setting this up (primary regime, seed 0; not rerun here):
 
 - GD at lr 1 is unstable at the escape from the order-0 plateau of this depth-4 model: ``add``
   at gamma = 0.75 leaves the plateau near epoch 400 (loss 3.40 → 2.67 at epoch 440) and
-  diverges at step 466 (loss 9.1 at 460, then NaN); at lr 0.5 and 0.25 (the same flow times) it
-  survives, but its loss oscillates (2.0 ↔ 2.4 at lr 0.25), so GD is at the edge of stability
-  there. Task 3 diverges the same way at its escape: step 71 at gamma = 0.75 (n = 10000) and
-  step 444 at gamma = 1.0 (n = 2000).
+  diverges at step 466 (loss 9.1 at 460, then NaN). Over the CPU default's 3000 epochs it
+  diverges at lr 1/2 and 1/4 too (steps 2353 and 5502) and is stable at 1/8. Task 3 diverges
+  the same way at its escape: step 71 at gamma = 0.75 (n = 10000) and step 444 at gamma = 1.0
+  (n = 2000), stable at lr 1/2. Under the stable step Task 3 is fitted to 51% with its
+  attention uniform to 5 decimals (0.125 on every token at every snapshot): the anchors grow
+  and split by parity, and attention does not move.
 - ``mod`` at gamma = 0.75 fits the label marginal by epoch 100 (loss ln 20) without a complete
   collapse (mean off-diagonal cosine 0.18) and then stays on that plateau: loss 2.996 and
   accuracy 0.05 at epoch 10000, ``|W_E|`` 1.91 → 2.00.
@@ -76,8 +82,8 @@ from ctx_staircase import (
     sweep,
     train,
 )
-from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import joined_outcome, scored, train_gammas
+from ctx_staircase.experiments import Claim, Outcome, verdict
+from ctx_staircase.experiments.common import failure_class, joined_outcome, scored, train_gammas
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 #: [R] thresholds (0.9 for rho_0 as in claim §8.3; the paper's others are qualitative).
@@ -89,6 +95,9 @@ NOISE_NEAR_ZERO = 0.1  # late per-token noise attention <= this fraction of the 
 ANCHOR_RISE = 0.1  # the anchor's attention rises by at least this much
 EARLY_WINDOW = 300  # the early phase: epochs <= 300
 PLATEAU_MARGIN = 1.5  # a GD horizon covers 1.5 t* of eq. A5
+#: The GD step search (theory/regimes.md, "The stable step"): from the regime's step down by at
+#: most this many halvings, the flow time kept, until a run ends finite.
+HALVINGS = 3
 
 
 #: The ``tiny`` smoke run: d = 32 (so eq. A5's plateau, and (b)'s horizon, are short), (a) one
@@ -205,10 +214,10 @@ def run(
         **{task: _arithmetic_job(task, arithmetic, config, regime) for task in arithmetic.tasks},
     }
     with ThreadPoolExecutor(max_workers=2) as pool:  # one run per CPU core
-        results = dict(zip(jobs, pool.map(_train, jobs.values()), strict=True))
+        searches = dict(zip(jobs, pool.map(step_search, jobs.values()), strict=True))
     parts = {
-        "arithmetic": _arithmetic(arithmetic, config, regime, jobs, results),
-        "task3": _task3(task3, config, regime, jobs["task3"][0], results["task3"]),
+        "arithmetic": _arithmetic(arithmetic, config, jobs, searches),
+        "task3": _task3(task3, config, jobs["task3"].ds, searches["task3"]),
     }
     return joined_outcome(parts, config, regime.name)
 
@@ -254,28 +263,140 @@ def finite_prefix(traj, lane: int) -> int:
 # (a) add / mod
 
 
-def _train(job) -> sweep.SweepResult:
-    ds, train_config, gammas, config = job
-    return train_gammas("attention", ds, train_config, gammas, config, "d", "d_k")
+class Job(NamedTuple):
+    """One training job: the data, its horizon and snapshots in epochs (flow time under GD),
+    the gamma lanes, the regime it starts in and the experiment's config."""
+
+    ds: object
+    epochs: int
+    snapshots: tuple[int, ...]
+    gammas: tuple[float, ...]
+    regime: Regime
+    config: dict
+
+    def train(self, regime: Regime) -> sweep.SweepResult:
+        """Every gamma lane of the job in ``regime`` (its GD step may be a halving of the
+        job's)."""
+        train_config = regime.train_config(
+            self.ds, epochs=self.epochs, snapshots=self.snapshots, adam_lr=self.config["adam_lr"]
+        )
+        return train_gammas(
+            "attention", self.ds, train_config, self.gammas, self.config, "d", "d_k"
+        )
 
 
-def _arithmetic_job(task: str, setup: ArithmeticSetup, config: dict, regime: Regime) -> tuple:
+class StepSearch(NamedTuple):
+    """A job's runs. Under GD: from the regime's step down by at most `HALVINGS` halvings (the
+    flow time kept) until every lane ends finite, then the same flow at half that step.
+
+    Attributes:
+        tried: ``(lr, status)`` of every run of the search, in order (one lane's status, the
+            first that diverged, else ``"ok"``).
+        regime, result: the run the claims are scored on: the stable step's, or the last one
+            tried when none ended finite (then its claims about the end are not tested).
+        check_regime, check: the run at half the stable step (``None`` when no step was
+            stable, or under Adam, which has no step to halve).
+    """
+
+    tried: tuple[tuple[float, str], ...]
+    regime: Regime
+    result: sweep.SweepResult
+    check_regime: Regime | None
+    check: sweep.SweepResult | None
+
+    def record(self) -> dict:
+        """The search as the JSON keeps it (``numbers[...]["step_search"]``)."""
+        return {
+            "tried": [{"gd_lr": lr, "status": status} for lr, status in self.tried],
+            "gd_lr": self.regime.gd_lr if self.regime.optimizer == "gd" else None,
+            "stable": all(s == "ok" for s in self.result.status),
+            "check_gd_lr": None if self.check_regime is None else self.check_regime.gd_lr,
+        }
+
+
+def _first_status(result: sweep.SweepResult) -> str:
+    return next((s for s in result.status if s != "ok"), "ok")
+
+
+def step_search(job: Job) -> StepSearch:
+    """`StepSearch` of ``job``: the stable GD step and its halving check."""
+    regime = job.regime
+    result = job.train(regime)
+    tried = [(regime.gd_lr, _first_status(result))]
+    if regime.optimizer != "gd":
+        return StepSearch(tuple(tried), regime, result, None, None)
+    for _ in range(HALVINGS):
+        if tried[-1][1] == "ok":
+            break
+        regime = regime.halved()
+        result = job.train(regime)
+        tried.append((regime.gd_lr, _first_status(result)))
+    if tried[-1][1] != "ok":
+        return StepSearch(tuple(tried), regime, result, None, None)
+    check = regime.halved()
+    return StepSearch(tuple(tried), regime, result, check, job.train(check))
+
+
+def step_text(search: dict) -> str:
+    """How the scored run's GD step was found, for a claim's measured text (``search`` as
+    `StepSearch.record` writes it); empty when the regime's own step was stable or not GD."""
+    tried = search["tried"]
+    if len(tried) == 1:
+        return ""
+    diverged = "; ".join(f"lr {t['gd_lr']:g} {t['status']}" for t in tried if t["status"] != "ok")
+    if not search["stable"]:
+        return f"every step tried diverged ({diverged}). "
+    return f"at GD lr {search['gd_lr']:g}, the largest stable step, same flow time ({diverged}). "
+
+
+def halving_verdicts(claims: list[Claim], checks: list[Claim], search: dict) -> list[Claim]:
+    """``claims`` with their halving check: each one's verdict against the same claim scored on
+    the run at half the step (``checks``, in the same order). The same verdict is noted; a
+    different one makes the claim not tested, as the step, not the flow, decides it."""
+    if search["check_gd_lr"] is None:
+        return claims
+    lr, half = search["gd_lr"], search["check_gd_lr"]
+    out = []
+    for claim, check in zip(claims, checks, strict=True):
+        got, again = verdict(claim), verdict(check)
+        if got == again:
+            note = (
+                f"Halving check: at lr {half:g} (same flow time) the verdict is the same ({got})."
+            )
+            before = claim.note.strip()
+            if before and not before.endswith("."):
+                before += "."
+            out.append(dataclasses.replace(claim, note=f"{before} {note}".strip()))
+        else:
+            why = (
+                f"the verdict changes under one halving of the GD step (lr {lr:g}: {got}, "
+                f"lr {half:g}: {again}), so the step, not the flow, decides it"
+            )
+            out.append(dataclasses.replace(claim, untested=claim.untested or why))
+    return out
+
+
+def _arithmetic_job(task: str, setup: ArithmeticSetup, config: dict, regime: Regime) -> Job:
     snapshots = sorted({*train.default_snapshots(setup.epochs), setup.early_epoch, EARLY_WINDOW})
     ds = regime.make(task, N=setup.N)
-    train_config = regime.train_config(
-        ds, epochs=setup.epochs, snapshots=snapshots, adam_lr=config["adam_lr"]
-    )
-    return ds, train_config, setup.gammas, config
+    return Job(ds, setup.epochs, tuple(snapshots), setup.gammas, regime, config)
 
 
-def _arithmetic(setup: ArithmeticSetup, config: dict, regime: Regime, jobs: dict, results: dict):
+def _arithmetic(setup: ArithmeticSetup, config: dict, jobs: dict, searches: dict):
     numbers, claims, panels = {}, [], {}
     cfg = setup.record()
     for task in setup.tasks:
+        search, ds = searches[task], jobs[task].ds
         numbers[task], panels[task] = _arithmetic_task(
-            setup, config, regime, jobs[task][0], results[task]
+            setup, config, search.regime, ds, search.result
         )
+        numbers[task]["step_search"] = search.record()
+        if search.check is not None:
+            numbers[task]["halving_check"] = _arithmetic_task(
+                setup, config, search.check_regime, ds, search.check
+            )[0]
         claims += _arithmetic_claims(task, numbers[task], cfg)
+    regime = searches[setup.tasks[0]].regime
     return claims, _arithmetic_figure(panels, cfg, regime, config), numbers
 
 
@@ -391,8 +512,21 @@ def _scored_at_end(criterion, end, init, finite: bool) -> dict:
 
 
 def _arithmetic_claims(task: str, numbers: dict, cfg: dict) -> list[Claim]:
-    """The three §8.3/§8.5/§8.6 analogues on the primary gamma's lane; null: its init. A claim
-    about the run's end also needs the run to end finite (its init always does)."""
+    """The three §8.3/§8.5/§8.6 analogues on the primary gamma's lane, with their halving check
+    (`halving_verdicts`) when the run has one; null: its init."""
+    claims = _arithmetic_run_claims(task, numbers, cfg)
+    search = numbers.get("step_search")
+    if search is None or "halving_check" not in numbers:
+        return claims
+    step = step_text(search)
+    claims = [dataclasses.replace(c, measured=step + c.measured) for c in claims]
+    checks = _arithmetic_run_claims(task, numbers["halving_check"], cfg)
+    return halving_verdicts(claims, checks, search)
+
+
+def _arithmetic_run_claims(task: str, numbers: dict, cfg: dict) -> list[Claim]:
+    """The three claims on one run's numbers. A claim about the run's end also needs the run
+    to end finite (its init always does)."""
     main = numbers["by_gamma"][f"{cfg['primary_gamma']:g}"]
     status = main["status"]
     end = (
@@ -463,6 +597,8 @@ def _zero_order_claim(task: str, main: dict, numbers: dict, cfg: dict) -> Claim:
         + _other_gammas(numbers, cfg),
         kind="paper",
         null=f"init: ρ0 {main['rho0_init']:.3f}",
+        # the run covers the claim's whole window, finite: its FAIL is no budget's
+        failure="false" if main["late_epoch"] >= EARLY_WINDOW else "unclassified",
         **scored(lambda rho0: rho0 >= RHO0_EARLY, main["rho0_early_peak"], main["rho0_init"]),
     )
 
@@ -570,13 +706,10 @@ def _arithmetic_figure(panels: dict, cfg: dict, regime: Regime, config: dict):
 # (b) Task 3
 
 
-def _task3_job(setup: Task3Setup, config: dict, regime: Regime) -> tuple:
+def _task3_job(setup: Task3Setup, config: dict, regime: Regime) -> Job:
     ds = regime.make(setup.task, L=setup.L, n=setup.n)
     recorded = sorted({0, 1, 2, 5, *range(0, setup.epochs + 1, 5 if setup.epochs <= 200 else 10)})
-    train_config = regime.train_config(
-        ds, epochs=setup.epochs, snapshots=recorded, adam_lr=config["adam_lr"]
-    )
-    return ds, train_config, (setup.gamma,), config
+    return Job(ds, setup.epochs, tuple(recorded), (setup.gamma,), regime, config)
 
 
 class Task3Measures(NamedTuple):
@@ -623,8 +756,20 @@ class Task3Measures(NamedTuple):
         }
 
 
-def _task3(setup: Task3Setup, config: dict, regime: Regime, ds, result):
-    measures = _task3_measures(ds, result, regime)
+def _task3(setup: Task3Setup, config: dict, ds, search: StepSearch):
+    regime = search.regime
+    measures = _task3_measures(ds, search.result, regime)
+    record = measures.record() | {"step_search": search.record()}
+    claims = _task3_claims(measures, setup)
+    if search.check is not None:
+        check = _task3_measures(ds, search.check, search.check_regime)
+        record["halving_check"] = check.record()
+        step = step_text(record["step_search"])
+        claims = halving_verdicts(
+            [dataclasses.replace(c, measured=step + c.measured) for c in claims],
+            _task3_claims(check, setup),
+            record["step_search"],
+        )
     late = measures.geometry["late"]
     figure = _task3_figure(
         config,
@@ -637,7 +782,7 @@ def _task3(setup: Task3Setup, config: dict, regime: Regime, ds, result):
         ds.L,
         int(measures.epochs[-1]),
     )
-    return _task3_claims(measures, setup), figure, measures.record()
+    return claims, figure, record
 
 
 def _task3_measures(ds, result, regime: Regime) -> Task3Measures:
@@ -680,8 +825,11 @@ def _attention_series(m: Task3Measures, epochs: int) -> str:
 
 
 def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
-    """§8.9 and Fig. 6I at the run's end (not tested when the run diverged); null: its init."""
-    return untested_if_diverged(_task3_end_claims(m, setup), m.status)
+    """§8.9 and Fig. 6I at the run's end (not tested when the run diverged), a FAIL classed by
+    whether the run was still learning at its cap (`failure_class`); null: its init."""
+    failure = failure_class(m.accuracy)
+    claims = [dataclasses.replace(c, failure=failure) for c in _task3_end_claims(m, setup)]
+    return untested_if_diverged(claims, m.status)
 
 
 def _task3_end_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:

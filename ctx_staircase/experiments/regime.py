@@ -28,6 +28,7 @@ label-shuffled dataset, ...); a claim whose null passes too is reported as *vacu
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -55,27 +56,37 @@ class Regime:
             or ``"adam_minibatch"`` (``MINIBATCHES_PER_EPOCH`` minibatches per epoch).
         vocab: ``"minimal"`` (``V = V_min``, today's default of `tasks.make`) or ``"wide"``
             (``V = WIDE_FACTOR * V_min``: ids that are never inputs or labels).
+        gd_lr: the GD step, ``1 / k`` for a whole ``k`` (default `GD_LR`): an epoch stays one
+            unit of gradient-flow time, ``k`` steps of ``1 / k`` (`steps_per_epoch`), so a run
+            at a smaller step covers the same flow time. GD only.
     """
 
     optimizer: str = "gd"
     vocab: str = "wide"
+    gd_lr: float = GD_LR
 
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {list(OPTIMIZERS)}; got {self.optimizer!r}")
         if self.vocab not in VOCABS:
             raise ValueError(f"vocab must be one of {list(VOCABS)}; got {self.vocab!r}")
+        steps = 1.0 / self.gd_lr if self.gd_lr > 0 else math.inf
+        if not (math.isfinite(steps) and steps == round(steps)):
+            raise ValueError(f"gd_lr must be 1/k for a whole k >= 1; got {self.gd_lr!r}")
+        if self.optimizer != "gd" and self.gd_lr != GD_LR:
+            raise ValueError(f"gd_lr applies to optimizer 'gd' only; got {self.optimizer!r}")
 
     @property
     def name(self) -> str:
-        """Short id, e.g. ``"gd-wide"`` (file names, table rows)."""
-        return f"{self.optimizer.replace('_', '')}-{self.vocab}"
+        """Short id, e.g. ``"gd-wide"``, ``"gd-wide-lr0.25"`` (file names, table rows)."""
+        step = "" if self.gd_lr == GD_LR else f"-lr{self.gd_lr:g}"
+        return f"{self.optimizer.replace('_', '')}-{self.vocab}{step}"
 
     @property
     def label(self) -> str:
         """Human-readable, e.g. ``"full-batch GD, V = 2·V_min"``."""
         optimizer = {
-            "gd": "full-batch GD",
+            "gd": "full-batch GD" + ("" if self.gd_lr == GD_LR else f" at lr {self.gd_lr:g}"),
             "adam": "full-batch Adam",
             "adam_minibatch": f"minibatch Adam ({MINIBATCHES_PER_EPOCH}/epoch)",
         }[self.optimizer]
@@ -88,7 +99,15 @@ class Regime:
 
     @property
     def steps_per_epoch(self) -> int:
-        return MINIBATCHES_PER_EPOCH if self.optimizer == "adam_minibatch" else 1
+        """Optimizer steps per epoch: the minibatches of one, or GD's ``1 / gd_lr`` steps of
+        one unit of flow time."""
+        if self.optimizer == "adam_minibatch":
+            return MINIBATCHES_PER_EPOCH
+        return round(1.0 / self.gd_lr) if self.optimizer == "gd" else 1
+
+    def halved(self) -> Regime:
+        """This GD regime at half its step (the same flow time in twice the steps)."""
+        return dataclasses.replace(self, gd_lr=self.gd_lr / 2)
 
     def vocab_size(self, minimal: int) -> int | None:
         """The ``vocab_size`` to pass to `tasks.make` for a task whose ``V_min`` is ``minimal``
@@ -111,7 +130,6 @@ class Regime:
         epochs: int,
         snapshots: tuple[int, ...] | list[int] | None = None,
         adam_lr: float = 1e-3,
-        gd_lr: float = GD_LR,
         **options: Any,
     ) -> train.TrainConfig:
         """A `train.TrainConfig` for ``epochs`` epochs on ``ds``, snapshots given in epochs.
@@ -123,7 +141,7 @@ class Regime:
         snaps = None if snapshots is None else tuple(int(e) * per for e in snapshots)
         if self.optimizer == "gd":
             return train.TrainConfig(
-                optimizer="gd", lr=gd_lr, steps=epochs, snapshots=snaps, **options
+                optimizer="gd", lr=self.gd_lr, steps=epochs * per, snapshots=snaps, **options
             )
         batch = None
         if self.optimizer == "adam_minibatch":

@@ -76,7 +76,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     with ThreadPoolExecutor(max_workers=2) as pool:
         theory_run = pool.submit(_theory, add, theory_gammas(full, tiny), d, THEORY_STEPS[tiny])
         runs = {
-            task: pool.submit(_measured, ds, epochs, snapshots, d, tiny)
+            task: pool.submit(_measured, ds, epochs, snapshots, d, tiny, task == "mod")
             for task, ds in datasets.items()
         }
         for row, (task, ds) in enumerate(datasets.items()):
@@ -183,9 +183,11 @@ def probe_epochs(tiny: bool = False) -> tuple[int, ...]:
     return (25, 50, 100, 120) if tiny else fig3.PROBE_EPOCHS
 
 
-def _measured(ds, epochs: int, snapshots, d: int, tiny: bool) -> tuple:
+def _measured(ds, epochs: int, snapshots, d: int, tiny: bool, collapse: bool) -> tuple:
     """``(trajectory, measurement, shuffled measurement)`` of one task: seed 0 and its
-    label-shuffled null, each measured by `fig3_staircase.measure` against the true signatures."""
+    label-shuffled null, each measured by `fig3_staircase.measure` against the true signatures;
+    with ``collapse``, the trained run's with the collapse the plateau flow predicts
+    (`fig3_staircase.predicted_collapse`)."""
     sig = fig3.signatures_of(ds)
     cfg = {"probe_epochs": list(probe_epochs(tiny)), "probe_seed": 0, "early": None, "late": None}
     config = PRIMARY.train_config(ds, epochs=epochs, snapshots=snapshots)
@@ -199,6 +201,8 @@ def _measured(ds, epochs: int, snapshots, d: int, tiny: bool) -> tuple:
                 fig3.measure(sig, trajectory, PRIMARY, {**cfg, "early": early, "late": epochs}),
             )
         )
+    if collapse:
+        out[0][1]["collapse_predicted"] = fig3.predicted_collapse(ds, out[0][0], PRIMARY, epochs)
     return out[0][0], out[0][1], out[1][1]
 
 
@@ -221,6 +225,7 @@ def _staircase_numbers(ds, trajectory, measured: dict, shuffled: dict) -> dict:
         "probe_mse": measured["probe_mse"],
         "init_probe_corr_mse": measured["init_probe"],
         "mean_offdiag_S_emb": measured["mean_offdiag_S_emb"],
+        "collapse_predicted": measured.get("collapse_predicted"),
         "spectrum": spectrum,
         "constant_ks": metrics.constant_frequencies(phi1, ks),
         **spectrum_numbers(spectrum, steps, int(scoring.early_epoch(measured))),
