@@ -7,7 +7,13 @@ import pytest
 
 from ctx_staircase import second_escape as se
 from ctx_staircase import sweep
-from ctx_staircase.experiments import Claim, fig5_activation_order, fig6_attention, verdict
+from ctx_staircase.experiments import (
+    Claim,
+    appc_task4_orders,
+    fig5_activation_order,
+    fig6_attention,
+    verdict,
+)
 from ctx_staircase.experiments import staircase_claims as scoring
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
@@ -195,3 +201,19 @@ def test_search_record_reads_back_through_the_claims():
     text = fig6_attention.step_text(search)
     assert "lr 0.5" in text and "lr 1 diverged at step 9" in text
     assert fig6_attention.step_text(search | {"tried": search["tried"][1:]}) == ""
+
+
+# ------------------------------------------------------------------------ App. C's late window
+
+
+@pytest.mark.parametrize(
+    "t1, failure",
+    [(333.0, "false"), (333.4, "unclassified"), (None, "unclassified"), (100.0, "false")],
+)
+def test_a_late_fail_is_false_only_where_the_window_starts_past_twice_the_predicted_escape(
+    t1, failure
+):
+    """The late window of 1000 epochs starts at 666.7: twice a predicted escape of 333 lies
+    before it, twice 333.4 after it."""
+    numbers = {"second_escape_predicted": t1}
+    assert appc_task4_orders.late_failure(numbers, {"epochs": 1000}) == failure

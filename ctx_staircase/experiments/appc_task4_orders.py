@@ -62,9 +62,10 @@ from 2 starts.
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
-from ctx_staircase import metrics, plots, signatures
+from ctx_staircase import metrics, plots, second_escape, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import regime as regime_mod
 from ctx_staircase.experiments.common import paper_ffn, recorded_config, scored, train_in_regime
@@ -240,6 +241,7 @@ def run(
         S0_exact=S0.tolist(),
         S1_flat=S1_flat.tolist(),
         S0_alignment_method=str(metrics.alignment(S_emb[0, :1], S0).method),
+        second_escape_predicted=predicted_second_escape(ds, result, regime, config),
     )
     figures = {
         "geometry": _geometry_figure(
@@ -248,6 +250,31 @@ def run(
         "orders": orders_figure(steps, curves, accuracy, null_accuracy, config, regime),
     }
     return Outcome(_claims(numbers, config, ds), figures, numbers, config)
+
+
+def predicted_second_escape(ds, result, regime: Regime, config: dict) -> float | None:
+    """The second escape ``t^_1`` that the law L2 (theory/second_escape.md §6) predicts from
+    seed 0's initial weights, in epochs: the end of the anchors' collapse plateau, after which
+    the order-1 and order-2 geometry forms. ``None`` outside GD (L2 is the gradient flow's law),
+    or where L2 predicts no escape within the run."""
+    if regime.optimizer != "gd":
+        return None
+    W_E, W_U = (np.asarray(w[0, 0]) for w in (result.trajectory.W_E, result.trajectory.W_U))
+    problem = second_escape.plateau_problem(ds, "relu", "anchors")
+    with jax.enable_x64(True):
+        t1 = second_escape.predict_second_escape(
+            W_E, W_U, problem, horizon=float(config["epochs"]), band_modes=None
+        ).t1
+    return float(t1) if np.isfinite(t1) else None
+
+
+def late_failure(numbers: dict, config: dict) -> str:
+    """The class of a late claim's FAIL (`experiments.FAILURES`): ``"false"`` where the late
+    window starts at or after twice L2's predicted second escape (the effect is absent at twice
+    its predicted time), else ``"unclassified"``."""
+    t1 = numbers.get("second_escape_predicted")
+    late_from = LATE_FRACTION * config["epochs"]
+    return "false" if t1 is not None and late_from >= 2 * t1 else "unclassified"
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,6 +322,18 @@ def _order2_verdict(differences) -> bool | None:
     ``None`` with fewer than `paired.MIN_SEEDS` seeds, else not 'S^(1) better'."""
     test = paired_test(differences)
     return None if test.outcome is None else test.outcome != "less"
+
+
+def _escape_text(numbers: dict, config: dict) -> str:
+    """The note's horizon sentence, where the run has L2's prediction."""
+    t1 = numbers.get("second_escape_predicted")
+    if t1 is None:
+        return ""
+    late_from = LATE_FRACTION * config["epochs"]
+    return (
+        f". L2 predicts the anchors' second escape at t^_1 = {t1:.0f} from seed 0's init; the "
+        f"late window starts at {late_from:.0f} = {late_from / t1:.2f} t^_1"
+    )
 
 
 def _paired_text(differences) -> str:
@@ -351,13 +390,14 @@ def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: st
             note="in-sample the comparison is no test: the order-2 probe family contains the "
             f"order-1 one (v_2 = 1), so in-sample S^(2) >= S^(1) always, at init too (in-sample "
             f"there {init['S2_probe_fit']:.3f} vs {init['S1_probe_fit']:.3f}); only the "
-            "held-out comparison is scored. " + order2_note,
+            "held-out comparison is scored. " + order2_note + _escape_text(numbers, config),
             kind="paper",
             regime=regime,
             null=f"init (epoch 0, held-out), per seed S^(2) - S^(1): "
             f"{_paired_text(init_differences)}; mean S^(2) {init['S2_probe']:.3f}, S^(1) "
             f"{init['S1_probe']:.3f}",
             untested=untested,
+            failure=late_failure(numbers, config),
             **scored(_order2_verdict, differences, init_differences),
         ),
         Claim(

@@ -66,7 +66,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import staircase_claims as scoring
-from ctx_staircase.experiments.common import scored, size, train_in_regime
+from ctx_staircase.experiments.common import failure_class, scored, size, train_in_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 from ctx_staircase.experiments.regime import parse as parse_regime
 
@@ -153,10 +153,13 @@ def _analyse(ds, result, config, regime: Regime) -> dict:
     h_pca = {k: metrics.pca(h[k], k=2) for k in k_stars | {0, 20}}
     seeds = _seed_rows(W[:, i_late], rho[:, i_late], h_pca, alphas, N, result.seed)
     init = _seed_rows(W[:, i_init], rho[:, i_init], h_pca, alphas, N, result.seed)
+    even = np.flatnonzero((epochs % 100 == 0) & (epochs <= epochs[i_late]))
     for g, row in enumerate(seeds):
         row.update(
             status=result.status[g],
             accuracy=float(traj.accuracy[g, i_late]),
+            # on the evenly spaced snapshots (every 100 epochs), as `failure_class` reads it
+            accuracy_curve=np.asarray(traj.accuracy[g, even]).round(4).tolist(),
             early_argmax_k=int(np.argmax(rho[g, i_early])),
             early_max_rho=float(rho[g, i_early].max()),
             early_rho=rho[g, i_early].tolist(),
@@ -460,6 +463,7 @@ def _late_add_claim(add: dict, late: int, regime: Regime) -> Claim:
         kind="paper",
         regime=regime.name,
         null=f"init: rho_(1),20 = {init[0]['rho_k20']:.3f} (seed 0)",
+        failure=failure_class(seeds[0].get("accuracy_curve", [])),
         **scored(lambda rho: rho >= LATE_ADD_MIN, rho20, init[0]["rho_k20"]),
     )
 
