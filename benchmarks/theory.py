@@ -68,7 +68,6 @@ from _machine import compile_log, other_busy_processes  # noqa: E402  (benchmark
 
 from ctx_staircase import (  # noqa: E402
     closed_form,
-    comparison,
     flows,
     metrics,
     ode,
@@ -79,6 +78,7 @@ from ctx_staircase import (  # noqa: E402
     train,
 )
 from ctx_staircase.dataset import TokenDataset  # noqa: E402
+from ctx_staircase.theory import frozen_past  # noqa: E402
 
 D, ACTIVATION, COEFFICIENTS, LR, SEED = 128, "poly:1,0.5", (1.0, 0.5), 0.2, 0
 STEPS, EVERY, GAMMA_RANGE = 1000, 10, (0.6, 1.4)
@@ -629,7 +629,7 @@ def part2(steps: int, lanes: int, tile: int) -> dict:
     for ds in datasets:
         sigs1, sig_s = timed(signatures.signature_set, ds, 1)
         sigs_seen.append(sigs1)
-        field = comparison.frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
+        field = frozen_past(flows.ffn_signature_flow(sigs1, COEFFICIENTS), cap=CAP)
         y0 = jax.jit(jax.vmap(initial_weights_fn(ds)))(jnp.asarray(gammas))
         solution, ode_compile, ode_run = compiled_and_runs(
             ode_solver(field, ts, "vmap"), y0, runs=3

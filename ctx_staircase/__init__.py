@@ -46,35 +46,51 @@ _SUBMODULES = (
     "activations",
     "attention_dynamics",
     "budget",
+    "checkpoints",
     "closed_form",
     "comparison",
     "dataset",
     "distributed",
+    "escape",
     "flows",
     "geometry",
     "internal",
     "interrupt",
+    "ledger",
     "lm",
     "lm_study",
     "loop",
+    "measure",
     "metrics",
     "models",
     "ode",
     "paths",
     "plateau",
+    "plateau_study",
     "plots",
     "progress",
+    "relu",
+    "relu_escape",
     "results",
+    "second_escape",
     "semantics",
     "signatures",
+    "steps",
     "sweep",
     "tasks",
     "text",
+    "theories",
+    "theory",
     "train",
     "units",
+    "word_vectors",
 )
 
-__all__ = sorted([*_NAMES, *_SUBMODULES])
+#: Submodules the others import (argument checks, file paths, progress bars): importable as
+#: ``ctx_staircase.internal`` and so on, but not advertised as the public API.
+_IMPLEMENTATION = ("internal", "paths", "progress")
+
+__all__ = sorted([*_NAMES, *(m for m in _SUBMODULES if m not in _IMPLEMENTATION)])
 
 
 def __getattr__(name: str) -> Any:

@@ -6,6 +6,10 @@ any moment prints one line and exits 130 (see `cli.entry`).
 
 from ctx_staircase import interrupt
 
+__all__ = [
+    "main",
+]
+
 
 def main() -> None:
     interrupt.install()

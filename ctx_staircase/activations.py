@@ -17,7 +17,7 @@ Accepted specs (``get``):
 - ``"identity"``, the polynomial with C = (1,);
 - ``"poly:c1,c2,..."`` or ``("poly", (c1, c2, ...))``: σ(z) = c1 z + c2 z² + ...;
 - ``"z^K"``, ``"monomial:K"`` or ``("monomial", K)``: σ(z) = z^K, K an int in [1, 64]
-  (`MAX_DEGREE`, also the most coefficients a polynomial may have);
+  (`_MAX_DEGREE`, also the most coefficients a polynomial may have);
 - an ``Activation``, returned after validation.
 """
 
@@ -42,7 +42,7 @@ __all__ = [
 
 #: Highest polynomial degree K accepted (Fig. 5 uses K <= 6; the signature expansion and the
 #: traced Horner loop grow with K, and ``"z^1000000000"`` would build a 10^9-entry tuple).
-MAX_DEGREE = 64
+_MAX_DEGREE = 64
 
 _ALLOWED = (
     "one of 'relu', 'gelu', 'identity', 'poly:c1,c2,...', 'z^K', 'monomial:K', "
@@ -80,8 +80,8 @@ def _polynomial(spec, coefficients) -> Activation:
         raise _error(spec, "coefficients must be real numbers") from error
     if not values:
         raise _error(spec, "a polynomial needs at least one coefficient C_1")
-    if len(values) > MAX_DEGREE:
-        raise _error(spec, f"at most {MAX_DEGREE} coefficients (degree K <= {MAX_DEGREE})")
+    if len(values) > _MAX_DEGREE:
+        raise _error(spec, f"at most {_MAX_DEGREE} coefficients (degree K <= {_MAX_DEGREE})")
     if not all(math.isfinite(c) for c in values):
         raise _error(spec, "coefficients must be finite")
     return Activation("poly", values)
@@ -93,9 +93,9 @@ def _monomial(spec, degree) -> Activation:
         try:
             degree = int(degree.strip())
         except ValueError as error:
-            raise _error(spec, f"K must be an integer in [1, {MAX_DEGREE}]") from error
-    if isinstance(degree, bool) or not isinstance(degree, int) or not 1 <= degree <= MAX_DEGREE:
-        raise _error(spec, f"K must be an integer in [1, {MAX_DEGREE}]")
+            raise _error(spec, f"K must be an integer in [1, {_MAX_DEGREE}]") from error
+    if isinstance(degree, bool) or not isinstance(degree, int) or not 1 <= degree <= _MAX_DEGREE:
+        raise _error(spec, f"K must be an integer in [1, {_MAX_DEGREE}]")
     return Activation("monomial", (0.0,) * (degree - 1) + (1.0,))
 
 

@@ -59,10 +59,30 @@ from ctx_staircase import ode
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_choice
 
+__all__ = [
+    "DEPARTURE_THRESHOLD",
+    "PREDICTIONS",
+    "ROLES",
+    "AttentionTables",
+    "Departure",
+    "Path",
+    "attention_field",
+    "attention_flow",
+    "attention_tables",
+    "departure_time",
+    "descent_path",
+    "embedding_paths",
+    "exact_measure",
+    "first_order_psi",
+    "target_attention",
+    "theory_descent",
+    "uniform_mass",
+]
+
 PREDICTIONS = ("uniform", "linear", "softmax")
 ROLES = ("W_E", "W_U", "W_Q", "W_K", "W_V", "W_O")
 #: Largest table (entries) `attention_tables` builds; T2 has Y K^3 entries.
-MAX_TABLE_ENTRIES = 50_000_000
+_MAX_TABLE_ENTRIES = 50_000_000
 #: Default relative departure threshold of eq. A12, fixed before any comparison with training.
 DEPARTURE_THRESHOLD = 0.25
 
@@ -112,10 +132,10 @@ def attention_tables(
     tokens = np.unique(ds.tokens[live])
     labels = np.unique(ds.labels[live])
     K, Y = tokens.size, labels.size
-    if Y * K**3 > MAX_TABLE_ENTRIES:
+    if Y * K**3 > _MAX_TABLE_ENTRIES:
         raise ValueError(
             f"T2 would hold {Y * K**3:,} entries (K = {K} tokens, Y = {Y} labels); at most "
-            f"{MAX_TABLE_ENTRIES:,} are allowed"
+            f"{_MAX_TABLE_ENTRIES:,} are allowed"
         )
     x = np.searchsorted(tokens, ds.tokens[live])  # [n, L] token-axis indices
     y = np.searchsorted(labels, ds.labels[live])

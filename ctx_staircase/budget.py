@@ -686,6 +686,8 @@ __all__ = [
     "available_bytes",
     "check",
     "check_signature_shapes",
+    "dataset_bytes",
+    "dataset_samples",
     "format_bytes",
     "lanes_in_flight",
     "limit_bytes",
@@ -702,4 +704,5 @@ __all__ = [
     "theory_stages",
     "train_bytes",
     "train_lane_bytes",
+    "xla_bytes",
 ]

@@ -17,7 +17,7 @@ is token id ``i``, the layout of every common checkpoint):
   their own vocabulary (`Embedding.vocabulary`), and a text is tokenized by it.
 
 The embedding is the tensor whose name is, or ends in ``.`` followed by, one of
-`EMBEDDING_NAMES` (GPT-2 ``transformer.wte.weight``, GPT-NeoX/Pythia
+`_EMBEDDING_NAMES` (GPT-2 ``transformer.wte.weight``, GPT-NeoX/Pythia
 ``gpt_neox.embed_in.weight``, Llama/Mistral ``model.embed_tokens.weight``, OPT
 ``model.decoder.embed_tokens.weight``, BERT ``embeddings.word_embeddings.weight``,
 TransformerLens ``embed.W_E``, this package's exports ``W_E``), unless a ``key`` names it. No
@@ -46,8 +46,24 @@ import numpy as np
 
 from ctx_staircase import text, word_vectors
 
+__all__ = [
+    "Embedding",
+    "IdSpace",
+    "LazyMatrix",
+    "TokenStream",
+    "check_ids",
+    "check_matrix",
+    "choose_key",
+    "export_embeddings",
+    "export_lanes",
+    "export_tokens",
+    "load_embedding",
+    "load_tokens",
+    "snapshot_step",
+]
+
 #: The trailing names of the input embedding in common checkpoints (see the module docstring).
-EMBEDDING_NAMES = (
+_EMBEDDING_NAMES = (
     "wte.weight",
     "embed_in.weight",
     "embed_tokens.weight",
@@ -56,7 +72,7 @@ EMBEDDING_NAMES = (
     "W_E",
 )
 #: File suffixes read as torch state dicts.
-TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
 _STEP = re.compile(r"(?:step|iter|iteration|checkpoint|ckpt|revision)[-_=]?(\d+)", re.IGNORECASE)
 
 
@@ -137,7 +153,7 @@ class TokenStream:
             -1 where none did.
         words, out_of_vocabulary: for a text tokenized by word vectors' vocabulary, how many of
             its words were looked up and how many the vocabulary lacks.
-        oov: how those were treated (`word_vectors.OOV_POLICIES`), "" for other streams.
+        oov: how those were treated (`word_vectors._OOV_POLICIES`), "" for other streams.
     """
 
     ids: np.ndarray
@@ -163,7 +179,7 @@ class TokenStream:
 
 def choose_key(names, key: str | None, where: str) -> str:
     """The embedding's name among ``names``: ``key`` if given, else the one name that is, or
-    ends in ``.`` followed by, one of `EMBEDDING_NAMES`; ``ValueError`` (naming ``--key`` and
+    ends in ``.`` followed by, one of `_EMBEDDING_NAMES`; ``ValueError`` (naming ``--key`` and
     listing ``names``) otherwise."""
     names = list(names)
     found = ", ".join(names[:40]) + (f", ... ({len(names)} in all)" if len(names) > 40 else "")
@@ -171,13 +187,13 @@ def choose_key(names, key: str | None, where: str) -> str:
         if key not in names:
             raise ValueError(f"--key {key!r}: {where} has no such tensor; it has: {found}")
         return key
-    matches = [n for n in names if any(n == e or n.endswith("." + e) for e in EMBEDDING_NAMES)]
+    matches = [n for n in names if any(n == e or n.endswith("." + e) for e in _EMBEDDING_NAMES)]
     if len(matches) == 1:
         return matches[0]
     if not matches:
         raise ValueError(
             f"{where}: no input embedding among its tensors (looked for names ending in "
-            f"{', '.join(EMBEDDING_NAMES)}); choose one with --key; it has: {found}"
+            f"{', '.join(_EMBEDDING_NAMES)}); choose one with --key; it has: {found}"
         )
     raise ValueError(
         f"{where}: several tensors look like the input embedding ({', '.join(matches)}); "
@@ -255,11 +271,11 @@ def _reader(path: Path):
         return names, lambda name: _read_npz(archive, name, where)
     if suffix == ".safetensors":
         return _safetensors(path, where)
-    if suffix in TORCH_SUFFIXES:
+    if suffix in _TORCH_SUFFIXES:
         return _torch(path, where)
     raise ValueError(
         f"{where}: unknown format {suffix or '(no suffix)'!r}; allowed: .npy, .npz, "
-        f".safetensors, {', '.join(TORCH_SUFFIXES)}, a Hugging Face model folder, or word "
+        f".safetensors, {', '.join(_TORCH_SUFFIXES)}, a Hugging Face model folder, or word "
         "vectors (word2vec text or binary, GloVe text, fastText .bin; recognised by content)"
     )
 

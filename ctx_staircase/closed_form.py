@@ -31,10 +31,10 @@ from ctx_staircase.theory import Problem, TheoryLanes, WeightTrajectory
 __all__ = [
     "FeedbackSolution",
     "LinearSolution",
+    "attention_plateau",
     "attention_plateau_time",
     "count_second_moment",
     "crossing_time",
-    "drive_matrix",
     "escape_time_estimate",
     "expected_gram",
     "feedback_lanes",

@@ -32,7 +32,6 @@ from ctx_staircase import budget, closed_form, geometry, signatures
 from ctx_staircase import theories as registry
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.escape import PlateauLaw
-from ctx_staircase.flows import uniform_attention_logit_scale
 from ctx_staircase.internal import check_choice, check_int, check_real
 from ctx_staircase.theory import (
     ModelTheory,
@@ -41,27 +40,21 @@ from ctx_staircase.theory import (
     Setting,
     SolverStatus,
     Style,
-    TheoryLanes,
     WeightTrajectory,
     cost_account,
-    frozen_past,
 )
 
-#: The records a comparison is made of, defined where the theories fill them in.
 __all__ = [
+    "HORIZON_MARGIN",
     "Comparison",
     "Cost",
     "EscapeSlopes",
     "EscapeTimes",
     "Horizon",
-    "PlateauLaw",
     "RunComparison",
-    "SolverStatus",
     "TheoryInputs",
-    "TheoryLanes",
     "TheorySimulation",
     "TheoryVsTraining",
-    "WeightTrajectory",
     "check_theory_inputs",
     "compare",
     "comparison_summary",
@@ -70,14 +63,12 @@ __all__ = [
     "experiment_from_summary",
     "experiment_summary",
     "flows_drive",
-    "frozen_past",
     "horizon",
     "onset_time",
     "slope",
     "snapshot_steps",
     "solver_failures",
     "theory_vs_training",
-    "uniform_attention_logit_scale",
     "validation_note",
 ]
 

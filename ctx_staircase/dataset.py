@@ -15,6 +15,10 @@ import numpy as np
 
 from ctx_staircase.internal import check_ids, check_int
 
+__all__ = [
+    "TokenDataset",
+]
+
 
 @dataclass(frozen=True, eq=False)
 class TokenDataset:

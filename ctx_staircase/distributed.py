@@ -22,8 +22,22 @@ from typing import NamedTuple
 
 import numpy as np
 
+__all__ = [
+    "Cluster",
+    "active",
+    "block",
+    "broadcast_bytes",
+    "broadcast_flag",
+    "gather_lanes",
+    "initialize",
+    "is_writer",
+    "process_count",
+    "process_index",
+    "shutdown",
+]
+
 #: The collectives of CPU processes (XLA:CPU has none of its own across processes).
-CPU_COLLECTIVES = "gloo"
+_CPU_COLLECTIVES = "gloo"
 
 
 class Cluster(NamedTuple):
@@ -93,7 +107,7 @@ def initialize(cluster: Cluster) -> None:
         return
     import jax
 
-    jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
+    jax.config.update("jax_cpu_collectives_implementation", _CPU_COLLECTIVES)
     if cluster.auto:
         jax.distributed.initialize()
     else:

@@ -18,9 +18,17 @@ import numpy as np
 from ctx_staircase import closed_form, flows, plateau, signatures
 from ctx_staircase.theory import Prediction, Problem, Size, Style
 
+__all__ = [
+    "ESCAPE_CHUNK",
+    "PlateauLaw",
+    "closed_form_escape",
+    "closed_form_escape_bytes",
+    "plateau_law",
+]
+
 #: Time points of the closed form's escape search, evaluated this many at a time (the logits of
 #: every sample at every point of the grid at once would take GBs on the flagship's add N=40).
-ESCAPE_GRID = 2000
+_ESCAPE_GRID = 2000
 ESCAPE_CHUNK = 100
 
 
@@ -38,7 +46,7 @@ def closed_form_escape(problem: Problem) -> Prediction:
         end = 3 * (max(np.log(problem.threshold / max(scale0, 1e-300)), 0.0) + 2.0) / rate
         escape = float("nan")
         for _ in range(4):
-            grid = np.linspace(0.0, end, ESCAPE_GRID)
+            grid = np.linspace(0.0, end, _ESCAPE_GRID)
             scale = _grid_scale(solution, jnp.asarray(grid), jnp.asarray(ds.tokens), coefficients)
             escape = closed_form.crossing_time(grid, np.asarray(scale), problem.threshold)
             if np.isfinite(escape):

@@ -46,9 +46,7 @@ from ctx_staircase.theory import (
 
 __all__ = [
     "PREDICTION_TERMS",
-    "SPARSE_FILL",
     "ContextFlows",
-    "ContextLane",
     "ContextSignatures",
     "FlowSignatures",
     "SparseLabel",
@@ -105,7 +103,7 @@ class FlowSignatures(NamedTuple):
         cooccurrence: per order m, ``[A, P^m]`` co-occurrence signatures phi^m.
         alphas, labels, context: int token ids of each axis.
         sparse: per order m, the `SparseLabel` of ``label[m]`` where it is sparse enough to
-            contract faster (`SPARSE_FILL`), else None; the field uses it in place of the dense
+            contract faster (`_SPARSE_FILL`), else None; the field uses it in place of the dense
             contraction (the same numbers). Empty: dense everywhere.
     """
 
@@ -120,13 +118,13 @@ class FlowSignatures(NamedTuple):
 
 #: A label signature of order m >= 1 is contracted in COO form when at most this share of its
 #: entries is non-zero (a deterministic task has one label per context: a share of 1 / Vnu).
-SPARSE_FILL = 0.25
+_SPARSE_FILL = 0.25
 
 
 def flow_signatures(sigs: SignatureSet, dtype=None, *, sparse: bool = True) -> FlowSignatures:
     """Convert a `SignatureSet` (NumPy float64) to JAX arrays of ``dtype`` (default: x64 or f32).
 
-    With ``sparse``, label signatures of order >= 1 that are mostly zero (`SPARSE_FILL`) also
+    With ``sparse``, label signatures of order >= 1 that are mostly zero (`_SPARSE_FILL`) also
     get their COO form, which the field contracts in ``nnz * d`` instead of
     ``A * Vnu * P^m * d`` operations.
     """
@@ -150,7 +148,7 @@ def _sparse_label(phi: np.ndarray, order: int, dtype) -> SparseLabel | None:
     """The COO form of ``phi`` ``[A, Vnu, P^m]`` if m >= 1 and it is sparse enough, else None."""
     phi = np.asarray(phi)
     nonzero = np.nonzero(phi)
-    if order == 0 or nonzero[0].size > SPARSE_FILL * phi.size:
+    if order == 0 or nonzero[0].size > _SPARSE_FILL * phi.size:
         return None
     return SparseLabel(
         alpha=jnp.asarray(nonzero[0]),
@@ -628,7 +626,7 @@ class ContextSignatures(NamedTuple):
         return self.L[i], picked._replace(alphas=ids[0], labels=ids[1], context=ids[2])
 
 
-class ContextLane(NamedTuple):
+class _ContextLane(NamedTuple):
     """The per-lane argument of `context_signature_flows`: ``dataset`` (an index into the
     datasets) and ``max_order`` (m), int ``[]`` each (``[lanes]`` before the lane map)."""
 
@@ -670,7 +668,7 @@ def context_signatures(
     """Every dataset's signatures of orders ``0..min(top, L-1)`` on one index set (the union of
     the occurring tokens and of the labels of positive weight), zero-padded to order ``top``
     and stacked (`ContextSignatures`). Each dataset keeps the dense or COO form of each order
-    that `flow_signatures` gives it alone (`SPARSE_FILL`; `SparseLabel.use` where the datasets
+    that `flow_signatures` gives it alone (`_SPARSE_FILL`; `SparseLabel.use` where the datasets
     differ); COO entries are zero-padded to the largest count (a zero entry adds an exact 0 to
     its segment)."""
     dtype = dtype or jnp.zeros(()).dtype
@@ -840,7 +838,7 @@ def context_signature_flows(problem: Problem, datasets: Sequence[TokenDataset]) 
     dataset = np.tile([i for i, _ in pairs], G)
     order = np.tile([m for _, m in pairs], G)
     y0 = {k: jnp.asarray(np.asarray(v)[gamma]) for k, v in problem.y0.items()}
-    lanes = ContextLane(jnp.asarray(dataset), jnp.asarray(order))
+    lanes = _ContextLane(jnp.asarray(dataset), jnp.asarray(order))
     ys, ok, result, t_end = _ode_lanes(problem, vector_field, y0, lanes, shared=(tables,))
     solved = {}
     for j, (i, m) in enumerate(pairs):

@@ -37,8 +37,23 @@ import numpy as np
 from ctx_staircase import metrics, signatures
 from ctx_staircase.dataset import TokenDataset
 
+__all__ = [
+    "AlignmentCurves",
+    "OffDiagonal",
+    "ProbeCurve",
+    "SignatureGeometry",
+    "alignment_curves",
+    "alignment_orders",
+    "default_group",
+    "embedding_similarity",
+    "group_tokens",
+    "offdiagonal_statistics",
+    "probe_curve",
+    "signature_geometry",
+]
+
 #: Token groups tried, in order, when the caller names none.
-DEFAULT_GROUPS = ("numbers", "anchors", "keys")
+_DEFAULT_GROUPS = ("numbers", "anchors", "keys")
 
 
 class SignatureGeometry(NamedTuple):
@@ -61,8 +76,8 @@ class SignatureGeometry(NamedTuple):
 
 
 def default_group(ds: TokenDataset) -> str:
-    """The first of ``DEFAULT_GROUPS`` the dataset defines, else ``"occurring"``."""
-    return next((g for g in DEFAULT_GROUPS if g in ds.groups), "occurring")
+    """The first of ``_DEFAULT_GROUPS`` the dataset defines, else ``"occurring"``."""
+    return next((g for g in _DEFAULT_GROUPS if g in ds.groups), "occurring")
 
 
 def group_tokens(ds: TokenDataset, group: str) -> np.ndarray:

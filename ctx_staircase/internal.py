@@ -21,6 +21,20 @@ from typing import Any
 
 import numpy as np
 
+__all__ = [
+    "INT32_MAX",
+    "SEED_MAX",
+    "WrongTypeError",
+    "all_finite",
+    "check_choice",
+    "check_ids",
+    "check_int",
+    "check_real",
+    "check_scalar",
+    "check_type",
+    "select",
+]
+
 #: The largest step count, snapshot step or size a compiled program holds: they are int32 there.
 INT32_MAX = int(np.iinfo(np.int32).max)
 #: The largest seed: seeds become uint32 PRNG keys.

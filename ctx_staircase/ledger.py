@@ -32,7 +32,14 @@ import numpy as np
 from ctx_staircase import activations
 from ctx_staircase.second_escape import PlateauProblem, symmetric_part
 
-__all__ = ["Ledger", "LedgerTotals", "gated_drives", "ledger", "totals", "unit_rates"]
+__all__ = [
+    "Ledger",
+    "LedgerTotals",
+    "gated_drives",
+    "ledger",
+    "totals",
+    "unit_rates",
+]
 
 
 @functools.partial(jax.jit, static_argnames=("activation",))

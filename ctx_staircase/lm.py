@@ -50,6 +50,31 @@ from ctx_staircase import (
     text,
 )
 
+__all__ = [
+    "LMConfig",
+    "LMCurves",
+    "LMSignatures",
+    "LMTrajectory",
+    "PrefixProbe",
+    "attention_path_signature",
+    "cross_entropy",
+    "eligible_tokens",
+    "embedding_alignment",
+    "gpt",
+    "initial_states",
+    "lane_data",
+    "lane_function",
+    "lm_metrics",
+    "lm_signatures",
+    "most_frequent",
+    "optimizer",
+    "prefix_probe",
+    "spread_windows",
+    "step_function",
+    "tracked_rows",
+    "train_lm",
+]
+
 _WORD = re.compile(r"[^\W_]")
 _SPECIAL = re.compile(r"^\s*(<.*>|\[.*\])\s*$")  # <unk>, <|endoftext|>, [CLS], ...
 

@@ -20,6 +20,18 @@ import numpy as np
 
 from ctx_staircase import lm, metrics, plots, semantics, text
 
+__all__ = [
+    "CATEGORIES",
+    "GAMMAS",
+    "curve_lists",
+    "curves_figure",
+    "group_structure",
+    "semantic_figure",
+    "structure",
+    "summarize",
+    "train_and_measure",
+]
+
 #: The initial scales d^-gamma of the two lanes: small (gamma = 1) and standard (gamma = 0.5).
 GAMMAS = (1.0, 0.5)
 #: The built-in corpus's category groups scored by `semantics.category_purity`.

@@ -21,6 +21,15 @@ import numpy as np
 
 from ctx_staircase import internal, progress
 
+__all__ = [
+    "Carry",
+    "Result",
+    "guarded_step",
+    "initial_carry",
+    "run",
+    "segments",
+]
+
 
 class Carry(NamedTuple):
     """What the loop carries from step to step.

@@ -10,7 +10,7 @@ returns one `Measurement`:
   (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked tokens and scored on
   the pairs of the other half. The tracked tokens are the most frequent eligible ones (the
   `lm` module docstring), or those the stream names;
-- **a `tasks.TokenDataset`**: the controlled tasks' measurement, ``rho0`` against the
+- **a `dataset.TokenDataset`**: the controlled tasks' measurement, ``rho0`` against the
   zero-order signature, the frequency-resolved first-order alignments ``rho_(1),k`` (paper
   §4.5) and the first-order probe (eq. 7), on the dataset's default token group.
 
@@ -42,11 +42,17 @@ from ctx_staircase import (
     text,
 )
 from ctx_staircase.checkpoints import Embedding, TokenStream
-from ctx_staircase.tasks import TokenDataset
+from ctx_staircase.dataset import TokenDataset
+
+__all__ = [
+    "Measurement",
+    "measure_snapshots",
+    "word_group_ids",
+]
 
 #: The context length of the stream's windows when the stream does not say it (the `lm`
 #: subcommand's standard size; it sets the prefix of eq. 20, not ``rho_next``).
-CONTEXT_LENGTH = 64
+_CONTEXT_LENGTH = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +133,7 @@ def measure_snapshots(
 
     Args:
         data: a token stream (ids ``[n]``, or a `checkpoints.TokenStream`, whose ``tracked`` and
-            ``context_length`` are used when given) or a `tasks.TokenDataset`.
+            ``context_length`` are used when given) or a `dataset.TokenDataset`.
         snapshots: ``[V, d]`` arrays, `checkpoints.Embedding` records or paths; on a stream
             each may have its own V and d (every token id must index one of its rows, and its
             ids must be the stream's, `checkpoints.check_ids`); on a task, one shape.
@@ -193,7 +199,7 @@ def _measure_stream(
     tracked = np.asarray(tracked, dtype=np.int64)
     if tracked.ndim != 1 or tracked.size < 4 or np.unique(tracked).size != tracked.size:
         raise ValueError(f"tracked must be >= 4 distinct token ids; got {tracked.tolist()[:10]}")
-    T = context_length or stream.context_length or CONTEXT_LENGTH
+    T = context_length or stream.context_length or _CONTEXT_LENGTH
     internal.check_int(T, "context_length", 2, ids.size - 1, why=" (a window needs a next token)")
     internal.check_int(probe_vocabulary, "probe_vocabulary", 2)
     if stream.unknown >= 0 and np.any(tracked == stream.unknown):

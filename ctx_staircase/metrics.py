@@ -6,7 +6,7 @@ First-order (and higher) signature geometry is measured through a fitted linear 
 context axes (eq. 7, App A.1.5) or through fixed Fourier probes (App A.1.6).
 
 The numerical core (``cosine_matrix``, ``upper_triangle``, ``pearson``, ``spearman``,
-``one_minus_mse``, ``fourier_basis``, ``frequency_alignment``, ``probe_similarity``,
+``one_minus_mse``, ``signatures.fourier_basis``, ``frequency_alignment``, ``probe_similarity``,
 ``distribution_match``, ``pca``) is pure ``jax.numpy``, jitted, vmap-safe, and accepts numpy or jax
 arrays of any real dtype (cast explicitly to their widest float dtype, so float32 embeddings meet
 float64 signatures under strict dtype promotion). ``alignment`` and
@@ -41,11 +41,13 @@ import numpy as np
 import optax
 
 from ctx_staircase import signatures
-from ctx_staircase.signatures import fourier_basis
 
 __all__ = [
     "ALIGNMENT_METHODS",
     "PCA",
+    "PROBE_FOLDS",
+    "PROBE_LR",
+    "PROBE_STEPS",
     "Alignment",
     "DistributionMatch",
     "ProbeResult",
@@ -56,18 +58,23 @@ __all__ = [
     "cosine_matrix",
     "distribution_match",
     "first_best",
-    "fourier_basis",
+    "fit_probe",
     "frequency_alignment",
     "is_constant",
     "one_minus_mse",
     "pca",
     "pearson",
     "probe_fit",
+    "probe_init_std",
     "probe_min_tokens",
+    "probe_restarts",
     "probe_similarity",
+    "procrustes_similarity",
+    "ring_order_fraction",
     "signature_cosine_matrix",
     "spearman",
     "tied_ranks",
+    "token_split",
     "upper_triangle",
 ]
 
@@ -458,7 +465,7 @@ def probe_similarity(phi, v: Sequence[jax.Array]) -> jax.Array:
     return cosine_matrix(h)
 
 
-PROBE_OBJECTIVES = ("pearson", "mse")
+_PROBE_OBJECTIVES = ("pearson", "mse")
 PROBE_STEPS = 300
 """Adam steps of a probe fit (paper App. A.1.5), the default of `probe_fit` and
 `lm.prefix_probe`."""
@@ -714,8 +721,8 @@ def _check_probe(phi, S_emb, folds, steps, lr, objective) -> None:
         raise ValueError(f"steps must be an int >= 0; got {steps!r}")
     if not np.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr must be a positive finite number; got {lr!r}")
-    if objective not in PROBE_OBJECTIVES:
-        raise ValueError(f"objective must be one of {PROBE_OBJECTIVES}; got {objective!r}")
+    if objective not in _PROBE_OBJECTIVES:
+        raise ValueError(f"objective must be one of {_PROBE_OBJECTIVES}; got {objective!r}")
 
 
 def _init_stds(init_std, order: int) -> np.ndarray:

@@ -53,7 +53,6 @@ from ctx_staircase.internal import (
 __all__ = [
     "FFN",
     "GPT",
-    "INIT_MODES",
     "REGISTRY",
     "AttentionOnly",
     "FixedEmbeddingFFN",
@@ -71,8 +70,8 @@ __all__ = [
     "weights",
 ]
 
-INIT_MODES = ("d", "fan_in")
-RMS_NORM_EPS = 1e-6
+_INIT_MODES = ("d", "fan_in")
+_RMS_NORM_EPS = 1e-6
 
 # --------------------------------------------------------------------------------------------
 # argument checks (ValueError naming the parameter, the value and what is allowed)
@@ -127,7 +126,7 @@ def _initializer(d: int, gamma, init: str, rngs: nnx.Rngs, dtype):
     (so a model's draws come in a fixed order), std = d^{-γ} for ``init="d"`` and d_in^{-γ} for
     ``init="fan_in"`` (the module docstring)."""
     check_scalar(gamma, "gamma")
-    init = check_choice(init, "init", INIT_MODES)
+    init = check_choice(init, "init", _INIT_MODES)
 
     def draw(shape: tuple[int, ...], d_in: int) -> nnx.Param:
         fan = d if init == "d" else d_in
@@ -163,7 +162,7 @@ def _attention_value(h, attention, W_V, W_O) -> jax.Array:
     return (mixed @ W_V.T) @ W_O.T
 
 
-def _rms_norm(x: jax.Array, scale: jax.Array, eps: float = RMS_NORM_EPS) -> jax.Array:
+def _rms_norm(x: jax.Array, scale: jax.Array, eps: float = _RMS_NORM_EPS) -> jax.Array:
     """x / sqrt(mean(x²) + eps) ⊙ scale over the last axis."""
     return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * scale
 

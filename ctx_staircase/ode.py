@@ -45,10 +45,10 @@ from ctx_staircase.internal import all_finite, check_choice, check_int, check_re
 
 __all__ = [
     "BLOW_UP",
-    "RESULT_MESSAGES",
     "SOLVERS",
     "STOPPED",
     "Solution",
+    "VectorField",
     "describe",
     "heun",
     "integrate",
@@ -59,7 +59,7 @@ __all__ = [
 SOLVERS = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8}
 
 #: ``Solution.result`` codes, by index.
-RESULT_MESSAGES = (
+_RESULT_MESSAGES = (
     "ok",
     "max_steps reached",
     "solver failure (step size underflow or a singular step)",
@@ -68,7 +68,7 @@ RESULT_MESSAGES = (
     "blow-up: |y| reached the blow_up bound",
 )
 
-#: `RESULT_MESSAGES` codes of a solve that ended early at an event, as asked (``ok`` True).
+#: `_RESULT_MESSAGES` codes of a solve that ended early at an event, as asked (``ok`` True).
 STOPPED, BLOW_UP = 4, 5
 
 VectorField = Callable[[jax.Array, Any, Any], Any]
@@ -85,7 +85,7 @@ class Solution(NamedTuple):
         ok: bool ``[]``, True when the solve succeeded and every saved value is finite.
         num_steps: int32 ``[]``, the number of steps taken (accepted and rejected for
             ``integrate``; ``substeps * (T - 1)`` for ``rk4``).
-        result: int32 ``[]``, why the solve ended: an index into `RESULT_MESSAGES` (0 = ok;
+        result: int32 ``[]``, why the solve ended: an index into `_RESULT_MESSAGES` (0 = ok;
             diffrax's own result code is mapped onto 1-2; `STOPPED` and `BLOW_UP`: an event of
             `integrate` ended it).
         t_end: float ``[]``, the time the solve reached: ``ts[-1]``, or the time of the step at
@@ -107,14 +107,14 @@ class Solution(NamedTuple):
 def result_message(code) -> str:
     """The text of one ``Solution.result`` code."""
     code = int(code)
-    if not 0 <= code < len(RESULT_MESSAGES):
-        raise ValueError(f"code must be in [0, {len(RESULT_MESSAGES)}); got {code}")
-    return RESULT_MESSAGES[code]
+    if not 0 <= code < len(_RESULT_MESSAGES):
+        raise ValueError(f"code must be in [0, {len(_RESULT_MESSAGES)}); got {code}")
+    return _RESULT_MESSAGES[code]
 
 
 def describe(code, t_end) -> str:
     """How a solve ended, in one line: ``ok``, ``blow-up at t = T``, ``stopped at t = T`` or
-    the failure's `RESULT_MESSAGES` text (``code`` and ``t_end`` of a `Solution`)."""
+    the failure's `_RESULT_MESSAGES` text (``code`` and ``t_end`` of a `Solution`)."""
     code = int(code)
     if code == BLOW_UP:
         return f"blow-up at t = {float(t_end):.6g}"

@@ -7,15 +7,20 @@ import os
 import tempfile
 from pathlib import Path
 
+__all__ = [
+    "check_output_dir",
+    "shared_corpus",
+]
+
 #: The repository checkout holding this package (``ctx_staircase/`` is its child).
-REPOSITORY = Path(__file__).resolve().parent.parent
+_REPOSITORY = Path(__file__).resolve().parent.parent
 
 
 def shared_corpus(name: str = "tinyshakespeare.txt") -> Path:
     """The path of a corpus in the ``shared/data/`` folder beside the repository checkout,
     ``REPOSITORY/../shared/data/NAME`` (it may not exist: callers check, and the package never
     reads it unless handed the path)."""
-    return REPOSITORY.parent / "shared" / "data" / name
+    return _REPOSITORY.parent / "shared" / "data" / name
 
 
 def check_output_dir(path: str | os.PathLike, parameter: str = "--out") -> Path:

@@ -24,19 +24,24 @@ import numpy as np
 
 from ctx_staircase import ode
 
+__all__ = [
+    "UnitScaleEscape",
+    "unit_scale_escape",
+]
+
 #: Saved points of the unit-scale solve (in growth time s, see `unit_scale_escape`).
-GRID = 600
-#: Growth time solved for: the weights grow by about e^GROWTH at most.
-GROWTH = 40.0
+_GRID = 600
+#: Growth time solved for: the weights grow by about e^_GROWTH at most.
+_GROWTH = 40.0
 #: The solve freezes once a weight reaches this magnitude (deep in the blow-up).
-CAP = 1e6
+_CAP = 1e6
 
 
 class UnitScaleEscape(NamedTuple):
     """One unit-scale solve, turned into the escape time of every initial scale.
 
     Attributes:
-        taus: ``[T]`` unit-scale times, increasing, up to where the weights reached `CAP`.
+        taus: ``[T]`` unit-scale times, increasing, up to where the weights reached `_CAP`.
         scale: ``[T]`` the escape statistic ``Lambda~(tau)`` there (non-decreasing).
         blowup_time: ``T_Z``, fitted from ``Lambda~^(-1/2)`` linear in ``tau`` near the blow-up
             (inf if the flow did not blow up).
@@ -44,7 +49,7 @@ class UnitScaleEscape(NamedTuple):
         degree: ``k``, the field's degree of homogeneity (time scales as ``eps^-(k-1)``).
         logit_degree: ``q``, the statistic's degree.
         ok: whether the solve succeeded (`ode.Solution.ok`).
-        result: its `ode.RESULT_MESSAGES` code.
+        result: its `ode._RESULT_MESSAGES` code.
     """
 
     taus: np.ndarray
@@ -99,9 +104,9 @@ def unit_scale_escape(
     field = _growth_time(vector_field, g0)
     state = {"y": unit, "tau": jnp.zeros((), jnp.result_type(*jax.tree.leaves(unit)))}
     solution = ode.integrate(
-        field, state, np.linspace(0.0, GROWTH, GRID), rtol=1e-10, atol=1e-13, max_steps=100_000
+        field, state, np.linspace(0.0, _GROWTH, _GRID), rtol=1e-10, atol=1e-13, max_steps=100_000
     )
-    running = np.asarray(_largest(solution.ys["y"])) < CAP
+    running = np.asarray(_largest(solution.ys["y"])) < _CAP
     taus = np.asarray(solution.ys["tau"], dtype=np.float64)[running]
     scale = np.maximum.accumulate(np.asarray(statistic(solution.ys["y"]), np.float64)[running])
     blowup, amplitude = _fit_blowup(taus, scale) if not running.all() else (np.inf, np.nan)
@@ -140,13 +145,13 @@ def _largest(ys) -> jax.Array:
 
 
 def _growth_time(vector_field: Callable, g0) -> Callable:
-    """The flow in growth time ``s`` (see `unit_scale_escape`), frozen once a weight hits CAP."""
+    """The flow in growth time ``s`` (see `unit_scale_escape`), frozen once a weight hits _CAP."""
 
     def field(s, state, args):
         y = state["y"]
         dy = vector_field(s, y, args)
         speed = 1.0 / (g0 + _rate(dy, y))
-        running = jnp.all(jnp.asarray([jnp.max(jnp.abs(v)) < CAP for v in jax.tree.leaves(y)]))
+        running = jnp.all(jnp.asarray([jnp.max(jnp.abs(v)) < _CAP for v in jax.tree.leaves(y)]))
         speed = jnp.where(running, speed, 0.0)
         return {"y": jax.tree.map(lambda v: speed * v, dy), "tau": speed}
 

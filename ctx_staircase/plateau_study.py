@@ -27,14 +27,22 @@ from ctx_staircase import second_escape as se
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.theory import Role, cost_account
 
+__all__ = [
+    "LEDGER_SAVES",
+    "PLATEAU_LEVEL",
+    "PlateauLedger",
+    "SecondEscapeComparison",
+    "compare_second_escape",
+]
+
 #: Snapshot spacing of the training runs (epochs).
-SNAPSHOT_EVERY = 10
+_SNAPSHOT_EVERY = 10
 #: The level of the ablation: L1's start with the plateau flow alone (eq. S5), which drops the
 #: deviations' feedback on the prediction (theory/second_escape.md §6).
 PLATEAU_LEVEL = "L1-S5"
 #: What each level starts from: L1 (and its ablation) reads the training state at ``t0``; L2
 #: starts from the initial weights.
-ROLES = {"L1": Role.REPLAY, "L2": Role.LAW, PLATEAU_LEVEL: Role.REPLAY}
+_ROLES = {"L1": Role.REPLAY, "L2": Role.LAW, PLATEAU_LEVEL: Role.REPLAY}
 #: The training ledger reads about this many snapshots over a lane's plateau (every one where
 #: there are fewer): each read costs a gated drive per unit.
 LEDGER_SAVES = 20
@@ -109,7 +117,7 @@ class SecondEscapeComparison(NamedTuple):
                 },
             },
             "seconds": self.seconds,
-            "roles": {level: ROLES[level].value for level in dict.fromkeys(numbers["level"])},
+            "roles": {level: _ROLES[level].value for level in dict.fromkeys(numbers["level"])},
             "cost": self.cost(),
         }
 
@@ -117,7 +125,7 @@ class SecondEscapeComparison(NamedTuple):
         """An experiment record's account of what each level cost, as `theory.cost_account`
         saves it."""
         cost = self.cost()
-        return cost_account(cost.pop("simulation"), cost, ROLES)
+        return cost_account(cost.pop("simulation"), cost, _ROLES)
 
     def cost(self) -> dict[str, float]:
         """Wall seconds, compilation included: ``simulation``, the training of every lane to
@@ -132,7 +140,7 @@ class SecondEscapeComparison(NamedTuple):
             if level not in self.seconds:
                 continue
             cost[level] = self.seconds[level]
-            if ROLES[level] is Role.REPLAY:
+            if _ROLES[level] is Role.REPLAY:
                 starts = [p.t0 for p in paths if np.isfinite(p.t0)]
                 cost[level] += training * (float(np.mean(starts)) / horizon if starts else 0.0)
         return cost
@@ -154,7 +162,7 @@ def compare_second_escape(
     ``ds.groups[geometry]`` (`second_escape.plateau_problem`)."""
     problem = se.plateau_problem(ds, activation, geometry)
     config = train.TrainConfig(
-        optimizer="gd", lr=1.0, steps=epochs, snapshots=tuple(range(0, epochs + 1, SNAPSHOT_EVERY))
+        optimizer="gd", lr=1.0, steps=epochs, snapshots=tuple(range(0, epochs + 1, _SNAPSHOT_EVERY))
     )
     seconds = {"training": 0.0, "L1": 0.0, "L2": 0.0}
     lanes = dict(

@@ -6,9 +6,9 @@ The convention (ARCHITECTURE.md "Conventions"), used by every figure of `cli` an
   dotted, a null control dash-dot; `role_legend` explains the styles in words on the figure;
 - colour says which run: one colour per γ (`gamma_colour`, fixed by the value of γ, so the same
   γ has the same colour in every figure) or per signature order (`order_colour`);
-- `figure` opens a constrained-layout figure under `RC` (every font ≥ `MIN_FONT` pt); axis
+- `figure` opens a constrained-layout figure under `_RC` (every font ≥ `MIN_FONT` pt); axis
   labels are mathtext, and every panel has a y-label (with units where there are any);
-- `save_figure` writes a PNG at `DPI` and a PDF beside it, each atomically.
+- `save_figure` writes a PNG at `_DPI` and a PDF beside it, each atomically.
 
 The Agg backend is used so that figures render on headless machines.
 """
@@ -20,6 +20,51 @@ import os
 from pathlib import Path
 
 import matplotlib
+
+__all__ = [
+    "ACCURACY",
+    "ALIGNMENT",
+    "EPOCH",
+    "FLOW_TIME",
+    "GAMMA",
+    "GAMMA_MIN_DELTA_E",
+    "GAMMA_RANGE",
+    "LINE_STYLE",
+    "LOSS",
+    "MAX_CURVES",
+    "MIN_FONT",
+    "ROLE_LABEL",
+    "STEP",
+    "annotate_cells",
+    "axis_labels",
+    "category_image",
+    "colorbar",
+    "embedding_geometry_figure",
+    "epoch_axis",
+    "escape_time_figure",
+    "figure",
+    "gamma_colour",
+    "gamma_handles",
+    "grid",
+    "heatmap",
+    "integer_axis",
+    "legend",
+    "measurement_figure",
+    "order_colour",
+    "outline_cell",
+    "pca_scatter",
+    "raise_small_fonts",
+    "reference",
+    "role_handles",
+    "role_legend",
+    "save_figure",
+    "signature_geometry_figure",
+    "small_texts",
+    "theory_handles",
+    "theory_line",
+    "theory_overlay_figure",
+    "training_figure",
+]
 
 matplotlib.use("Agg")
 
@@ -35,10 +80,10 @@ from ctx_staircase.geometry import SignatureGeometry
 MIN_FONT = 8.0
 
 #: Resolution (dots per inch) of every saved PNG.
-DPI = 150  # the floor (ARCHITECTURE.md, Conventions); at 200 the flagship PNG grew to 366 kB
+_DPI = 150  # the floor (ARCHITECTURE.md, Conventions); at 200 the flagship PNG grew to 366 kB
 
 #: Matplotlib settings of every figure (`figure`, and applied when this module is imported).
-RC = {
+_RC = {
     "font.size": 9,
     "axes.titlesize": 9,
     "axes.labelsize": 9,
@@ -50,10 +95,10 @@ RC = {
     "figure.constrained_layout.use": True,
     "axes.grid": True,
     "grid.alpha": 0.3,
-    "savefig.dpi": DPI,
+    "savefig.dpi": _DPI,
     "pdf.fonttype": 42,  # TrueType in the PDF: its text stays text
 }
-matplotlib.rcParams.update(RC)
+matplotlib.rcParams.update(_RC)
 
 #: Line style of each role a curve can play.
 LINE_STYLE = {"training": "-", "closed_form": "--", "ode": ":", "null": "-."}
@@ -81,7 +126,7 @@ FLOW_TIME = r"$t = \eta \cdot$ step"
 GAMMA = r"$\gamma$ (initial std $d^{-\gamma}$)"
 ACCURACY = "accuracy (fraction)"
 LOSS = "loss (nats)"
-COSINE = "cosine similarity"
+_COSINE = "cosine similarity"
 ALIGNMENT = r"alignment $\rho$ (corr.)"
 
 
@@ -141,10 +186,10 @@ def gamma_handles(gammas) -> list[Line2D]:
 
 def figure(nrows: int = 1, ncols: int = 1, *, panel=(4.0, 3.4), suptitle: str | None = None, **kw):
     """A constrained-layout figure of ``nrows × ncols`` panels, each ``panel`` inches (w, h),
-    under `RC`; ``kw`` goes to `plt.subplots`. Returns ``(fig, axes)``, ``axes`` squeezed as
+    under `_RC`; ``kw`` goes to `plt.subplots`. Returns ``(fig, axes)``, ``axes`` squeezed as
     `plt.subplots` does (`grid` keeps it 2-D)."""
     kw.setdefault("figsize", (panel[0] * ncols, panel[1] * nrows))
-    with plt.rc_context(RC):
+    with plt.rc_context(_RC):
         fig, axes = plt.subplots(nrows, ncols, layout="constrained", **kw)
     if suptitle:
         fig.suptitle(suptitle)
@@ -225,13 +270,13 @@ def category_image(ax, codes: np.ndarray, categories) -> None:
 
 
 def legend(ax, **kw):
-    """A legend of ``ax``'s labelled curves (`RC` font), or nothing when none is labelled."""
+    """A legend of ``ax``'s labelled curves (`_RC` font), or nothing when none is labelled."""
     if not ax.get_legend_handles_labels()[0]:
         return None
     return ax.legend(**kw)
 
 
-def colorbar(fig, image, axes, label: str = COSINE, **kw):
+def colorbar(fig, image, axes, label: str = _COSINE, **kw):
     """A colour bar of ``image`` beside ``axes`` (an array or list of Axes), labelled."""
     axes = np.asarray(axes, dtype=object).ravel().tolist()
     return fig.colorbar(image, ax=axes, shrink=kw.pop("shrink", 0.8), label=label, **kw)
@@ -256,7 +301,7 @@ def raise_small_fonts(fig, minimum: float = MIN_FONT) -> None:
 
 
 def save_figure(fig, path: str | os.PathLike, *, pdf: bool = True) -> tuple[Path, Path | None]:
-    """Write ``fig`` as ``path`` (PNG at `DPI`) and, when ``pdf``, a PDF beside it (``path``
+    """Write ``fig`` as ``path`` (PNG at `_DPI`) and, when ``pdf``, a PDF beside it (``path``
     with ``.pdf``), then close it; returns ``(png, pdf or None)``.
 
     Both files are rendered in memory before either is written, and each is written
@@ -272,7 +317,7 @@ def save_figure(fig, path: str | os.PathLike, *, pdf: bool = True) -> tuple[Path
         rendered = {}
         for kind in ("png", "pdf") if pdf else ("png",):
             buffer = io.BytesIO()
-            fig.savefig(buffer, format=kind, dpi=DPI, bbox_inches="tight")
+            fig.savefig(buffer, format=kind, dpi=_DPI, bbox_inches="tight")
             rendered[kind] = buffer.getvalue()
     finally:
         plt.close(fig)
@@ -331,7 +376,7 @@ def signature_geometry_figure(geometry: SignatureGeometry, task: str):
         suptitle=f"{task}: signature geometry of the '{geometry.group}' tokens",
     )
     for column, name in enumerate(names):
-        title = signature_title(name)
+        title = _signature_title(name)
         image = heatmap(axes[0, column], geometry.similarity[name], geometry.alphas, title)
         pca = geometry.pca[name]
         pca_scatter(
@@ -345,7 +390,7 @@ def signature_geometry_figure(geometry: SignatureGeometry, task: str):
     return fig
 
 
-def signature_title(name: str) -> str:
+def _signature_title(name: str) -> str:
     """Mathtext for a signature geometry's key: ``"order1"`` -> $S^{sig,(1)}$, ``"order1_k3"``
     -> $S^{sig,(1)}_{k=3}$."""
     if "_k" in name:

@@ -20,6 +20,16 @@ from collections.abc import Callable, Iterator
 
 import jax
 
+__all__ = [
+    "PlainLog",
+    "device_tick",
+    "expect",
+    "expecting",
+    "plain_log",
+    "reporting",
+    "tick",
+]
+
 _sinks: list[Callable[[int], None]] = []
 _expectations: list[Callable[[int], None]] = []
 _lock = threading.Lock()

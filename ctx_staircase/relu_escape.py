@@ -19,7 +19,7 @@ FFN ``f(X) = W_U relu(W_E^T c)`` (row convention, ``W_E, W_U [V, d]``), init ``e
 
       t_esc = int_0^{tau*} dsigma / (1 - eps^2 pi(sigma)),     eps^2 S(tau*) = threshold.
 
-`unit_flow` integrates the unit flow, `UnitFlow.at` evaluates it at any times, `clock` samples
+`unit_flow` integrates the unit flow, `UnitFlow.at` evaluates it at any times, `_clock` samples
 ``S`` and ``pi`` along it, and `escape_law_lanes` is the registered theory (`theories`): a law,
 from the data and the seed's draw ``Z`` alone. The unit flow and the clock are shared by every lane;
 a lane adds a quadrature and its trajectory. Everything is NumPy: nothing is compiled.
@@ -37,12 +37,9 @@ from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_int, check_real
 
 __all__ = [
-    "NODES_PER_PIECE",
-    "PIECE",
     "Clock",
     "GateData",
     "UnitFlow",
-    "clock",
     "escape_law_bytes",
     "escape_law_lanes",
     "gate_data",
@@ -54,9 +51,9 @@ __all__ = [
 #: The length of a piece of the unit flow, in units of ``1 / s_1`` (``s_1`` the top singular
 #: value of the drive, the fastest rate of the flow): on a piece the gates count with the fraction
 #: of it each is open (eq. R10). Measured in theory/relu.md §8.
-PIECE = 0.5
+_PIECE = 0.5
 #: The clock samples ``S`` and ``pi`` this many times per piece (eq. R9).
-NODES_PER_PIECE = 1
+_NODES_PER_PIECE = 1
 #: The Taylor series of a piece stops where its remainder bound falls below this, relative.
 _TAYLOR_TOLERANCE = 1e-13
 #: ... and the series' extrapolation that predicts the next piece's end (which only places the
@@ -349,7 +346,7 @@ class Clock(NamedTuple):
         return np.interp(tau, self.tau, self.pi / self.S) * self.statistic(tau)
 
 
-def clock(flow: UnitFlow, per_piece: int = NODES_PER_PIECE) -> Clock:
+def _clock(flow: UnitFlow, per_piece: int = _NODES_PER_PIECE) -> Clock:
     """`Clock` of ``flow`` at ``per_piece`` evenly spaced nodes per piece (the piece boundaries,
     where the flow has them already, and ``per_piece - 1`` more inside each piece)."""
     check_int(per_piece, "per_piece", low=1)
@@ -433,8 +430,8 @@ def escape_law_lanes(problem: theory.Problem) -> theory.TheoryLanes:
     data = gate_data(problem.ds, W_E.shape[0])
     eps = problem.d ** -np.asarray(problem.setting.gammas, np.float64)
     stop = problem.threshold / float(eps.min()) ** 2
-    flow = unit_flow(data, W_E, W_U, float(ts[-1]), PIECE / problem.top, stop=stop)
-    nodes = clock(flow, NODES_PER_PIECE)
+    flow = unit_flow(data, W_E, W_U, float(ts[-1]), _PIECE / problem.top, stop=stop)
+    nodes = _clock(flow, _NODES_PER_PIECE)
     lanes = [_lane(flow, nodes, float(e), ts, problem.threshold) for e in eps]
     return theory.TheoryLanes(
         tuple(trajectory for trajectory, _ in lanes), tuple(status for _, status in lanes)

@@ -17,7 +17,7 @@ of the enclosing object named ``KEY + NONFINITE_SUFFIX`` (``"loss__nonfinite"`` 
 Objects inside lists carry their own siblings; a list's paths stop at such an object. A root that
 is not an object but holds non-finite numbers is wrapped as
 ``{"value": ..., "value__nonfinite": ..., "__nonfinite": "root"}``. Keys ending in
-``NONFINITE_SUFFIX`` are reserved. `read_json` restores every value, so
+``_NONFINITE_SUFFIX`` are reserved. `read_json` restores every value, so
 ``read_json(write_json(path, x))`` equals ``x`` with NaN in the same places (tuples and NumPy arrays
 come back as lists, NumPy scalars as Python numbers); it also reads the bare ``NaN`` and
 ``Infinity`` of files written before schema version 2.
@@ -42,7 +42,22 @@ import numpy as np
 
 from ctx_staircase import distributed
 
-PACKAGES = (
+__all__ = [
+    "SCHEMA_VERSION",
+    "atomic_write_bytes",
+    "cpu",
+    "dumps",
+    "environment",
+    "git_state",
+    "loads",
+    "numerics_key",
+    "read_json",
+    "source_fingerprint",
+    "write_json",
+    "write_npz",
+]
+
+_PACKAGES = (
     "ctx-staircase",
     "jax",
     "jaxlib",
@@ -55,11 +70,11 @@ PACKAGES = (
 )
 
 #: The packages whose versions decide a computed number (matplotlib draws, it does not compute).
-NUMERICAL_PACKAGES = tuple(name for name in PACKAGES if name != "matplotlib")
+_NUMERICAL_PACKAGES = tuple(name for name in _PACKAGES if name != "matplotlib")
 
 #: Raised by a change to the package that alters the numbers a stored unit holds without a new
 #: release, so stored lanes of the old numbers are not resumed (`numerics_key`).
-NUMERICS_REVISION = 1
+_NUMERICS_REVISION = 1
 
 #: Version of the result-file format, recorded by `environment` in every result. 1: bare
 #: ``NaN``/``Infinity`` in the JSON (the first format). 2: strict JSON with non-finite numbers as
@@ -68,10 +83,10 @@ NUMERICS_REVISION = 1
 SCHEMA_VERSION = 2
 
 #: Suffix of the sibling entry that gives the reason of a ``null`` written for NaN or infinity.
-NONFINITE_SUFFIX = "__nonfinite"
+_NONFINITE_SUFFIX = "__nonfinite"
 
 #: Seconds each ``git`` call of `git_state` may take before provenance gives up on it.
-GIT_TIMEOUT_S = 2.0
+_GIT_TIMEOUT_S = 2.0
 
 _ROOT_KEY = "value"
 _REASONS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -107,7 +122,7 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     become lists, paths become strings.
 
     Raises:
-        ValueError: a key ends in ``NONFINITE_SUFFIX`` (reserved), or a key is a non-finite float.
+        ValueError: a key ends in ``_NONFINITE_SUFFIX`` (reserved), or a key is a non-finite float.
         TypeError: a value JSON cannot hold.
     """
     text = dumps(obj)
@@ -120,8 +135,8 @@ def dumps(obj: Any, indent: int | None = 2) -> str:
     if reasons is not None:  # a non-finite root that is not an object: wrap it
         encoded = {
             _ROOT_KEY: encoded,
-            _ROOT_KEY + NONFINITE_SUFFIX: reasons,
-            NONFINITE_SUFFIX: "root",
+            _ROOT_KEY + _NONFINITE_SUFFIX: reasons,
+            _NONFINITE_SUFFIX: "root",
         }
     return json.dumps(encoded, indent=indent, allow_nan=False)
 
@@ -154,20 +169,20 @@ def _versions(names) -> dict[str, str | None]:
 
 def numerics_key() -> dict[str, Any]:
     """What decides a stored unit's numbers besides its own settings: the versions of
-    `NUMERICAL_PACKAGES` (this package included), `NUMERICS_REVISION` and the JAX backend.
+    `_NUMERICAL_PACKAGES` (this package included), `_NUMERICS_REVISION` and the JAX backend.
 
     Stored work is keyed on this, not on `source_fingerprint`: a reinstall of the same versions,
     or an edit that changes no number (a docstring, the command line), resumes it; an upgrade of
     any numerical package, or a new revision, does not.
     """
-    versions = _versions(NUMERICAL_PACKAGES)
+    versions = _versions(_NUMERICAL_PACKAGES)
     try:
         import jax
 
         backend = jax.default_backend()
     except Exception as err:  # a key must never fail a run
         backend = f"unavailable: {type(err).__name__}"
-    return {"packages": versions, "revision": NUMERICS_REVISION, "backend": backend}
+    return {"packages": versions, "revision": _NUMERICS_REVISION, "backend": backend}
 
 
 def source_fingerprint() -> str:
@@ -188,7 +203,7 @@ def git_state(directory: str | os.PathLike | None = None) -> tuple[str | None, b
     (staged or not; untracked files do not count, as for ``git describe --dirty``). ``(None,
     None)`` when ``directory`` is not tracked by a git checkout (an installed copy, even one inside
     some repository's ignored folder), git is missing, or it does not answer within
-    ``GIT_TIMEOUT_S``; ``dirty`` alone is None when only the status fails. Never raises.
+    ``_GIT_TIMEOUT_S``; ``dirty`` alone is None when only the status fails. Never raises.
     """
     directory = Path(directory) if directory is not None else Path(__file__).resolve().parent
     tracked = _git(directory, "ls-files", "--", ".")
@@ -208,7 +223,7 @@ def environment() -> dict[str, Any]:
     ``git_commit`` and ``git_dirty`` (`git_state` of the package sources; None outside a git
     checkout), ``source_fingerprint``, ``cpu`` (`cpu`), ``devices`` and ``x64``. Never raises.
     """
-    versions = _versions(PACKAGES)
+    versions = _versions(_PACKAGES)
     commit, dirty = git_state()
     info: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -232,12 +247,12 @@ def environment() -> dict[str, Any]:
 
 
 #: Prefixes of the instruction-set extensions that change XLA's CPU code (vector width, FMA).
-VECTOR_ISA = ("sse4", "avx", "fma", "f16c", "amx")
+_VECTOR_ISA = ("sse4", "avx", "fma", "f16c", "amx")
 
 
 def cpu(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> dict[str, Any]:
     """The host CPU: ``{"model", "machine", "cores", "isa"}``; ``isa`` is the sorted list of its
-    `VECTOR_ISA` flags, ``None`` where ``cpuinfo`` cannot be read (off Linux). Never raises.
+    `_VECTOR_ISA` flags, ``None`` where ``cpuinfo`` cannot be read (off Linux). Never raises.
 
     XLA compiles float32 code for the host's vector extensions, so one program can differ in the
     last bits between hosts; this says which kind of host a result came from.
@@ -257,7 +272,7 @@ def cpu(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> dict[str, Any]:
         "cores": os.cpu_count(),
         "isa": None
         if flags is None
-        else sorted(f for f in flags.split() if f.startswith(VECTOR_ISA)),
+        else sorted(f for f in flags.split() if f.startswith(_VECTOR_ISA)),
     }
 
 
@@ -285,7 +300,7 @@ def _git(directory: Path, *arguments: str) -> str | None:
             ["git", "-C", str(directory), *arguments],
             capture_output=True,
             text=True,
-            timeout=GIT_TIMEOUT_S,
+            timeout=_GIT_TIMEOUT_S,
             # no index refresh written by `git status`: other processes may be using the checkout
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
             stdin=subprocess.DEVNULL,
@@ -326,7 +341,7 @@ def _encode(value: Any) -> tuple[Any, str | dict[str, str] | None]:
             encoded, reasons = _encode(item)
             out[key] = encoded
             if reasons is not None:
-                out[key + NONFINITE_SUFFIX] = reasons
+                out[key + _NONFINITE_SUFFIX] = reasons
         return out, None
     if isinstance(value, list | tuple):
         items, paths = [], {}
@@ -373,9 +388,9 @@ def _json_key(key: Any) -> str:
         raise TypeError(
             f"JSON keys must be str, int, float, bool or None; got {type(key).__name__}"
         )
-    if text.endswith(NONFINITE_SUFFIX):
+    if text.endswith(_NONFINITE_SUFFIX):
         raise ValueError(
-            f"key {text!r}: keys ending in {NONFINITE_SUFFIX!r} are reserved for the reasons of "
+            f"key {text!r}: keys ending in {_NONFINITE_SUFFIX!r} are reserved for the reasons of "
             "non-finite numbers (read result files with results.read_json, not json.loads)"
         )
     return text
@@ -386,17 +401,17 @@ def _decode(value: Any, root: bool = False) -> Any:
         return [_decode(item) for item in value]
     if not isinstance(value, dict):
         return value
-    if root and value.get(NONFINITE_SUFFIX) == "root" and "" not in value:
-        return _restore(_decode(value[_ROOT_KEY]), value[_ROOT_KEY + NONFINITE_SUFFIX])
+    if root and value.get(_NONFINITE_SUFFIX) == "root" and "" not in value:
+        return _restore(_decode(value[_ROOT_KEY]), value[_ROOT_KEY + _NONFINITE_SUFFIX])
     out = {}
     for key, item in value.items():
-        if key.endswith(NONFINITE_SUFFIX):
-            base = key[: -len(NONFINITE_SUFFIX)]
+        if key.endswith(_NONFINITE_SUFFIX):
+            base = key[: -len(_NONFINITE_SUFFIX)]
             if base not in value:
                 raise ValueError(f"{key!r} gives the reasons of {base!r}, which is absent")
             continue
         out[key] = _decode(item)
-        reasons = value.get(key + NONFINITE_SUFFIX)
+        reasons = value.get(key + _NONFINITE_SUFFIX)
         if reasons is not None:
             out[key] = _restore(out[key], reasons, key)
     return out

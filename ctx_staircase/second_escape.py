@@ -45,8 +45,13 @@ from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_int, check_real
 
 __all__ = [
-    "LAWS",
+    "APPROACH_STEP",
+    "COLLAPSED",
     "LEVEL",
+    "PLATEAU_STEP",
+    "SAVE_EVERY",
+    "SPLIT_STEP",
+    "START_AFTER",
     "Band",
     "PlateauProblem",
     "SecondEscape",
@@ -532,22 +537,22 @@ def crossings(ts, rho, level: float = LEVEL) -> tuple[float, float]:
 #: first order and needs step 1 to carry a path to the escape (theory/second_escape.md §6); L2's
 #: approach onto the plateau (to t_c + 100) is as good at step 5 (`APPROACH_STEP`, §6); the
 #: split-unit flow (eq. S6) runs Heun's method at step 10, within 3.3% of RK4 at step 5 on every
-#: one of 60 measured lanes (§5). Saves every SAVE_EVERY, CHUNK saves per compiled call of the
+#: one of 60 measured lanes (§5). Saves every SAVE_EVERY, _CHUNK saves per compiled call of the
 #: plateau flow (5: L2's approach runs past t_c + 100 by less than one chunk).
-PLATEAU_STEP, APPROACH_STEP, SPLIT_STEP, SAVE_EVERY, CHUNK = 1.0, 5.0, 10.0, 10.0, 5
+PLATEAU_STEP, APPROACH_STEP, SPLIT_STEP, SAVE_EVERY, _CHUNK = 1.0, 5.0, 10.0, 10.0, 5
 #: The laws `predict_second_escape` knows: the split-unit flow (eq. S6, the package's law) and the
 #: plateau flow alone (eq. S5, which drops the deviations' feedback on the prediction).
-LAWS = ("split", "plateau")
+_LAWS = ("split", "plateau")
 
 
 def _times(t_start):
-    return t_start + SAVE_EVERY * jnp.arange(CHUNK + 1, dtype=t_start.dtype)
+    return t_start + SAVE_EVERY * jnp.arange(_CHUNK + 1, dtype=t_start.dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("activation", "step"))
 def _plateau_chunk(y, t_start, arrays: PlateauProblem, *, activation: str, step: float):
-    """The plateau flow over ``CHUNK`` saves from ``t_start`` by RK4 at ``step``: states
-    ``[CHUNK + 1, V, d]``; one compiled program per shape, activation and step, reused along the
+    """The plateau flow over ``_CHUNK`` saves from ``t_start`` by RK4 at ``step``: states
+    ``[_CHUNK + 1, V, d]``; one compiled program per shape, activation and step, reused along the
     path and across lanes."""
     problem = arrays._replace(activation=activation)
     return ode.rk4(plateau_field, y, _times(t_start), problem, max_step=step).ys
@@ -568,7 +573,7 @@ def _follow(path: _Path, y, advance, horizon: float, done, ids) -> _Path:
     until ``done(path)`` or the horizon."""
     while path.ts[-1] < horizon and not done(path):
         states, W_E = advance(y, jnp.float64(path.ts[-1]))
-        ts = path.ts + [path.ts[-1] + SAVE_EVERY * (i + 1) for i in range(CHUNK)]
+        ts = path.ts + [path.ts[-1] + SAVE_EVERY * (i + 1) for i in range(_CHUNK)]
         path = _Path(ts, path.rho + list(rho0(W_E[1:], ids)), states, W_E)
         y = jax.tree.map(lambda leaf: leaf[-1], states)
     return path
@@ -615,12 +620,12 @@ def predict_second_escape(
     training state on the plateau (``t0 = t_s``: the split-unit flow from the start); level L2
     from the initial weights (``t0 = 0``: the plateau flow also predicts the collapse).
     ``law="plateau"`` keeps the plateau flow to the end, the law that drops the deviations'
-    feedback on the prediction. The flows run ``CHUNK`` saves at a time and stop at the escape
+    feedback on the prediction. The flows run ``_CHUNK`` saves at a time and stop at the escape
     (or at ``horizon``). ``band_modes=None`` skips the band (`SecondEscape.rate` NaN).
     """
     check_real(horizon, "horizon", low=float(t0), low_open=True)
-    if law not in LAWS:
-        raise ValueError(f"law must be one of {LAWS}; got {law!r}")
+    if law not in _LAWS:
+        raise ValueError(f"law must be one of {_LAWS}; got {law!r}")
     ids = problem.geometry_ids
     y = {"W_E": jnp.asarray(W_E, jnp.float64), "W_U": jnp.asarray(W_U, jnp.float64)}
     start = jax.tree.map(lambda leaf: leaf[None], y)

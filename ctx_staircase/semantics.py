@@ -19,6 +19,12 @@ import numpy as np
 
 from ctx_staircase import metrics
 
+__all__ = [
+    "category_purity",
+    "cycle_neighbours",
+    "number_order",
+]
+
 
 def _rows(vectors, minimum: int, name: str) -> np.ndarray:
     X = np.asarray(vectors, dtype=np.float64)

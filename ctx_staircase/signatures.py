@@ -34,6 +34,26 @@ import numpy as np
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_ids, check_int, check_type
 
+__all__ = [
+    "CHUNK_INDICES",
+    "MAX_OUTPUT_BYTES",
+    "ROUNDING_RTOL",
+    "Progress",
+    "SignatureSet",
+    "attention_factor",
+    "attention_path_signature",
+    "cooccurrence_signature",
+    "fourier_basis",
+    "fourier_projection",
+    "label_signature",
+    "next_token_signature",
+    "occurrence",
+    "positional_signature",
+    "prefix_signature",
+    "previous_token_signature",
+    "signature_set",
+]
+
 #: Scatter-index budget per chunk: chunks keep the temporary index arrays near 64 MB.
 CHUNK_INDICES = 4_000_000
 #: Largest dense output allowed before asking the caller for index subsets.

@@ -22,7 +22,15 @@ import numpy as np
 
 from ctx_staircase.internal import check_real
 
-__all__ = ["AGREE", "DROP", "READY", "Existence", "StepTime", "existence", "step_time"]
+__all__ = [
+    "AGREE",
+    "DROP",
+    "READY",
+    "Existence",
+    "StepTime",
+    "existence",
+    "step_time",
+]
 
 #: rho_0 at which the order-0 step counts as taken.
 READY = 0.9

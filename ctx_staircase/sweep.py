@@ -40,6 +40,23 @@ from ctx_staircase.internal import SEED_MAX, check_int
 from ctx_staircase.progress import expect as expect_work
 from ctx_staircase.progress import tick as tick_work
 
+__all__ = [
+    "CPU_LANES_PER_BATCH",
+    "LANE_AXIS",
+    "LaneStore",
+    "SweepResult",
+    "compile_for",
+    "compiled_for",
+    "default_concurrent_calls",
+    "default_lanes_per_batch",
+    "grid",
+    "lane_by_lane",
+    "resumable_map",
+    "sharded_map",
+    "sweep_map",
+    "train_sweep",
+]
+
 LANE_AXIS = "lanes"
 
 

@@ -39,6 +39,7 @@ from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.internal import check_choice, check_int, check_real
 
 __all__ = [
+    "LAWS",
     "describe",
     "label_law_distribution",
     "make",
@@ -50,7 +51,7 @@ __all__ = [
 ]
 
 #: Largest number of samples (or memory-table entries) a task may build.
-MAX_SAMPLES = 50_000_000
+_MAX_SAMPLES = 50_000_000
 
 LAWS = ("uniform", "normal", "poisson", "exponential")
 
@@ -71,10 +72,10 @@ def _token_range(low_name: str, low: Any, high_name: str, high: Any, min_low: in
 
 
 def _check_size(name: str, value: Any, count: int) -> None:
-    """Refuse a parameter choice that would build more than ``MAX_SAMPLES`` rows."""
-    if count > MAX_SAMPLES:
+    """Refuse a parameter choice that would build more than ``_MAX_SAMPLES`` rows."""
+    if count > _MAX_SAMPLES:
         raise ValueError(
-            f"{name}={value!r} would build {count:,} samples; at most {MAX_SAMPLES:,} are allowed"
+            f"{name}={value!r} would build {count:,} samples; at most {_MAX_SAMPLES:,} are allowed"
         )
 
 
@@ -452,13 +453,13 @@ def _modsum(*, N: int, L: int) -> _Parts:
     All ``N^L`` sequences in lexicographic order (position 0 most significant), labels
     ``1 + (sum mod N)`` in ``1..N`` (App. A.1.7's convention). Built column by column with
     ``repeat``/``tile`` in int32, so the default ``N = 50, L = 4`` (6.25M rows) needs only the
-    output arrays. ``N^L`` is capped at ``MAX_SAMPLES``.
+    output arrays. ``N^L`` is capped at ``_MAX_SAMPLES``.
     """
     N = check_int(N, "N", 2)
     L = check_int(L, "L", 1)
-    if L * math.log(N) > math.log(MAX_SAMPLES) + 1e-9 or N**L > MAX_SAMPLES:
+    if L * math.log(N) > math.log(_MAX_SAMPLES) + 1e-9 or N**L > _MAX_SAMPLES:
         raise ValueError(
-            f"N={N}, L={L} would build N^L = {N}^{L} samples; at most {MAX_SAMPLES:,} are "
+            f"N={N}, L={L} would build N^L = {N}^{L} samples; at most {_MAX_SAMPLES:,} are "
             "allowed (lower N or L)"
         )
     n = N**L

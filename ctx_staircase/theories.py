@@ -127,7 +127,7 @@ def signature_flow(m: int) -> Theory:
     )
 
 
-SIGNATURE_FLOW = register(PerOrder(signature_flow))
+_SIGNATURE_FLOW = register(PerOrder(signature_flow))
 UNIFORM_ATTENTION_FLOW = register(
     Theory(
         "uniform_attention_flow",
@@ -233,7 +233,6 @@ __all__ = [
     "REGISTRY",
     "RELU_ESCAPE_LAW",
     "RELU_GATED_FLOW",
-    "SIGNATURE_FLOW",
     "UNIFORM_ATTENTION_FLOW",
     "applicable",
     "model",

@@ -26,6 +26,28 @@ import numpy as np
 from ctx_staircase import activations
 from ctx_staircase.dataset import TokenDataset
 
+__all__ = [
+    "BLOW_UP",
+    "SOLVER_COPIES",
+    "ModelTheory",
+    "PerOrder",
+    "Prediction",
+    "Problem",
+    "Role",
+    "Setting",
+    "Size",
+    "SolverStatus",
+    "Style",
+    "Theory",
+    "TheoryCost",
+    "TheoryLanes",
+    "Validation",
+    "WeightTrajectory",
+    "cost_account",
+    "costs_from_account",
+    "frozen_past",
+]
+
 #: The truncated flows have no softmax saturation, so with C_2 != 0 they blow up in finite time
 #: after escape; the theory is compared before escape only, so an ODE lane ends once a weight
 #: reaches this size (far past escape), as a blow-up: no steps are spent chasing it

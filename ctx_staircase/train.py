@@ -30,8 +30,26 @@ from flax import nnx
 from ctx_staircase import internal, loop, models
 from ctx_staircase.dataset import TokenDataset
 
+__all__ = [
+    "OPTIMIZERS",
+    "TrainConfig",
+    "TrainData",
+    "Trajectory",
+    "check_lr",
+    "default_snapshots",
+    "init_state",
+    "loss_function",
+    "make_run",
+    "minibatch_key",
+    "state_dtype",
+    "time_axis",
+    "train",
+    "trajectory_arrays",
+    "trajectory_from_arrays",
+]
+
 OPTIMIZERS = ("gd", "sgd", "adam", "adamw")
-SCHEDULES = ("constant", "warmup_cosine")
+_SCHEDULES = ("constant", "warmup_cosine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,8 +84,8 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}; got {self.optimizer!r}")
-        if not isinstance(self.schedule, str) or self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}; got {self.schedule!r}")
+        if not isinstance(self.schedule, str) or self.schedule not in _SCHEDULES:
+            raise ValueError(f"schedule must be one of {_SCHEDULES}; got {self.schedule!r}")
         check_lr(self.lr)
         internal.check_int(self.steps, "steps", 1, internal.INT32_MAX)
         internal.check_int(self.warmup_steps, "warmup_steps", 0, internal.INT32_MAX)

@@ -36,8 +36,15 @@ import numpy as np
 
 from ctx_staircase import distributed, results
 
+__all__ = [
+    "SPEC_FILE",
+    "UnitStore",
+    "cached_store",
+    "caching",
+]
+
 SPEC_FILE = "spec.json"
-UNITS = "units"
+_UNITS = "units"
 _cache_roots: list[Path] = []
 
 
@@ -113,12 +120,12 @@ class UnitStore:
                         f"{self.parameter} {str(self.root)!r} holds a finished run of other "
                         f"settings ({differ}); choose another folder or delete it"
                     )
-                log(
+                _log(
                     f"{self.root}: discarding an unfinished run of other settings ({differ}); "
                     "starting over"
                 )
                 if distributed.is_writer():
-                    shutil.rmtree(self.root / UNITS, ignore_errors=True)
+                    shutil.rmtree(self.root / _UNITS, ignore_errors=True)
                     spec_path.unlink()
                 text = None
         if text is None:
@@ -127,7 +134,7 @@ class UnitStore:
         return self
 
     def path(self, key: str) -> Path:
-        return self.root / UNITS / f"{key}.npz"
+        return self.root / _UNITS / f"{key}.npz"
 
     def load(self, key: str, required: Iterable[str] = ()) -> dict[str, np.ndarray] | None:
         """The arrays of finished unit ``key``, or None if it is absent or unreadable (then it
@@ -145,7 +152,7 @@ class UnitStore:
             if missing:
                 raise ValueError(f"missing arrays {missing}")
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
-            log(f"{path}: corrupt or partial unit file ({type(err).__name__}: {err}); recomputing")
+            _log(f"{path}: corrupt or partial unit file ({type(err).__name__}: {err}); recomputing")
             if distributed.is_writer():
                 path.unlink(missing_ok=True)
             return None
@@ -195,6 +202,6 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
-def log(message: str) -> None:
+def _log(message: str) -> None:
     """One line of progress or warning on stderr (tables go to stdout)."""
     print(message, file=sys.stderr, flush=True)

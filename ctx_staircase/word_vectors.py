@@ -33,7 +33,6 @@ import numpy as np
 from ctx_staircase import text as text_module
 
 __all__ = [
-    "OOV_POLICIES",
     "Case",
     "Format",
     "Tokenized",
@@ -45,7 +44,7 @@ __all__ = [
 ]
 
 #: fastText's file magic and the file format version it reads.
-FASTTEXT_MAGIC, FASTTEXT_VERSION = 793712314, 12
+_FASTTEXT_MAGIC, _FASTTEXT_VERSION = 793712314, 12
 _HEADER = re.compile(rb"^\s*(\d+)[ \t]+(\d+)\s*$")
 #: The bytes read to recognise a format.
 _SNIFF = 1 << 16
@@ -81,7 +80,7 @@ def recognise(path: str | Path) -> Format | None:
     them (a NumPy, safetensors, zip or pickle file, or text that is not word vectors)."""
     with open(path, "rb") as handle:
         head = handle.read(_SNIFF)
-    if len(head) >= 8 and struct.unpack("<i", head[:4])[0] == FASTTEXT_MAGIC:
+    if len(head) >= 8 and struct.unpack("<i", head[:4])[0] == _FASTTEXT_MAGIC:
         return Format.FASTTEXT
     if head[:6] == b"\x93NUMPY" or head[:4] == b"PK\x03\x04" or head[:1] == b"\x80":
         return None
@@ -231,9 +230,9 @@ def _fasttext(path: Path, found: Format, where: str) -> WordVectors:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     reader = _Reader(data)
     _, version = reader.take("ii")
-    if version != FASTTEXT_VERSION:
+    if version != _FASTTEXT_VERSION:
         raise ValueError(
-            f"{where}: fastText file format {version}; this reader knows {FASTTEXT_VERSION}"
+            f"{where}: fastText file format {version}; this reader knows {_FASTTEXT_VERSION}"
         )
     dim, _, _, _, _, _, _, _, bucket, minn, maxn, _ = reader.take("12i")
     reader.take("d")  # the sampling threshold t
@@ -327,7 +326,7 @@ class Case(enum.Enum):
 #: What becomes of a word the vocabulary lacks: ``unknown`` keeps its place in the stream as one
 #: shared id past the vectors (it counts as a next word, and is never measured); ``drop`` removes
 #: it, so its neighbours become adjacent.
-OOV_POLICIES = ("unknown", "drop")
+_OOV_POLICIES = ("unknown", "drop")
 _PUNCTUATION = re.compile(r"^[^\w\s]+$")
 
 
@@ -362,9 +361,9 @@ def tokenize(
     """``text`` as ids of ``vocabulary``: words are runs of letters, digits and apostrophes,
     every other non-space character a token of its own (dropped with ``punctuation=False``);
     each is looked up by ``case``; a word the vocabulary lacks is treated by ``oov``
-    (`OOV_POLICIES`)."""
-    if oov not in OOV_POLICIES:
-        raise ValueError(f"oov must be one of {OOV_POLICIES}; got {oov!r}")
+    (`_OOV_POLICIES`)."""
+    if oov not in _OOV_POLICIES:
+        raise ValueError(f"oov must be one of {_OOV_POLICIES}; got {oov!r}")
     index: dict[str, int] = {}
     for i, word in enumerate(vocabulary):
         index.setdefault(word, i)

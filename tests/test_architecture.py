@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,3 +244,139 @@ def test_the_claim_check_sees_verdicts_by_hand(tmp_path):
         "Claim('a', 'b', 'c', 'd', **scored(f, 1, 2))\n"
     )
     assert hand_scored_claims(planted) == ["planted.py:1", "planted.py:2"]
+
+
+# The public surface: every library module (the package's modules and the command line's, not the
+# experiments) says what it exports in ``__all__``, and that is exactly what it defines.
+IMPLEMENTATION = ("internal", "paths", "progress")  # imported by other modules, not advertised
+
+
+def library_files() -> list[Path]:
+    """Every module of the library and the command line: not the experiments, not the package's
+    lazy ``__init__`` (checked on its own below)."""
+    return sorted(
+        path
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] != "experiments" and path != PACKAGE / "__init__.py"
+    )
+
+
+def top_level_bindings(tree: ast.Module) -> tuple[list[str], set[str]]:
+    """``(defined, imported)``: the names a module binds at top level (also inside a top-level
+    ``if``, ``try`` or ``with``) by ``def``, ``class`` or assignment, in order, and by import."""
+    defined: list[str] = []
+    imported: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.append(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                defined.extend(
+                    n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)
+                )
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(node.orelse)
+                visit(getattr(node, "finalbody", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+            elif isinstance(node, ast.With):
+                visit(node.body)
+
+    visit(tree.body)
+    return defined, imported
+
+
+def declared_all(tree: ast.Module) -> list[str] | None:
+    """The literal ``__all__`` of a module, or None where it has none."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def surface_problems(path: Path) -> list[str]:
+    """What is wrong with the ``__all__`` of ``path``: missing, duplicated, naming what the module
+    imports or does not define, or leaving out a public name it defines."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    listed = declared_all(tree)
+    if listed is None:
+        return [f"{where}: no __all__"]
+    defined, imported = top_level_bindings(tree)
+    public = {name for name in defined if not name.startswith("_")}
+    problems = [
+        f"{where}: {name!r} listed twice" for name in sorted(set(listed)) if listed.count(name) > 1
+    ]
+    problems += [
+        f"{where}: {name!r} is imported, not defined here"
+        for name in sorted(set(listed) & imported - set(defined))
+    ]
+    problems += [
+        f"{where}: {name!r} is not defined here"
+        for name in sorted(set(listed) - imported - set(defined))
+    ]
+    problems += [
+        f"{where}: {name!r} is defined but not in __all__" for name in sorted(public - set(listed))
+    ]
+    problems += [
+        f"{where}: {name!r} is private but in __all__"
+        for name in sorted(set(listed) & set(defined) - public)
+    ]
+    return problems
+
+
+def test_every_library_module_lists_exactly_what_it_defines_in_all():
+    files = library_files()
+    assert len(files) > 40 and PACKAGE / "cli" / "__init__.py" in files
+    problems = [problem for path in files for problem in surface_problems(path)]
+    assert not problems, "__all__ out of step with the module:\n" + "\n".join(problems)
+
+
+def test_the_all_check_sees_planted_mismatches(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from os import path\n\n__all__ = ['path', 'kept', 'kept', 'gone', '_hidden']\n\n"
+        "kept = 1\n_hidden = 2\n\n\ndef helper():\n    pass\n"
+    )
+    problems = " ".join(surface_problems(planted))
+    assert "'path' is imported" in problems and "'kept' listed twice" in problems
+    assert "'gone' is not defined" in problems and "'helper' is defined but not in" in problems
+    assert "'_hidden' is private" in problems
+    (tmp_path / "bare.py").write_text("def helper():\n    pass\n")
+    assert surface_problems(tmp_path / "bare.py") == [f"{tmp_path / 'bare.py'}: no __all__"]
+
+
+def test_the_package_all_is_its_lazy_table_without_the_implementation_modules():
+    """``from ctx_staircase import tasks, ...`` (README.md) and ``ctx_staircase.train_sweep`` go
+    through the package's lazy tables; its ``__all__`` lists every library module but the
+    implementation ones, and every re-exported name, each defined where the table says."""
+    import ctx_staircase
+
+    tables = {
+        t.id: ast.literal_eval(node.value)
+        for node in ast.parse((PACKAGE / "__init__.py").read_text()).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and t.id in ("_NAMES", "_SUBMODULES", "_IMPLEMENTATION")
+    }
+    names, submodules = tables["_NAMES"], tables["_SUBMODULES"]
+    assert tuple(tables["_IMPLEMENTATION"]) == IMPLEMENTATION
+    listed = ctx_staircase.__all__
+    assert len(set(listed)) == len(listed)
+    assert set(listed) == (set(names) | set(submodules)) - set(IMPLEMENTATION)
+    library = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__"}
+    assert set(submodules) == library  # every module reachable lazily, implementation ones too
+    for name, module in names.items():
+        assert name in declared_all(ast.parse((PACKAGE / f"{module}.py").read_text())), name
+    assert ctx_staircase.internal.check_int(3, "n") == 3  # still reachable, just not advertised
+    readme = (ROOT / "README.md").read_text()
+    for line in re.findall(r"^from ctx_staircase import (.+)$", readme, flags=re.M):
+        for name in line.split(","):
+            assert name.strip() in listed, name

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 from ctx_staircase import cli
+from ctx_staircase.cli.parser import parser as cli_parser
 
 # A path even root cannot create: /proc is a virtual file system.
 UNCREATABLE = "/proc/ctx_staircase_test/out"
@@ -381,7 +382,7 @@ def _imported():
     """Import what the commands import lazily."""
     from ctx_staircase import comparison, experiments, lm, sweep, text  # noqa: F401
 
-    cli.parser()
+    cli_parser()
 
 
 @pytest.fixture

@@ -14,6 +14,9 @@ import pytest
 
 import ctx_staircase
 from ctx_staircase import __version__, cli, comparison, tasks, theories
+from ctx_staircase.cli.lm import LM_STANDARD, LM_TINY, lm_config
+from ctx_staircase.cli.parser import parser as cli_parser
+from ctx_staircase.cli.run import print_record
 
 
 def test_list_names_every_task(capsys):
@@ -231,7 +234,7 @@ def _options() -> dict[str, dict[str, object]]:
     (deprecated spellings, hidden from ``--help``, left out)."""
     import argparse
 
-    parser = cli.parser()
+    parser = cli_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     found: dict[str, dict[str, object]] = {}
     for command, sub in commands.choices.items():
@@ -277,7 +280,7 @@ def test_a_renamed_flag_keeps_its_old_spelling_for_one_release(command, old, new
     """The old spelling sets what the new one does, with one deprecation line on stderr."""
     head = {"measure": ["measure", "--tokens", "t.npy", "--snapshots", "a.npy", "b.npy"],
             "lm": ["lm"], "theory": ["theory", "add"]}[command]  # fmt: skip
-    parser = cli.parser()
+    parser = cli_parser()
     old_args = parser.parse_args([*head, old, *value])
     err = capsys.readouterr().err
     new_args = parser.parse_args([*head, new, *value])
@@ -337,14 +340,14 @@ def test_strict_run_exits_1_when_a_claim_fails(monkeypatch, tmp_path, capsys, st
 
 def test_tiny_never_overrides_an_explicit_flag():
     def config(*argv):
-        return cli.lm_config(cli.parser().parse_args(["lm", *argv]))
+        return lm_config(cli_parser().parse_args(["lm", *argv]))
 
     tiny = config("--tiny", "--steps", "7", "--d", "64")
     assert (tiny.steps, tiny.d) == (7, 64)  # explicit
-    assert (tiny.n_layers, tiny.context_length) == (cli.LM_TINY["layers"], 16)  # tiny
+    assert (tiny.n_layers, tiny.context_length) == (LM_TINY["layers"], 16)  # tiny
     standard = config("--steps", "7")
-    assert (standard.steps, standard.d) == (7, cli.LM_STANDARD["d"])
-    assert standard.n_layers == cli.LM_STANDARD["layers"]
+    assert (standard.steps, standard.d) == (7, LM_STANDARD["d"])
+    assert standard.n_layers == LM_STANDARD["layers"]
 
 
 def test_the_package_reads_nothing_outside_itself_by_default():
@@ -361,9 +364,9 @@ def test_the_package_reads_nothing_outside_itself_by_default():
 def test_a_tiny_record_says_its_verdicts_are_smoke_checks(capsys):
     claim = dict(item="§8.3", claim="c", measured="m", criterion="k", null="n", passed=True)
     record = dict(name="x", title="t", seconds=1.0, claims=[claim])
-    cli.print_record({**record, "tiny": False})
+    print_record({**record, "tiny": False})
     assert "smoke checks" not in " ".join(capsys.readouterr().out.split())
-    cli.print_record({**record, "tiny": True})
+    print_record({**record, "tiny": True})
     assert "smoke checks" in " ".join(capsys.readouterr().out.split())  # the title wraps
 
 

@@ -19,6 +19,9 @@ from ctx_staircase import (
     theory,
     train,
 )
+from ctx_staircase.escape import PlateauLaw
+from ctx_staircase.flows import uniform_attention_logit_scale
+from ctx_staircase.theory import SolverStatus, WeightTrajectory
 
 
 def test_unit_scale_escape_is_exact_on_a_scalar_blowup():
@@ -92,7 +95,7 @@ def test_uniform_attention_logit_scale_matches_the_model_at_zero_query_key():
     state["W_Q"] = jax.tree.map(jnp.zeros_like, state["W_Q"])
     logits = nnx_merge_logits(graphdef, state, ds.tokens)
     weights = {k: state[k][...] for k in ("W_E", "W_U", "W_O", "W_V")}
-    got = comparison.uniform_attention_logit_scale(weights, jnp.asarray(ds.tokens))
+    got = uniform_attention_logit_scale(weights, jnp.asarray(ds.tokens))
     expected = np.max(np.abs(logits - logits.mean(-1, keepdims=True)))
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
@@ -294,8 +297,8 @@ def test_weight_errors_are_relative_to_training():
     W0, D, U = (1e-3 * rng.standard_normal((ds.vocab_size, 8)) for _ in range(3))
     ts = np.linspace(0.0, 10.0, 11)
     W_E = W0 + ts[:, None, None] * D
-    sim = comparison.WeightTrajectory(ts, W_E, np.broadcast_to(U, W_E.shape))
-    twice = comparison.WeightTrajectory(ts, 2 * W_E, 2 * sim.W_U)
+    sim = WeightTrajectory(ts, W_E, np.broadcast_to(U, W_E.shape))
+    twice = WeightTrajectory(ts, 2 * W_E, 2 * sim.W_U)
     out = comparison.compare(twice, sim, ds, coefficients=(1.0,))
     assert out.weight_rel_error_max == pytest.approx(1.0, rel=1e-12)
 
@@ -460,7 +463,7 @@ def _synthetic_experiment(law=None) -> comparison.TheoryVsTraining:
             )
             for j, name in enumerate(("closed_form", "flow"))
         }
-        solver = {"flow": comparison.SolverStatus(i == 0, "ok" if i == 0 else "stiff")}
+        solver = {"flow": SolverStatus(i == 0, "ok" if i == 0 else "stiff")}
         runs.append(comparison.RunComparison(gamma, "ok", None, {}, solver, compared))
     return comparison.TheoryVsTraining(
         model=theories.FFN,
@@ -484,7 +487,7 @@ def _synthetic_experiment(law=None) -> comparison.TheoryVsTraining:
 def test_solver_failures_name_the_failed_lanes():
     experiment = _synthetic_experiment()
     assert comparison.solver_failures(experiment) == ["gamma=0.8 flow: stiff"]
-    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], False, 7)
+    law = PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], False, 7)
     assert comparison.solver_failures(experiment._replace(law=law)) == [
         "gamma=0.8 flow: stiff",
         "unit-scale solve of the plateau law: code 7",
@@ -500,7 +503,7 @@ def test_experiment_summary_is_the_json_of_the_records_in_the_saved_order():
     by name (then, for slopes, the analytic one)."""
     import json
 
-    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], True, 0)
+    law = PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0], [2.5], True, 0)
     summary = comparison.experiment_summary(_synthetic_experiment(law))
     assert list(summary) == [
         "model", "threshold", "coefficients", "top_singular_value", "prediction", "horizon",
@@ -552,7 +555,7 @@ def test_experiment_summary_is_the_json_of_the_records_in_the_saved_order():
 def test_records_are_read_by_theory():
     """A run's numbers are asked of the theory record: its comparison per lane, its escape
     times and slope (and the model's escape law by the same question)."""
-    law = comparison.PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0, 3.0], [2.5], True, 0)
+    law = PlateauLaw([1.0], 0.3, 0.2, 0.6, [2.0, 3.0], [2.5], True, 0)
     experiment = _synthetic_experiment(law)
     closed = experiment.comparisons(theories.CLOSED_FORM)
     assert [c.escape_time.theory for c in closed] == [3.0, 4.0]

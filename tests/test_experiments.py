@@ -276,13 +276,14 @@ def test_report_renders_the_regime_table():
 
 def test_compare_scores_the_nothing_moves_null_on_the_same_window():
     from ctx_staircase import comparison
+    from ctx_staircase.theory import WeightTrajectory
 
     ds = tasks.make("add", N=4)
     rng = np.random.default_rng(0)
     W0, D, U = (1e-3 * rng.standard_normal((ds.vocab_size, 8)) for _ in range(3))
     ts = np.linspace(0.0, 10.0, 11)
     W_E = W0 + ts[:, None, None] * D  # never escapes: the window is the first half of ts
-    sim = comparison.WeightTrajectory(ts, W_E, np.broadcast_to(U, W_E.shape))
+    sim = WeightTrajectory(ts, W_E, np.broadcast_to(U, W_E.shape))
     out = comparison.compare(sim, sim, ds, coefficients=(1.0,))
     assert out.weight_rel_error_max == 0.0  # a theory equal to training
     before = ts <= 5.0

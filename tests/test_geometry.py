@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ctx_staircase import budget, comparison, geometry, metrics, signatures, tasks
+from ctx_staircase.theory import SolverStatus, TheoryLanes, WeightTrajectory, frozen_past
 
 
 def _cos(X: np.ndarray) -> np.ndarray:
@@ -199,10 +200,10 @@ def test_signature_geometry_is_float64_without_x64():
 
 
 def test_theory_lanes_hold_one_solver_status_per_lane():
-    traj = comparison.WeightTrajectory(np.zeros(2), np.zeros((2, 3, 1)), np.zeros((2, 3, 1)))
-    closed = comparison.TheoryLanes((traj, traj))
+    traj = WeightTrajectory(np.zeros(2), np.zeros((2, 3, 1)), np.zeros((2, 3, 1)))
+    closed = TheoryLanes((traj, traj))
     assert closed.solver is None
-    ode = comparison.TheoryLanes((traj,), (comparison.SolverStatus(False, "max_steps"),))
+    ode = TheoryLanes((traj,), (SolverStatus(False, "max_steps"),))
     assert ode.solver[0]._asdict() == {"ok": False, "result": "max_steps"}
 
 
@@ -210,7 +211,7 @@ def test_frozen_past_stops_the_flow_once_a_weight_reaches_the_cap():
     def field(t, y, args):
         return {k: np.ones_like(v) * (1.0 + t) for k, v in y.items()}
 
-    guarded = comparison.frozen_past(field, cap=1.0)
+    guarded = frozen_past(field, cap=1.0)
     below = {"W_E": np.full((2, 2), 0.5), "W_U": np.full((2, 2), -0.9)}
     np.testing.assert_array_equal(guarded(2.0, below, None)["W_E"], np.full((2, 2), 3.0))
     above = {"W_E": np.full((2, 2), 0.5), "W_U": np.array([[0.0, -1.0], [0.0, 0.0]])}
@@ -268,8 +269,8 @@ def test_compare_puts_each_side_in_its_field():
     ts = np.linspace(0.0, 4.0, 9)
     W_E = 1e-2 * rng.standard_normal((9, ds.vocab_size, 6))
     W_U = 1e-2 * rng.standard_normal((9, ds.vocab_size, 6))
-    theory = comparison.WeightTrajectory(ts, W_E, W_U, np.exp(ts) * 0.1)
-    sim = comparison.WeightTrajectory(ts, 2 * W_E, W_U, np.exp(2 * ts) * 0.1)
+    theory = WeightTrajectory(ts, W_E, W_U, np.exp(ts) * 0.1)
+    sim = WeightTrajectory(ts, 2 * W_E, W_U, np.exp(2 * ts) * 0.1)
     c = comparison.compare(theory, sim, ds, coefficients=(1.0,), threshold=0.5)
     np.testing.assert_array_equal(c.logit_scale.theory, theory.logit_scale)
     np.testing.assert_array_equal(c.logit_scale.simulation, sim.logit_scale)
@@ -302,10 +303,8 @@ def test_compare_scores_the_weights_before_half_the_measured_escape():
     W_E = 1e-2 * rng.standard_normal((ds.vocab_size, 6))
     W_U = 1e-2 * rng.standard_normal((41, ds.vocab_size, 6))
     grown = (1 + ts)[:, None, None] * W_E
-    theory = comparison.WeightTrajectory(
-        ts, np.broadcast_to(W_E, grown.shape), W_U, np.exp(ts) * 0.1
-    )
-    sim = comparison.WeightTrajectory(ts, grown, W_U, np.exp(2 * ts) * 0.1)
+    theory = WeightTrajectory(ts, np.broadcast_to(W_E, grown.shape), W_U, np.exp(ts) * 0.1)
+    sim = WeightTrajectory(ts, grown, W_U, np.exp(2 * ts) * 0.1)
     c = comparison.compare(theory, sim, ds, coefficients=(1.0,), threshold=0.5, window=0.5)
     assert c.escape_time.simulation == pytest.approx(np.log(5) / 2, abs=0.01)
     assert c.window_end == pytest.approx(0.5 * c.escape_time.simulation)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctx_staircase import cli, units
+from ctx_staircase import cli, interrupt, units
 
 TRAIN = [
     "train", "add", "--param", "N=6", "--steps", "300", "--d", "16", "--gamma", "0.8", "1.0",
@@ -114,7 +114,7 @@ def test_train_resumes_bitwise_after_interruption(tmp_path, reference_train, sig
         if sig in (signal.SIGINT, signal.SIGTERM):
             assert stopped.returncode == 128 + int(sig), (context, stopped.stderr)
             lines = stopped.stderr.strip().splitlines()
-            assert lines[-1].endswith(cli.INTERRUPTED), (context, stopped.stderr)
+            assert lines[-1].endswith(interrupt.MESSAGE), (context, stopped.stderr)
             assert "Traceback" not in stopped.stderr, context
         else:
             assert stopped.returncode == -signal.SIGKILL, context
@@ -146,7 +146,7 @@ def test_interrupt_in_process_is_one_line_exit_130(monkeypatch, capsys, tmp_path
     out = tmp_path / "out"
     assert cli.main([*TRAIN, "--out", str(out)]) == 130
     err = capsys.readouterr().err.strip()
-    assert err == f"ctx-staircase train: {cli.INTERRUPTED}"
+    assert err == f"ctx-staircase train: {interrupt.MESSAGE}"
 
 
 def _store(root: Path, spec: dict) -> units.UnitStore:
@@ -234,7 +234,7 @@ def test_theory_resumes_bitwise_after_sigint(tmp_path):
     )
     if stopped.returncode != 0:
         assert stopped.returncode == 130, context
-        assert stopped.stderr.strip().endswith(cli.INTERRUPTED), context
+        assert stopped.stderr.strip().endswith(interrupt.MESSAGE), context
     _resume(argv, out)
     _assert_bitwise(reference / "training" / "arrays.npz", out / "training" / "arrays.npz")
     left, right = (

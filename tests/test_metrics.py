@@ -231,13 +231,13 @@ def _circulant_signature(N: int) -> np.ndarray:
 
 
 def test_fourier_basis_values():
-    basis = metrics.fourier_basis(8, [0, 1, 4])
+    basis = signatures.fourier_basis(8, [0, 1, 4])
     assert basis.shape == (3, 8)
     np.testing.assert_allclose(basis[0], 1.0)
     np.testing.assert_allclose(basis[1], np.cos(2 * np.pi * np.arange(8) / 8), atol=1e-15)
     np.testing.assert_allclose(basis[2], (-1.0) ** np.arange(8), atol=1e-15)
     with pytest.raises(TypeError, match="ks"):
-        metrics.fourier_basis(8, [0.5])
+        signatures.fourier_basis(8, [0.5])
 
 
 def test_frequency_alignment_on_a_circulant_signature_picks_its_frequency():
@@ -245,7 +245,7 @@ def test_frequency_alignment_on_a_circulant_signature_picks_its_frequency():
     phi1 = _circulant_signature(N)
     a = np.arange(N)
     ks = np.arange(N // 2 + 1)
-    basis = np.asarray(metrics.fourier_basis(N, ks))
+    basis = np.asarray(signatures.fourier_basis(N, ks))
     for k in ks[1:]:  # S^{sig,(1)}_k = cos(2 pi k (a - b) / N) exactly
         S_k = metrics.probe_similarity(phi1, [basis[k]])
         np.testing.assert_allclose(S_k, np.cos(2 * np.pi * k * (a[:, None] - a) / N), atol=1e-12)

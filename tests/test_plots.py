@@ -43,7 +43,7 @@ def _registered() -> list:
 
     registered = []
     for entry in theories.REGISTRY:
-        is_family = isinstance(entry, theories.PerOrder)
+        is_family = isinstance(entry, theory.PerOrder)
         registered += [entry.theory(m) for m in range(4)] if is_family else [entry]
     return registered
 

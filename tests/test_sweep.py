@@ -527,7 +527,7 @@ def test_a_sweep_grown_by_one_gamma_trains_only_that_lane(ds, tmp_path, monkeypa
 def test_stored_lanes_are_keyed_on_the_numerical_versions_not_the_source(ds, tmp_path, monkeypatch):
     """A finished sweep resumes after an edit of the sources that changes no number (a
     reinstall of the same versions); an upgrade of a numerical package, or a new
-    `results.NUMERICS_REVISION`, refuses it, naming what differs."""
+    `results._NUMERICS_REVISION`, refuses it, naming what differs."""
     from ctx_staircase import results
 
     sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)

@@ -24,22 +24,14 @@ import sys
 import threading
 
 from ctx_staircase import interrupt
-from ctx_staircase.cli.lm import LM_STANDARD, LM_TINY, lm_config
 from ctx_staircase.cli.parser import parser
-from ctx_staircase.cli.run import print_record
 from ctx_staircase.interrupt import MESSAGE as INTERRUPTED
 
 __all__ = [
-    "INTERRUPTED",
-    "LM_STANDARD",
-    "LM_TINY",
     "SMOKE_XLA_FLAGS",
     "compile_for_smoke_runs",
     "entry",
-    "lm_config",
     "main",
-    "parser",
-    "print_record",
 ]
 
 

@@ -25,6 +25,36 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+__all__ = [
+    "DEFAULT_RUN_ROOT",
+    "FORCE",
+    "MEANINGS",
+    "TASK",
+    "TASK_PARAMS",
+    "Choices",
+    "Command",
+    "Flag",
+    "Help",
+    "Parser",
+    "Values",
+    "add_command",
+    "bar",
+    "check_gammas",
+    "deprecated",
+    "flag",
+    "fmt",
+    "integer",
+    "limit",
+    "make_task",
+    "make_tasks",
+    "out_dir",
+    "out_flag",
+    "parse_params",
+    "real",
+    "stderr",
+    "stdout",
+]
+
 DEFAULT_RUN_ROOT = Path("runs")
 
 
@@ -91,7 +121,7 @@ def integer(low: int, high: int):
     return parse
 
 
-def folder(text: str) -> Path:
+def _folder(text: str) -> Path:
     """argparse type: a non-empty folder path (``Path("")`` would silently mean ``.``)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"must be a folder path; got {text!r}")
@@ -189,7 +219,7 @@ TASK = (flag("task", help="task name (see `ctx-staircase list`)"), TASK_PARAMS)
 def out_flag(default: str, more: str = "") -> Flag:
     """``--out``: the output folder, ``runs/<default>`` unless given."""
     return flag(
-        "--out", type=folder, default=None, help=f"output folder{more} (default: {default})"
+        "--out", type=_folder, default=None, help=f"output folder{more} (default: {default})"
     )
 
 

@@ -9,8 +9,12 @@ from rich.table import Table
 from ctx_staircase.cli import common
 from ctx_staircase.cli.common import Command
 
+__all__ = [
+    "COMMAND",
+]
 
-def handler(args: argparse.Namespace) -> int:
+
+def _handler(args: argparse.Namespace) -> int:
     """The table of `tasks.names`, their parameters and summaries, on stdout."""
     from ctx_staircase import tasks
 
@@ -25,4 +29,4 @@ def handler(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command("list", "list every task with its parameters", (), handler, computes=False)
+COMMAND = Command("list", "list every task with its parameters", (), _handler, computes=False)

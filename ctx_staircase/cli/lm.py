@@ -16,6 +16,13 @@ from ctx_staircase.cli import common
 from ctx_staircase.cli.common import Command, deprecated, flag, integer, out_flag, real
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
+__all__ = [
+    "COMMAND",
+    "LM_STANDARD",
+    "LM_TINY",
+    "lm_config",
+]
+
 #: The ``lm`` subcommand's sizes under ``--tiny`` (a seconds-long smoke run), flag by flag.
 LM_TINY = dict(steps=40, d=32, layers=1, heads=2, context=16, batch_size=8, snapshot_every=10)
 #: The ``lm`` subcommand's standard sizes, flag by flag (a flag you set always wins).
@@ -50,7 +57,7 @@ def lm_config(args: argparse.Namespace):
     )
 
 
-def handler(args: argparse.Namespace) -> int:
+def _handler(args: argparse.Namespace) -> int:
     """Prepare the corpus, check the memory, then train, measure, save and print."""
     from ctx_staircase import budget, text
 
@@ -212,7 +219,7 @@ COMMAND = Command(
                   f"(steps {LM_TINY['steps']}, d {LM_TINY['d']}, layers {LM_TINY['layers']})"),
         out_flag("runs/lm"),
     ),
-    handler,
+    _handler,
     description="Train a small GPT on a text and measure its signature alignment. "
     "Unset size flags take the standard size, or the smoke-run size with --tiny; a flag "
     "you set is always used.",

@@ -14,8 +14,12 @@ from ctx_staircase.cli import common
 from ctx_staircase.cli.common import TASK_PARAMS, Command, deprecated, flag, integer, out_flag
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
+__all__ = [
+    "COMMAND",
+]
 
-def handler(args: argparse.Namespace) -> int:
+
+def _handler(args: argparse.Namespace) -> int:
     """Check the flags, load the data and the snapshots, measure, save and print."""
     from ctx_staircase import checkpoints, measure, plots, results, word_vectors
 
@@ -158,7 +162,7 @@ COMMAND = Command(
         out_flag("runs/measure"),
         common.FORCE,
     ),
-    handler,
+    _handler,
     description="Measure rho_next and the prefix probe (paper §6.1) of input-embedding "
     "snapshots trained elsewhere, on a token stream; or rho_0, rho_(1),k and the probe on a "
     "task. Snapshots: .npy, .npz, .safetensors, Hugging Face model folders, torch .pt/.bin "

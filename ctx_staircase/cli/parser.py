@@ -10,8 +10,12 @@ from ctx_staircase import __version__
 from ctx_staircase.cli import listing, lm, measure, run, signatures, theory, train
 from ctx_staircase.cli.common import Help, Parser, add_command, integer
 
+__all__ = [
+    "parser",
+]
+
 #: The subcommands, in the order of ``ctx-staircase --help``.
-COMMANDS = (
+_COMMANDS = (
     run.COMMAND,
     listing.COMMAND,
     signatures.COMMAND,
@@ -32,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"ctx-staircase {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     memory, cluster = _memory(), _cluster()
-    for command in COMMANDS:
+    for command in _COMMANDS:
         add_command(commands, command, memory, cluster)
     return top
 

@@ -12,8 +12,13 @@ from rich.table import Table
 from ctx_staircase.cli import common
 from ctx_staircase.cli.common import Command, flag, out_flag
 
+__all__ = [
+    "COMMAND",
+    "print_record",
+]
 
-def handler(args: argparse.Namespace) -> int:
+
+def _handler(args: argparse.Namespace) -> int:
     """List the experiments, or run one (checked, estimated, then executed) and print it."""
     from ctx_staircase import experiments
     from ctx_staircase.experiments import Verdict
@@ -120,7 +125,7 @@ COMMAND = Command(
         flag("--strict", action="store_true", help="exit 1 when a claim fails"),
         out_flag("runs/NAME"),
     ),
-    handler,
+    _handler,
     description="Run the flagship staircase experiment, or one named reproduction "
     "experiment, and print its claims. An interrupted run resumes when rerun.",
 )  # fmt: skip

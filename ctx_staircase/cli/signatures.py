@@ -11,8 +11,12 @@ from rich.table import Table
 from ctx_staircase.cli import common
 from ctx_staircase.cli.common import TASK, Command, flag, integer, out_flag
 
+__all__ = [
+    "COMMAND",
+]
 
-def handler(args: argparse.Namespace) -> int:
+
+def _handler(args: argparse.Namespace) -> int:
     """Check the order and the memory, compute the geometry, save it and print its table."""
     from ctx_staircase import budget, geometry, plots, results
 
@@ -84,6 +88,6 @@ COMMAND = Command(
         out_flag("runs/signatures_TASK"),
         common.FORCE,
     ),
-    handler,
+    _handler,
     sweeps=False,
 )

@@ -23,14 +23,18 @@ from ctx_staircase.cli.common import (
 )
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
+__all__ = [
+    "COMMAND",
+]
+
 #: The ``theory`` flags passed through to `comparison.theory_vs_training` under their own names.
-THEORY_SETTINGS = (
+_THEORY_SETTINGS = (
     "model", "gammas", "max_orders", "d", "activation", "lr", "steps", "snapshot_every",
     "threshold", "prediction", "theories",
 )  # fmt: skip
 
 
-def handler(args: argparse.Namespace) -> int:
+def _handler(args: argparse.Namespace) -> int:
     """Check the settings and the memory, run the comparison, save it and print its table."""
     from ctx_staircase import comparison, plots, results
 
@@ -44,7 +48,7 @@ def handler(args: argparse.Namespace) -> int:
             "the grid of --second-escape)"
         )
     args.activation = args.activation or "poly:1,0.5"
-    settings = {key: getattr(args, key) for key in THEORY_SETTINGS}
+    settings = {key: getattr(args, key) for key in _THEORY_SETTINGS}
     settings["memory_limit"] = common.limit(args)
     comparison.check_theory_inputs(ds, **settings)  # includes the memory estimate
     start = time.perf_counter()
@@ -100,7 +104,7 @@ def _print(experiment, title: str) -> None:
             )
     console = common.stdout()
     console.print(table)
-    console.print(cost_line(experiment.cost))
+    console.print(_cost_line(experiment.cost))
     for line in comparison.solver_failures(experiment):
         console.print(f"solver failure: {line}")
     if experiment.law is not None:
@@ -110,7 +114,7 @@ def _print(experiment, title: str) -> None:
     console.print(f"{words}: {slopes} (analytic: {analytic})")
 
 
-def cost_line(cost) -> str:
+def _cost_line(cost) -> str:
     """What training and each theory cost, in wall seconds with compilation (`comparison.Cost`),
     and each theory's share of training's."""
     training = "not measured (resumed)" if cost.simulation is None else f"{cost.simulation:.2f} s"
@@ -262,7 +266,7 @@ COMMAND = Command(
         out_flag("runs/theory_TASK_MODEL"),
         common.FORCE,
     ),
-    handler,
+    _handler,
     description=(
         "Integrate the theory and train the same models (full-batch GD, float64, t = lr * "
         "step), then compare them lane by lane. FFN: closed form (C3), closed form with the "

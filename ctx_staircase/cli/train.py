@@ -16,12 +16,17 @@ from ctx_staircase.cli import common
 from ctx_staircase.cli.common import TASK, Choices, Command, flag, integer, out_flag, real
 from ctx_staircase.internal import INT32_MAX, SEED_MAX
 
+__all__ = [
+    "COMMAND",
+    "WIDE_FACTOR",
+]
+
 #: The primary regime's vocabulary: the model's is this many times the data's (theory/regimes.md;
 #: `experiments.regime.WIDE_FACTOR`, which a library subcommand does not import).
 WIDE_FACTOR = 2
 
 
-def handler(args: argparse.Namespace) -> int:
+def _handler(args: argparse.Namespace) -> int:
     """Check the settings and the memory, then train, measure, save and print."""
     import jax
 
@@ -45,7 +50,7 @@ def handler(args: argparse.Namespace) -> int:
     if args.float64:
         model_kwargs["dtype"] = "float64"
     model_kwargs["vocab_size"] = (
-        args.vocab_size if args.vocab_size is not None else max(map(wide, datasets))
+        args.vocab_size if args.vocab_size is not None else max(map(_wide, datasets))
     )
     for each in datasets:
         _check_probe_group(args, each)
@@ -66,7 +71,7 @@ def handler(args: argparse.Namespace) -> int:
         return _train_and_report(args, datasets, config, model_kwargs, out)
 
 
-def wide(ds) -> int:
+def _wide(ds) -> int:
     """The primary regime's model vocabulary for ``ds``: `WIDE_FACTOR` times ``V_min`` (one more
     than the largest id the data uses), and at least the data's own vocabulary."""
     minimal = 1 + int(max(np.max(ds.tokens), np.max(ds.labels)))
@@ -88,7 +93,7 @@ def _check_probe_group(args: argparse.Namespace, ds) -> None:
         )
 
 
-class TrainSummary(NamedTuple):
+class _TrainSummary(NamedTuple):
     """What ``train`` writes to ``metrics.json`` (one record, written once when the run ends).
 
     Attributes:
@@ -143,7 +148,7 @@ def _train_and_report(args, datasets, config, model_kwargs, out: Path) -> int:
     grid = {"gamma": result.gamma, "seed": result.seed, "lr": result.lr}
     if result.dataset is not None:
         grid["dataset"] = result.dataset
-    summary = TrainSummary(
+    summary = _TrainSummary(
         task=args.task,
         params=datasets[0].params if len(datasets) == 1 else [d.params for d in datasets],
         model=args.model,
@@ -331,5 +336,5 @@ COMMAND = Command(
              help="lanes per compiled call, saved when it finishes (default: all)"),
         out_flag("runs/train_TASK_MODEL", "; resumes if present"),
     ),
-    handler,
+    _handler,
 )  # fmt: skip
