@@ -121,38 +121,23 @@ def sweep_map(
     ``count_lanes``: announce the lanes to the progress bars (`progress.expect`) and report
     each finished lane (lane by lane) or call (vmapped) to them (`progress.tick`).
 
-    Two layouts:
+    Two layouts (benchmarks/README.md, "Determinism: lane layouts", has what each was measured
+    to give):
 
     - Lane by lane (CPU, the default there; ``lanes_per_batch`` None or 1): every lane is one
-      call of the same compiled one-lane program ``jit(fn)`` (compiled once per argument shapes,
-      before any lane runs), and ``concurrent_calls`` threads (``None``: one per core,
-      ``default_concurrent_calls(platform)``) call it at once. The program does not depend on
-      the number of lanes, threads or devices nor on a lane's position, so neither does the
-      result: it is bitwise the same for every such layout (tests/test_sweep.py compares them;
-      XLA:CPU's multi-threaded matmuls split their work by the size of its thread pool, not by
-      the load, and gave the same bits with 1 to 4 concurrent calls). The host devices of a CPU
-      share its cores and thread pool, so the lanes all run on the first of ``devices``
-      (spreading them would only compile the program once per device). Across processes,
-      XLA:CPU compiles for its thread pool (max(cores, host devices) threads): pools of 2 to 16
-      gave the same bits, a pool of 1 (one core and one host device) changed the rounding of a
-      large model (FFN d=512, `add` N=40, float32: W_E 2.3e-3 apart after 40 Adam steps; the
-      small one of the test: same bits).
+      call of the same compiled one-lane program ``jit(fn)``, compiled once per argument shapes
+      before any lane runs, and ``concurrent_calls`` threads (``None``: one per core,
+      `default_concurrent_calls`) call it at once, on the first of ``devices`` (the host devices
+      of a CPU share its cores). The program depends on no lane count, thread count, device or
+      position, so the result is bitwise the same for every such layout.
     - Vmapped (an accelerator, the only layout there; on CPU by ``lanes_per_batch > 1``): the
       lanes are split into ``concurrent_calls`` equal slices (``None``:
       `default_concurrent_calls`; never more calls than a device has lanes), each one call of
-      the same compiled program run at the same time from threads and sharded over all
-      ``devices``; within a call each device runs its lanes in groups of ``lanes_per_batch``
-      vmapped lanes, one group after another (like ``lax.map(fn, ..., batch_size=...)``; at or
-      above the device's lane count one plain ``vmap``; ``None``: `default_lanes_per_batch`).
-      The lanes are padded (by repeating the last lane) to fill the slices evenly over the
-      devices and the padding is dropped from the result. A different lane count, slicing or
-      grouping compiles a different program, whose rounding may differ. Measured on CPU
-      (float32 FFN sweeps of 6 lanes, ``lanes_per_batch`` 2 or 6, on 1 or 4 host devices,
-      against lane by lane; max over lanes of max |dW_E| / max |W_E|): after one step at most
-      8e-8 (about one float32 rounding), after 300 steps whatever the training makes of it:
-      1.5e-7 (GD, lr 0.5, `add` N=40), 5e-3 (Adam, lr 1e-3, `add` N=20), 0.67 (Adam, lr 1e-2,
-      `modsum` N=10 L=3, where one rounding grows to order 1). No bound holds for every run,
-      which is why CPU runs lane by lane.
+      one compiled program sharded over all ``devices``; within a call each device runs its
+      lanes in vmapped groups of ``lanes_per_batch`` (``None``: `default_lanes_per_batch`), one
+      after another. The lanes are padded (the last one repeated) to fill the slices evenly,
+      and the padding is dropped. A different lane count, slicing or grouping compiles a
+      different program, whose rounding may differ.
 
     Several processes (``jax.distributed`` initialized, e.g. by the CLI's ``--coordinator``):
     each process runs a contiguous block of the lanes on its own devices in the layout above
