@@ -202,7 +202,7 @@ class RunComparison(NamedTuple):
 
     Attributes:
         gamma: the init scale exponent (weights ``d^{-gamma} Z``).
-        status: training's status of the lane (`sweep.train_sweep`).
+        status: training's `sweep.RunStatus` of the lane.
         simulation: the trained `WeightTrajectory` (with its measured logit scale).
         theories: theory name -> its `WeightTrajectory` on the same grid.
         solver: ODE theory name -> its `SolverStatus` (closed forms have none).
@@ -725,7 +725,7 @@ def experiment_summary(experiment: TheoryVsTraining) -> dict:
     runs = [
         {
             "gamma": run.gamma,
-            "status": run.status,
+            "status": str(run.status),
             "solver": {name: status._asdict() for name, status in run.solver.items()},
             "comparisons": {name: comparison_summary(c) for name, c in run.comparisons.items()},
         }
@@ -760,6 +760,8 @@ def experiment_from_summary(numbers: dict) -> TheoryVsTraining:
     result file. What it does not save is None or empty: ``ts``, each run's ``simulation``
     and ``theories``, each comparison's ``rho`` and ``logit_scale`` curves, ``styles`` and
     ``cost`` (saved outside the numbers)."""
+    from ctx_staircase.sweep import RunStatus  # sweep loads the training stack
+
     escape, slopes = dict(numbers["escape"]), dict(numbers["escape_slope"])
     gamma, measured = escape.pop("gamma"), escape.pop("simulation")
     measured_slope, analytic = slopes.pop("simulation"), slopes.pop("analytic")
@@ -767,7 +769,7 @@ def experiment_from_summary(numbers: dict) -> TheoryVsTraining:
     runs = [
         RunComparison(
             gamma=run["gamma"],
-            status=run["status"],
+            status=RunStatus.parse(run["status"]),
             simulation=None,
             theories={},
             solver={name: SolverStatus(**status) for name, status in run["solver"].items()},

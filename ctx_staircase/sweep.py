@@ -44,6 +44,7 @@ __all__ = [
     "CPU_LANES_PER_BATCH",
     "LANE_AXIS",
     "LaneStore",
+    "RunStatus",
     "SweepResult",
     "compile_for",
     "compiled_for",
@@ -60,6 +61,32 @@ __all__ = [
 LANE_AXIS = "lanes"
 
 
+class RunStatus(NamedTuple):
+    """How a lane ended: ``diverged_step``, the first step whose loss was not finite, or None
+    for a lane that ended finite. Its text (``str``) is ``"ok"`` or ``"diverged at step k"``,
+    the form records keep (`parse` reads it back)."""
+
+    diverged_step: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.diverged_step is None
+
+    def __str__(self) -> str:
+        return "ok" if self.ok else f"diverged at step {self.diverged_step}"
+
+    @classmethod
+    def parse(cls, text: str) -> RunStatus:
+        """The `RunStatus` of its text; ``ValueError`` naming both forms otherwise."""
+        if text == "ok":
+            return cls()
+        prefix = "diverged at step "
+        step = text[len(prefix) :] if isinstance(text, str) and text.startswith(prefix) else ""
+        if not step.isdigit():
+            raise ValueError(f"status must be 'ok' or 'diverged at step K'; got {text!r}")
+        return cls(int(step))
+
+
 class SweepResult(NamedTuple):
     """A finished sweep: the grid and one trajectory per lane.
 
@@ -69,7 +96,7 @@ class SweepResult(NamedTuple):
         trajectory: `train.Trajectory` whose arrays carry a leading ``[G]`` lane axis (NumPy).
             With several datasets, ``attention_position`` is ``[G, S, L_max]`` (zeros past a
             lane's own ``L``).
-        status: per lane, ``"ok"`` or ``"diverged at step k"``.
+        status: ``[G]`` each lane's `RunStatus`.
         dataset: ``[G]`` each lane's index into the datasets of a sweep over several (None:
             one dataset).
     """
@@ -78,7 +105,7 @@ class SweepResult(NamedTuple):
     seed: np.ndarray
     lr: np.ndarray
     trajectory: train.Trajectory
-    status: list[str]
+    status: tuple[RunStatus, ...]
     dataset: np.ndarray | None = None
 
     def lane(self, index: int) -> train.Trajectory:
@@ -472,7 +499,7 @@ def train_sweep(
         concurrent_calls=concurrent_calls,
     )
     trajectory = jax.tree.map(lambda *xs: np.stack(xs), *lanes)
-    status = [_status(int(d)) for d in trajectory.diverged_step]
+    status = tuple(RunStatus(int(d) if d >= 0 else None) for d in trajectory.diverged_step)
     result = SweepResult(gamma, seed, lr, trajectory, status, dataset)
     if store:
         _save_sweep(store, result, seconds=time.perf_counter() - start)
@@ -590,10 +617,6 @@ def _datasets(model: str, ds) -> list[TokenDataset] | None:
             "sweep per length"
         )
     return datasets
-
-
-def _status(diverged_step: int) -> str:
-    return "ok" if diverged_step < 0 else f"diverged at step {diverged_step}"
 
 
 def _finite_list(values, name: str) -> list[float]:
@@ -734,7 +757,7 @@ def _save_sweep(store: LaneStore, result: SweepResult, seconds: float) -> None:
         store.root / "metrics.json",
         {
             **store.spec,
-            "status": result.status,
+            "status": [str(status) for status in result.status],
             "final_loss": result.trajectory.loss[:, -1],
             "final_accuracy": result.trajectory.accuracy[:, -1],
             "seconds_this_session": seconds,

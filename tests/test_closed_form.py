@@ -203,7 +203,7 @@ def test_theory_against_flax_training_add():
         ds, gammas=(0.6, 0.8, 1.0, 1.2, 1.4), max_orders=(0, 1), steps=1500, lr=0.2
     )
     for run in out.runs:
-        assert run.status == "ok"
+        assert run.status.ok
         closed = run.comparisons["closed_form"]
         assert closed.weight_rel_error_max <= 0.05, run.gamma
         assert abs(closed.escape_ratio - 1) <= 0.10, run.gamma

@@ -53,8 +53,8 @@ class _Job:
 
     def train(self, regime: Regime) -> sweep.SweepResult:
         self.trained.append(regime.gd_lr)
-        status = "ok" if regime.gd_lr <= self.stable else "diverged at step 7"
-        return sweep.SweepResult(np.ones(1), np.zeros(1), np.ones(1), None, [status])
+        status = sweep.RunStatus(None if regime.gd_lr <= self.stable else 7)
+        return sweep.SweepResult(np.ones(1), np.zeros(1), np.ones(1), None, (status,))
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def test_a_minibatch_lane_draws_the_batches_of_the_same_run_alone(ds):
 
 
 def test_divergent_lanes_do_not_touch_the_others(ds, reference):
-    assert [s.startswith("diverged") for s in reference.status] == [False, True] * 4
+    assert [not s.ok for s in reference.status] == [False, True] * 4
     calm = sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5, 1.0], seeds=[0, 3], **F64)
     # on CPU every lane is its own call of one program: the other lanes change no bit
     np.testing.assert_array_equal(calm.trajectory.W_E, reference.trajectory.W_E[0::2])
@@ -436,7 +436,7 @@ def test_a_finished_sweep_summarizes_its_last_snapshot(ds, tmp_path):
 
     run = sweep.train_sweep("ffn", ds, SMALL, out=tmp_path, **SMALL_GRID, **F64)
     summary = results.read_json(tmp_path / "metrics.json")
-    assert summary["status"] == run.status
+    assert summary["status"] == [str(s) for s in run.status]
     np.testing.assert_array_equal(summary["final_loss"], run.trajectory.loss[:, -1])
     np.testing.assert_array_equal(summary["final_accuracy"], run.trajectory.accuracy[:, -1])
     assert not np.array_equal(run.trajectory.loss[:, 0], run.trajectory.loss[:, -1])
@@ -499,7 +499,8 @@ def test_a_lane_that_overflows_at_its_first_step_is_reported_diverged_at_step_0(
         "ffn", ds, config, gammas=[-40.0, 1.0], seeds=[0], d=8, dtype="float32"
     )
     assert result.trajectory.diverged_step.tolist() == [0, -1]
-    assert result.status == ["diverged at step 0", "ok"]
+    assert result.status == (sweep.RunStatus(0), sweep.RunStatus())
+    assert [str(s) for s in result.status] == ["diverged at step 0", "ok"]
 
 
 def test_a_sweep_grown_by_one_gamma_trains_only_that_lane(ds, tmp_path, monkeypatch):
@@ -672,3 +673,19 @@ def test_fig5_cells_from_one_padded_sweep_equal_its_cells_from_one_sweep_per_L()
         np.testing.assert_allclose(got["S"], want["S"], rtol=0, atol=1e-4)
         assert got["top_share"] == pytest.approx(want["top_share"], rel=1e-4)
     np.testing.assert_array_equal(padded[1]["S"], alone[1]["S"])
+
+
+@pytest.mark.parametrize(
+    "text, status",
+    [("ok", sweep.RunStatus()), ("diverged at step 0", sweep.RunStatus(0)),
+     ("diverged at step 466", sweep.RunStatus(466))],
+)  # fmt: skip
+def test_a_run_status_reads_back_from_its_text(text, status):
+    assert sweep.RunStatus.parse(text) == status and str(status) == text
+    assert status.ok == (status.diverged_step is None)
+
+
+@pytest.mark.parametrize("text", ["", "OK", "diverged", "diverged at step -1", "diverged at 5"])
+def test_a_status_text_of_neither_form_is_refused(text):
+    with pytest.raises(ValueError, match="status must be 'ok' or 'diverged at step K'"):
+        sweep.RunStatus.parse(text)

@@ -85,7 +85,9 @@ def _flatten(result: sweep.SweepResult) -> tuple[dict, dict]:
     trajectory = train.trajectory_arrays(result.trajectory)
     arrays = {"gamma": result.gamma, "seed": result.seed, "lr": result.lr}
     arrays |= {f"trajectory/{name}": value for name, value in trajectory.items()}
-    return {k: np.asarray(v) for k, v in arrays.items()}, {"status": list(result.status)}
+    return {k: np.asarray(v) for k, v in arrays.items()}, {
+        "status": [str(s) for s in result.status]
+    }
 
 
 def _unflatten(arrays: dict, meta: dict) -> sweep.SweepResult:
@@ -95,7 +97,11 @@ def _unflatten(arrays: dict, meta: dict) -> sweep.SweepResult:
         {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
     )
     return sweep.SweepResult(
-        arrays["gamma"], arrays["seed"], arrays["lr"], trajectory, meta["status"]
+        arrays["gamma"],
+        arrays["seed"],
+        arrays["lr"],
+        trajectory,
+        tuple(sweep.RunStatus.parse(s) for s in meta["status"]),
     )
 
 

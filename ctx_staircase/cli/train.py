@@ -155,7 +155,7 @@ def _train_and_report(args, datasets, config, model_kwargs, out: Path) -> int:
         model_kwargs={k: str(v) for k, v in model_kwargs.items()},
         config=dict(config.__dict__),
         grid=grid,
-        status=result.status,
+        status=[str(s) for s in result.status],
         final_loss=result.trajectory.loss[:, -1],
         final_accuracy=result.trajectory.accuracy[:, -1],
         alignment={
@@ -288,7 +288,7 @@ def _table(args, datasets, lane_data, result, curves, steps: np.ndarray) -> Tabl
             f"{result.gamma[lane]:g}",
             str(result.seed[lane]),
             f"{result.lr[lane]:g}",
-            status,
+            str(status),
             f"{result.trajectory.loss[lane, -1]:.4f}",
             f"{result.trajectory.accuracy[lane, -1]:.3f}",
             f"{rho0[peak]:.3f} ({steps[peak]})",

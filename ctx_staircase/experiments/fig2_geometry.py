@@ -169,7 +169,7 @@ def _task_run(task: str, cfg: dict, regime: Regime) -> tuple[dict, tuple]:
         runs.append(
             {
                 "seed": int(seed),
-                "status": result.status[lane],
+                "status": str(result.status[lane]),
                 "rho0_pearson": float(rho_t[lane, at]),
                 "rho0_spearman": float(spearman[lane, at]),
                 "rho0_over_epochs": dict(zip(epochs.tolist(), rho_t[lane].tolist(), strict=True)),

@@ -163,7 +163,7 @@ def run(
                 {
                     "seed": int(result.seed[lane]),
                     "final_loss": float(traj.loss[lane, -1]),
-                    "status": result.status[lane],
+                    "status": str(result.status[lane]),
                     **{k: v for k, v in trained.items() if k != "readout"},
                     "init": {k: v for k, v in init.items() if k != "readout"},
                 }

@@ -198,7 +198,7 @@ def run(
         for tag, dataset in (("trained", ds), ("shuffled", regime_mod.shuffled_labels(ds, 0))):
             result = train_in_regime(dataset, regime, cfg, [cfg["seed"]])
             data[(task, tag)] = measure(sig, result.lane(0), regime, cfg)
-            data[(task, tag)]["status"] = result.status[0]
+            data[(task, tag)]["status"] = str(result.status[0])
             if task == "mod" and tag == "trained":
                 predicted = predicted_collapse(ds, result.lane(0), regime, cfg["epochs"])
                 data[(task, tag)]["collapse_predicted"] = predicted

@@ -156,7 +156,7 @@ def _analyse(ds, result, config, regime: Regime) -> dict:
     even = np.flatnonzero((epochs % 100 == 0) & (epochs <= epochs[i_late]))
     for g, row in enumerate(seeds):
         row.update(
-            status=result.status[g],
+            status=str(result.status[g]),
             accuracy=float(traj.accuracy[g, i_late]),
             # on the evenly spaced snapshots (every 100 epochs), as `failure_class` reads it
             accuracy_curve=np.asarray(traj.accuracy[g, even]).round(4).tolist(),

@@ -170,13 +170,13 @@ def train_cells(datasets: list, K: int, epochs: int, regime: Regime, config: dic
             )
             for ds in datasets
         ]
-        lanes = [(result.lane(0), result.status[0]) for result in results]
+        lanes = [(result.lane(0), str(result.status[0])) for result in results]
     else:
         result = train_in_regime(
             datasets, regime, config, [config["seed"]], f"z^{K}", epochs=epochs,
             snapshots=snapshots,
         )  # fmt: skip
-        lanes = [(result.lane(i), result.status[i]) for i in range(len(datasets))]
+        lanes = [(result.lane(i), str(result.status[i])) for i in range(len(datasets))]
     return [
         _cell(ds, trajectory, status, K, epochs)
         for ds, (trajectory, status) in zip(datasets, lanes, strict=True)

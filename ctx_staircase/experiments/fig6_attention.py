@@ -309,13 +309,13 @@ class StepSearch(NamedTuple):
         return {
             "tried": [{"gd_lr": lr, "status": status} for lr, status in self.tried],
             "gd_lr": self.regime.gd_lr if self.regime.optimizer == "gd" else None,
-            "stable": all(s == "ok" for s in self.result.status),
+            "stable": all(s.ok for s in self.result.status),
             "check_gd_lr": None if self.check_regime is None else self.check_regime.gd_lr,
         }
 
 
 def _first_status(result: sweep.SweepResult) -> str:
-    return next((s for s in result.status if s != "ok"), "ok")
+    return str(next((s for s in result.status if not s.ok), sweep.RunStatus()))
 
 
 def step_search(job: Job) -> StepSearch:
@@ -470,7 +470,7 @@ def _lane_measures(ds, result, lane: int, steps, signature, setup: ArithmeticSet
     rho0 = curves.rho0[0]
     window = steps[:n_ok] <= EARLY_WINDOW
     entry = {
-        "status": result.status[lane],
+        "status": str(result.status[lane]),
         "late_epoch": int(steps[i_late]),
         "loss_final": float(traj.loss[lane, i_late]),
         "accuracy_final": float(traj.accuracy[lane, i_late]),
@@ -790,7 +790,7 @@ def _task3_measures(ds, result, regime: Regime) -> Task3Measures:
     traj = result.lane(0)
     anchors, noise = ds.groups["anchors"], ds.groups["noise"]
     return Task3Measures(
-        status=result.status[0],
+        status=str(result.status[0]),
         epochs=regime.epochs_of(traj.steps)[:n_ok],
         loss=np.asarray(traj.loss)[:n_ok],
         accuracy=np.asarray(traj.accuracy)[:n_ok],

@@ -295,7 +295,7 @@ def _train(ds, null_ds, config: dict, regime: Regime) -> dict:
     def one(spec):
         model, data, kwargs = spec
         result = sweep.train_sweep(model, data, train_config, **kwargs)
-        return result.lane(0), result.status[0], data
+        return result.lane(0), str(result.status[0]), data
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(specs, pool.map(one, specs.values()), strict=True))

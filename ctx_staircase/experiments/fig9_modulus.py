@@ -175,7 +175,7 @@ def _modulus_run(M: int, config: dict, regime: Regime) -> tuple[dict, dict]:
         censored=[h is None for h in hits],
         max_accuracy=[float(a.max()) for a in accuracy],
         final_accuracy=[float(a[-1]) for a in accuracy],
-        status=result.status,
+        status=[str(s) for s in result.status],
         S_sig0_constant=constant,
         S_sig0_offdiag_min=low,
         S_sig0_constant_shuffled=_constant_sig0(shuffled_labels(ds, seed=0))[0],

@@ -448,7 +448,7 @@ def _gamma_row(ds, parts: BlockParts, i: int, cfg: dict, key: str):
     s_E_theory = np.sqrt(np.mean(np.asarray(theory.W_E)[:, numbers] ** 2, axis=(1, 2)))
     row = {
         "gamma": cfg["gammas"][i],
-        "status": run.status,
+        "status": str(run.status),
         "escape_theory": escape.theory,
         "escape_training": escape.simulation,
         "P1_uniform_flow": up_crossing(ts, R_theory, 1.0),
@@ -491,7 +491,7 @@ def _lr_check_row(ds, check, ts_check, i: int, flows_: Flows, cfg: dict, key: st
     m_c = measured_onsets(ds, np.asarray(lane.W_E), ts_check, cfg, probe_dt)
     row = {
         "lr": cfg["lr_check"],
-        "status": check.status[i],
+        "status": str(check.status[i]),
         "S1_trained_weights": up_crossing(ts_check, R_c, 1.0),
         **{k: v for k, v in m_c.items() if k != "curves"},
         "rho0_final": float(m_c["curves"]["rho0"][-1]),

@@ -153,7 +153,9 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
     geometry = {}
     for lane, gamma in enumerate(result.gamma):
         traj = result.lane(lane)
-        numbers["by_gamma"][f"{gamma:g}"] = _lane_numbers(traj, result.status[lane], ds, i_early)
+        numbers["by_gamma"][f"{gamma:g}"] = _lane_numbers(
+            traj, str(result.status[lane]), ds, i_early
+        )
         geometry[f"{gamma:g}"] = _anchor_geometry(np.asarray(traj.W_E[-1]), ds)
     numbers["memory_labels"] = {
         name: {
