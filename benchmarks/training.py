@@ -470,7 +470,7 @@ def time_sweep(bench: Bench) -> dict:
         result = bench.sweep(bench.cfg)
         first = time.perf_counter() - start
     compile_s = sum(seconds for _, seconds in compile_records)
-    status = dict(collections.Counter(result.status))
+    status = dict(collections.Counter(str(s) for s in result.status))
     print(
         f"sweep first call: {first:.1f} s (JAX compile records {compile_s:.2f} s); status {status}",
         flush=True,
