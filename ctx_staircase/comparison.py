@@ -378,7 +378,7 @@ def check_theory_inputs(
     check_int(snapshot_every, "snapshot_every", none_ok=True)
     check_real(lr, "lr", low=0, low_open=True)
     check_real(threshold, "threshold", low=0, low_open=True)
-    check_choice(prediction, "prediction", flows.PREDICTION_TERMS)
+    prediction = flows.Prediction(check_choice(prediction, "prediction", flows.PREDICTION_TERMS))
     max_orders = tuple(max_orders) if np.iterable(max_orders) else (max_orders,)
     if not max_orders:
         raise ValueError(f"max_orders must hold at least one order in [0, L-1] = [0, {ds.L - 1}]")

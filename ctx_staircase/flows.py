@@ -20,6 +20,7 @@ and ``W_U [V, d]`` (row nu is w^U_nu).
 
 from __future__ import annotations
 
+import enum
 import functools
 import itertools
 import math
@@ -49,6 +50,7 @@ __all__ = [
     "ContextFlows",
     "ContextSignatures",
     "FlowSignatures",
+    "Prediction",
     "SparseLabel",
     "attention_logits",
     "attention_path_gradients",
@@ -72,7 +74,19 @@ __all__ = [
     "uniform_attention_logit_scale",
 ]
 
-PREDICTION_TERMS = ("none", "uniform", "linear")
+
+class Prediction(enum.StrEnum):
+    """The softmax term of the FFN signature flow (theory/ffn.md): ``NONE`` drops it,
+    ``UNIFORM`` is the uniform prediction of Theorem 2, ``LINEAR`` adds the linear-softmax
+    correction of Remark 1 (eq. F9). A string names one at the edge (``Prediction("linear")``)."""
+
+    NONE = "none"
+    UNIFORM = "uniform"
+    LINEAR = "linear"
+
+
+#: Every `Prediction`'s name, as the command line spells them.
+PREDICTION_TERMS = tuple(term.value for term in Prediction)
 
 
 class SparseLabel(NamedTuple):

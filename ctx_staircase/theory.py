@@ -171,7 +171,7 @@ class Setting(NamedTuple):
         model: the `ModelTheory` of the trained model.
         gammas: ``[G]`` init scale exponents (weights ``d^{-gamma} Z``).
         max_orders: the context orders ``m_max`` the per-order theories are solved at.
-        prediction: the softmax term of the FFN signature flow (`flows.PREDICTION_TERMS`).
+        prediction: the softmax term of the FFN signature flow, a `flows.Prediction`.
         activation: the activation spec as given (the model's, for models that take one).
         coefficients: its effective Taylor coefficients ``C_1, C_2, ...``.
         theories: the names of the theories to solve, or None for every one that applies.

@@ -12,6 +12,7 @@ from ctx_staircase import (
     cli,
     closed_form,
     comparison,
+    flows,
     models,
     plateau,
     tasks,
@@ -683,3 +684,13 @@ def test_a_fitted_escape_law_passes_through_the_mean_of_the_measured_offsets():
     for run in out.runs:
         c = run.comparisons["closed_form"]
         assert c.escape_ratio == pytest.approx(c.escape_time.theory / c.escape_time.simulation)
+
+
+@pytest.mark.parametrize("term", ["none", "uniform", "linear"])
+def test_the_prediction_term_becomes_its_enum_once_checked(term):
+    """A name at the edge, a `flows.Prediction` in the setting, equal to the name it was."""
+    inputs = comparison.check_theory_inputs(
+        tasks.make("add", N=5), **(THEORY_SETTINGS | {"prediction": term})
+    )
+    assert type(inputs.setting.prediction) is flows.Prediction
+    assert inputs.setting.prediction == term and str(inputs.setting.prediction) == term

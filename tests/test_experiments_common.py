@@ -1,6 +1,7 @@
 """experiments.common: the shared experiment helpers equal the calls they replace."""
 
 import numpy as np
+import pytest
 
 from ctx_staircase import sweep, tasks
 from ctx_staircase.experiments import Claim, verdict
@@ -160,3 +161,13 @@ def test_a_fail_is_budget_limited_when_the_run_was_still_learning_at_its_cap():
     diverged = np.concatenate([rising[:60], np.full(41, np.nan)])  # the finite prefix's quarter
     assert common.failure_class(diverged) == "budget"
     assert common.failure_class([0.3]) == "unclassified"
+
+
+@pytest.mark.parametrize("kind", ["paper", "project", "beyond"])
+def test_a_claim_kind_named_at_the_edge_is_its_enum(kind):
+    from ctx_staircase.experiments import Kind
+
+    claim = Claim("§8.3", "c", "m", "k", True, kind=kind)
+    assert type(claim.kind) is Kind and claim.kind == kind
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Claim("§8.3", "c", "m", "k", True, kind="theirs")

@@ -244,7 +244,18 @@ def check_options(
     return experiment
 
 
-KINDS = ("paper", "project", "beyond")
+class Kind(enum.StrEnum):
+    """Whose claim a `Claim` checks (theory/regimes.md, "Which claims the headline counts"):
+    the paper's (a figure or a prediction §8.n), the project's (a threshold, summary statistic
+    or diagnostic it chose to make a claim testable), or a result beyond the paper."""
+
+    PAPER = "paper"
+    PROJECT = "project"
+    BEYOND = "beyond"
+
+
+#: Every `Kind`'s name, in report order.
+KINDS = tuple(kind.value for kind in Kind)
 
 
 class Verdict(enum.StrEnum):
@@ -275,10 +286,9 @@ class Claim:
         claim, measured, criterion: what is claimed, what was measured, the pass rule.
         passed: the criterion on the trained run (``None``: descriptive, no criterion).
         note: why, when it fails (with data), or what else was seen.
-        kind: ``"paper"`` (a claim the paper makes: a figure or a prediction §8.n),
-            ``"project"`` (made operational with a claim or threshold the project chose, or a
-            diagnostic variant) or ``"beyond"``
-            (beyond the paper: theory checks, order-1 onset, min-max ρ₀, ...).
+        kind: its `Kind` (a name such as ``"paper"`` is read as one): the paper's claim (a
+            figure or a prediction §8.n), one the project made operational with a threshold or
+            a diagnostic variant, or one beyond the paper (theory checks, order-1 onset, ...).
         regime: the `regime.Regime` name the claim was measured in (or a short description).
         null: the null control scored with the same criterion, and its measured value.
         null_passed: the criterion on the null; a pass whose null also passes is *vacuous*.
@@ -296,7 +306,7 @@ class Claim:
     criterion: str
     passed: bool | None
     note: str = ""
-    kind: str = "paper"
+    kind: Kind = Kind.PAPER
     regime: str = ""
     null: str = ""
     null_passed: bool | None = None
@@ -306,6 +316,7 @@ class Claim:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind must be one of {list(KINDS)}; got {self.kind!r}")
+        self.kind = Kind(self.kind)
         if self.failure not in FAILURES:
             raise ValueError(f"failure must be one of {list(FAILURES)}; got {self.failure!r}")
 
