@@ -9,7 +9,8 @@ The layers of ARCHITECTURE.md, bottom up:
 - data and models: `tasks` (synthetic datasets), `signatures` (exact probability signatures),
   `models` (Flax NNX), `ode` (jitted solvers);
 - theory and primitives: `flows` (signature flows), `closed_form` (the linear phase),
-  `attention_dynamics`, `plateau`, `metrics` (correlations, probes), `semantics`;
+  `attention_dynamics`, `plateau`, `metrics` (correlations, probes), `curvature` (is a plateau a
+  saddle?), `semantics`;
 - training and measurement: `loop` (the one training loop), `train`, `sweep` (vmapped, sharded
   grids), `lm` (a GPT on text), `geometry` (the measurement: S^emb against each signature order
   over time);
@@ -49,6 +50,7 @@ _SUBMODULES = (
     "checkpoints",
     "closed_form",
     "comparison",
+    "curvature",
     "dataset",
     "distributed",
     "escape",

@@ -40,9 +40,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ctx_staircase import activations, ode
+from ctx_staircase import activations, curvature, ode
 from ctx_staircase.dataset import TokenDataset
-from ctx_staircase.internal import check_int, check_real
+from ctx_staircase.internal import check_real
 
 __all__ = [
     "APPROACH_STEP",
@@ -204,40 +204,21 @@ class Band(NamedTuple):
 
 
 def band(W_E, W_U, problem: PlateauProblem, *, modes: int = 4, iterations: int = 60, seed=0):
-    """The ``modes`` most negative eigenpairs of the Hessian at ``(W_E, W_U)`` by Lanczos with
-    full reorthogonalization, ``iterations`` Hessian-vector products (eq. S3)."""
-    check_int(modes, "modes", 1)
-    check_int(iterations, "iterations", modes + 1)
+    """The ``modes`` most negative eigenpairs of the Hessian at ``(W_E, W_U)`` by
+    `curvature.lanczos`, ``iterations`` Hessian-vector products (eq. S3)."""
     W_E, W_U = jnp.asarray(W_E, jnp.float64), jnp.asarray(W_U, jnp.float64)
     shape, size = W_E.shape, W_E.size
     data = (jnp.asarray(problem.tokens), jnp.asarray(problem.labels), jnp.asarray(problem.weights))
 
-    def product(W_E, W_U, q):
-        return _flat_hvp(W_E, W_U, q, *data, activation=problem.activation)
+    def product(q):
+        return np.asarray(_flat_hvp(W_E, W_U, jnp.asarray(q), *data, activation=problem.activation))
 
-    rng = np.random.default_rng(seed)
-    q = rng.standard_normal(2 * size)
-    basis = np.zeros((iterations, 2 * size))
-    alpha, beta = np.zeros(iterations), np.zeros(iterations)
-    q /= np.linalg.norm(q)
-    for i in range(iterations):
-        basis[i] = q
-        w = np.array(product(W_E, W_U, jnp.asarray(q)))
-        alpha[i] = q @ w
-        w -= basis[: i + 1].T @ (basis[: i + 1] @ w)  # full reorthogonalization, twice
-        w -= basis[: i + 1].T @ (basis[: i + 1] @ w)
-        beta[i] = np.linalg.norm(w)
-        if beta[i] < 1e-14:
-            basis, alpha, beta = basis[: i + 1], alpha[: i + 1], beta[: i + 1]
-            break
-        q = w / beta[i]
-    T = np.diag(alpha) + np.diag(beta[:-1], 1) + np.diag(beta[:-1], -1)
-    values, vectors = np.linalg.eigh(T)
-    ritz = (vectors[:, :modes].T @ basis).reshape(-1, 2, *shape)
+    spectrum = curvature.lanczos(product, 2 * size, modes=modes, iterations=iterations, seed=seed)
+    ritz = spectrum.vectors.reshape(-1, 2, *shape)
     v_E, v_U = ritz[:, 0], ritz[:, 1]
     k, share = fourier_label(v_E[:, problem.geometry_ids])
     e_share = np.sum(v_E**2, axis=(1, 2))
-    return Band(-values[:modes], (v_E, v_U), k, share, e_share)
+    return Band(-spectrum.least, (v_E, v_U), k, share, e_share)
 
 
 @functools.partial(jax.jit, static_argnames=("activation",))

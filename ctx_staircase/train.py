@@ -27,18 +27,21 @@ import numpy as np
 import optax
 from flax import nnx
 
-from ctx_staircase import internal, loop, models
+from ctx_staircase import internal, loop, models, progress
 from ctx_staircase.dataset import TokenDataset
 
 __all__ = [
     "OPTIMIZERS",
+    "Finished",
     "TrainConfig",
     "TrainData",
     "Trajectory",
     "check_lr",
     "default_snapshots",
+    "finish",
     "init_state",
     "loss_function",
+    "make_finishing_run",
     "make_run",
     "minibatch_key",
     "state_dtype",
@@ -207,9 +210,44 @@ def train(
     return run(state, lr, minibatch_key(jax.random.key(seed)), TrainData.from_dataset(ds))
 
 
+class Finished(NamedTuple):
+    """A run with the state it ends in (`finish`).
+
+    Attributes:
+        trajectory: its `Trajectory`.
+        graphdef: the model's structure (``nnx.merge(graphdef, state)`` rebuilds it).
+        state: the parameters after the last step (the last finite ones if it diverged).
+    """
+
+    trajectory: Trajectory
+    graphdef: nnx.GraphDef
+    state: nnx.State
+
+
+def finish(
+    model: str, ds: TokenDataset, config: TrainConfig, *, gamma=0.8, seed: int = 0, **model_kwargs
+) -> Finished:
+    """`train`, keeping the state the run ends in: the same run (the same steps and random
+    streams), so ``state``'s embedding is the trajectory's last snapshot when that is the last
+    step."""
+    graphdef, state = init_state(model, ds, gamma=gamma, seed=seed, **model_kwargs)
+    run = _jitted_finishing_run(graphdef, config)
+    progress.expect(config.steps)  # its steps tick the bars like a sweep's
+    lr = jnp.asarray(config.lr, dtype=state_dtype(state))
+    trajectory, state = run(
+        state, lr, minibatch_key(jax.random.key(seed)), TrainData.from_dataset(ds)
+    )
+    return Finished(trajectory, graphdef, state)
+
+
 @functools.lru_cache(maxsize=32)
 def _jitted_run(graphdef, config):
     return jax.jit(make_run(graphdef, config))
+
+
+@functools.lru_cache(maxsize=32)
+def _jitted_finishing_run(graphdef, config):
+    return jax.jit(make_finishing_run(graphdef, config))
 
 
 @functools.partial(
@@ -356,7 +394,21 @@ def make_run(
     graphdef: nnx.GraphDef, config: TrainConfig
 ) -> Callable[[nnx.State, jax.Array, jax.Array, TrainData], Trajectory]:
     """The pure training function ``run(state, lr, key, data) -> Trajectory`` (vmap- and
-    jit-safe), one `loop.run` of ``config.steps`` optimizer steps recorded at
+    jit-safe): `make_finishing_run`'s run without its last state."""
+    finishing = make_finishing_run(graphdef, config)
+
+    def run(state, lr, key, data):
+        return finishing(state, lr, key, data)[0]
+
+    return run
+
+
+@functools.lru_cache(maxsize=32)
+def make_finishing_run(
+    graphdef: nnx.GraphDef, config: TrainConfig
+) -> Callable[[nnx.State, jax.Array, jax.Array, TrainData], tuple[Trajectory, nnx.State]]:
+    """The pure training function ``run(state, lr, key, data) -> (Trajectory, last state)``
+    (vmap- and jit-safe), one `loop.run` of ``config.steps`` optimizer steps recorded at
     ``config.snapshots``.
 
     ``data`` is a `TrainData`; the function is cached per (graphdef, config), so a jit of it
@@ -408,11 +460,12 @@ def make_run(
             # the default int (int64 under x64): the step count the schedule and fold_in see
             step_dtype=jax.dtypes.canonicalize_dtype(jnp.int64),
         )
-        return Trajectory(
+        trajectory = Trajectory(
             steps=jnp.asarray(config.snapshots, dtype=jnp.int32),
             diverged_step=result.carry.diverged,
             **result.recorded,
         )
+        return trajectory, result.carry.state
 
     return run
 

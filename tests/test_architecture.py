@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("signatures", "tasks", "models", "ode", "checkpoints", "theory"),
     (
         "metrics",
+        "curvature",
         "flows",
         "closed_form",
         "attention_dynamics",

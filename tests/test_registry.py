@@ -22,6 +22,8 @@ from ctx_staircase import cli, experiments, paths
 ROOT = Path(__file__).resolve().parents[1]
 SIMS = ROOT / "sims"
 
+#: The scripts in sims/ that run no experiment: the report and the claims' rescoring.
+TOOLS = ("reproduce", "rescore")
 #: The report order before the registry: EXPERIMENTS, then sims/reproduce.py's EXTRA.
 REPORT_ORDER = (
     "fig2a_label_laws",
@@ -293,7 +295,7 @@ def test_run_refuses_options_that_do_not_apply(tmp_path, capsys, argv, needle):
 
 
 def _wrappers() -> dict[str, Path]:
-    return {p.stem: p for p in SIMS.glob("*.py") if p.stem != "reproduce"}
+    return {p.stem: p for p in SIMS.glob("*.py") if p.stem not in TOOLS}
 
 
 def test_every_reported_experiment_has_a_wrapper_and_no_wrapper_is_unregistered():

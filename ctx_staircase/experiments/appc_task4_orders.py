@@ -404,7 +404,7 @@ def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: st
             "§8.5 / App C",
             "late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
             f"late mean held-out S^(1) {late1:.3f}, S^(2) {late2:.3f}{seeds_text}",
-            f"[R] both >= {HIGH}",
+            f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]",
             note=""
             if high_passed
             else "held-out S^(1) / S^(2) by epoch: "
@@ -470,7 +470,8 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
             "S^(0) alignment briefly reaches about 1, then falls",
             f"1-MSE peak {summary['s0_peak']:.3f} at epoch {t_peak[0]}, final "
             f"{summary['s0_final']:.3f}",
-            "[R] peak >= 0.95 and final <= peak - 0.5",
+            "peak >= 0.95 and final <= peak - 0.5 [R: 'about 1' read as within 0.05, 'falls' "
+            "as losing at least half of that peak]",
             note="1 - MSE against the constant S^(0) ≡ 1 measures the collapse of the anchor "
             "embeddings onto one direction (a correlation is undefined)"
             + (
@@ -503,8 +504,9 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
             "§7 Fig. 12",
             "anchor geometry: collapsed (near-uniform cosines) first, banded later",
             checkpoint_text,
-            "[R] some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
-            "banded S^(1)flat) >= 0.9",
+            "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
+            "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
+            "'banded' at the same 0.9]",
             note=f"first collapsed snapshot: epoch {summary['first_collapsed']}; last banded: "
             f"epoch {summary['last_banded']}; the paper's checkpoints are near-uniform / banded "
             f"/ complex; max mean off-diag cos {curves['offdiag_cos'].mean(0).max():.2f}, max "

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ctx_staircase import sweep, train
+from ctx_staircase import curvature, sweep, train
 from ctx_staircase.dataset import TokenDataset
 from ctx_staircase.experiments import Claim, Outcome
 
@@ -150,6 +150,117 @@ def failure_class(accuracy) -> str:
         return "unclassified"
     quarter = accuracy[int(LAST_QUARTER * (accuracy.size - 1))]
     return "budget" if accuracy[-1] - quarter > STILL_LEARNING else "unclassified"
+
+
+#: A run's loss has settled from the first snapshot after which it stays within this fraction
+#: of its final value (the collapse plateaus' edge-of-stability wobble is about 0.3%).
+SETTLED = 0.01
+#: A Hessian eigenvalue below ``-UNSTABLE`` times the sharpness is an instability (Lanczos in
+#: float64 resolves the extreme eigenvalues far more finely).
+UNSTABLE = 1e-6
+#: Lanczos iterations for the end state's Hessian (its extreme eigenvalues converge first).
+CURVATURE_ITERATIONS = 80
+
+
+def plateau_start(epochs, loss) -> float:
+    """The first of ``epochs`` ``[S]`` after which the ``loss`` ``[S]`` stays within `SETTLED`
+    of its final value at every later snapshot (the last epoch when it never settles)."""
+    epochs, loss = np.asarray(epochs, np.float64), np.asarray(loss, np.float64)
+    outside = np.abs(loss - loss[-1]) > SETTLED * abs(loss[-1])
+    last_outside = np.flatnonzero(outside)
+    return float(epochs[last_outside[-1] + 1 if last_outside.size else 0])
+
+
+def end_curvature(finished: train.Finished, ds: TokenDataset, epochs, lr: float) -> dict:
+    """Where a GD run ends, as its JSON keeps it (theory/regimes.md, "A plateau's end, read
+    from its curvature"): the loss, ``|grad L|``, the Hessian's least eigenvalue and its
+    sharpness (greatest) at the last state (`curvature.curvature`, float64); the unstable rate
+    (``-least`` when it exceeds `UNSTABLE` x the sharpness, else 0); the plateau the loss has
+    sat on (`plateau_start` on the run's snapshot ``epochs`` ``[S]``, in flow time); and
+    ``efolds_from_rounding = ln(1/u)``, ``u`` the unit roundoff of the run's dtype: the growth
+    that carries a deviation seeded by rounding up to the weights' own scale."""
+    end = curvature.curvature(
+        train.loss_function(finished.graphdef, ds),
+        finished.state,
+        iterations=CURVATURE_ITERATIONS,
+    )
+    start = plateau_start(epochs, finished.trajectory.loss)
+    eps = float(np.finfo(train.state_dtype(finished.state)).eps)
+    return {
+        "loss": end.loss,
+        "gradient_norm": end.gradient_norm,
+        "least_eigenvalue": float(end.least[0]),
+        "sharpness": end.greatest,
+        "gd_lr": float(lr),
+        "unstable_rate": end.unstable_rate(UNSTABLE),
+        "plateau_start": start,
+        "plateau_epochs": float(np.asarray(epochs)[-1]) - start,
+        "efolds_from_rounding": float(-np.log(eps / 2)),
+    }
+
+
+def end_of_run(
+    model: str, ds: TokenDataset, train_config: train.TrainConfig, regime, **init: Any
+) -> dict:
+    """`end_curvature` of one GD run of ``model`` on ``ds`` in ``regime`` (`train.finish` with
+    ``init``: ``gamma``, ``seed`` and the model's keywords): the run again, to its last state,
+    and the Hessian there."""
+    finished = train.finish(model, ds, train_config, **init)
+    epochs = regime.epochs_of(finished.trajectory.steps)
+    return end_curvature(finished, ds, epochs, regime.gd_lr)
+
+
+def plateau_failure(end: dict) -> str:
+    """The class of a FAIL read at the end of a GD run, from its `end_curvature` record:
+    ``"budget"`` while the loss has not settled for the last quarter of the horizon (still
+    learning), or while it sits on a strict saddle whose instability has not had the time to
+    grow a rounding-sized deviation to the weights' scale (``rate x plateau <
+    efolds_from_rounding``: the plateau may end later); ``"false"`` when the plateau has
+    outlasted that time, or the end is a minimum to second order (no instability): the flow
+    leaves it by no linear instability (theory/regimes.md)."""
+    horizon = end["plateau_start"] + end["plateau_epochs"]
+    if end["plateau_epochs"] < (1 - LAST_QUARTER) * horizon:
+        return "budget"
+    rate = end["unstable_rate"]
+    outlasted = rate * end["plateau_epochs"] >= end["efolds_from_rounding"]
+    return "false" if rate == 0 or outlasted else "budget"
+
+
+def curvature_text(end: dict) -> str:
+    """`end_curvature`'s record for a claim's note: the end state, its curvature and what
+    `plateau_failure` reads from it."""
+    rate, length = end["unstable_rate"], end["plateau_epochs"]
+    edge = end["sharpness"] * end["gd_lr"]
+    text = (
+        f"At the end: loss {end['loss']:.4f}, |grad L| {end['gradient_norm']:.3g}, Hessian least "
+        f"eigenvalue {end['least_eigenvalue']:.3g}, sharpness {end['sharpness']:.3g} "
+        f"(x lr = {edge:.2f}"
+        + (
+            ": GD at or past its stability edge 2 along the sharpest direction"
+            if edge >= EDGE_OF_STABILITY
+            else ""
+        )
+        + f"); the loss has sat within {SETTLED:.0%} of its final value since epoch "
+        f"{end['plateau_start']:g} ({length:g} epochs). "
+    )
+    needed = end["efolds_from_rounding"]
+    if rate == 0:
+        return text + "No negative curvature: a minimum to second order, which no linear "
+        "instability leaves."
+    return text + (
+        f"Its instability (rate {rate:.3g}) grew {rate * length:.1f} e-folds over the plateau, "
+        + (
+            f"more than the {needed:.1f} that carry a rounding-sized deviation to the weights' "
+            "scale: the plateau has outlasted it."
+            if rate * length >= needed
+            else f"fewer than the {needed:.1f} that carry a rounding-sized deviation to the "
+            "weights' scale: the plateau may yet end."
+        )
+    )
+
+
+#: ``sharpness x lr`` from which GD is said to sit at the edge of stability (its bound is 2).
+EDGE_OF_STABILITY = 1.9
 
 
 def scored(criterion: Callable[[Any], Any], run: Any, null: Any) -> dict[str, Any]:

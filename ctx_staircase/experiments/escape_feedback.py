@@ -177,7 +177,8 @@ def _claims(
         f"{start} (threshold 0.5); over γ >= 0.8: feedback {listed(feedback[late])}, "
         f"feedback/flow {listed(to_flow[late])}"
     )
-    claim = functools.partial(Claim, note=note, kind="beyond", regime=regime)
+    # a law against escapes measured inside the runs (or the flow's): no budget moves them
+    claim = functools.partial(Claim, note=note, kind="beyond", regime=regime, failure="false")
     return [
         claim(
             f"escape law / {name}",

@@ -381,8 +381,9 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
             + " | K<L: "
             + ", ".join(_cell_text(c, "max_accuracy") for c in failing)
             + f" (chance {chance:.3f})",
-            f"[R] every K>=L cell >= {LEARNED}; every K<L cell <= {CHANCE_FACTOR:g}/N = "
-            f"{CHANCE_FACTOR * chance:.3f}",
+            f"every K>=L cell >= {LEARNED}; every K<L cell <= {CHANCE_FACTOR:g}/N = "
+            f"{CHANCE_FACTOR * chance:.3f} [R: '≈ 1' read as within {1 - LEARNED:.2f} of 1, "
+            f"'near chance' as at most {CHANCE_FACTOR:g} times chance (1/N)]",
             note=_learn_note(numbers, config, regime),
             kind="paper",
             regime=regime.name,
@@ -401,8 +402,9 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
             + ", ".join(_cell_text(c, "top_share", 2) for c in failing)
             + " | K>=L (contrast): "
             + ", ".join(_cell_text(c, "top_share", 2) for c in learnable),
-            f"[R] lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every "
-            "K<L cell",
+            f"lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every K<L "
+            f"cell [R: 'near rank-1' read as within {1 - RANK1_SHARE:.1f} of rank 1's share, 1 "
+            "(orthogonal: 1/N)]",
             note=_rank_note(failing, config["N"]),
             kind="beyond",
             regime=regime.name,

@@ -83,7 +83,15 @@ from ctx_staircase import (
     train,
 )
 from ctx_staircase.experiments import Claim, Outcome, verdict
-from ctx_staircase.experiments.common import failure_class, joined_outcome, scored, train_gammas
+from ctx_staircase.experiments.common import (
+    curvature_text,
+    end_of_run,
+    failure_class,
+    joined_outcome,
+    plateau_failure,
+    scored,
+    train_gammas,
+)
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 #: [R] thresholds (0.9 for rho_0 as in claim §8.3; the paper's others are qualitative).
@@ -284,6 +292,23 @@ class Job(NamedTuple):
             "attention", self.ds, train_config, self.gammas, self.config, "d", "d_k"
         )
 
+    def end(self, regime: Regime, gamma: float) -> dict:
+        """`common.end_of_run` of the ``gamma`` lane in ``regime`` (GD): the run again, to
+        its last state, and the Hessian there."""
+        train_config = regime.train_config(
+            self.ds, epochs=self.epochs, snapshots=self.snapshots, adam_lr=self.config["adam_lr"]
+        )
+        return end_of_run(
+            "attention",
+            self.ds,
+            train_config,
+            regime,
+            gamma=gamma,
+            seed=self.config["seed"],
+            d=self.config["d"],
+            d_k=self.config["d_k"],
+        )
+
 
 class StepSearch(NamedTuple):
     """A job's runs. Under GD: from the regime's step down by at most `HALVINGS` halvings (the
@@ -391,6 +416,9 @@ def _arithmetic(setup: ArithmeticSetup, config: dict, jobs: dict, searches: dict
             setup, config, search.regime, ds, search.result
         )
         numbers[task]["step_search"] = search.record()
+        main = numbers[task]["by_gamma"][f"{setup.primary_gamma:g}"]
+        if search.regime.optimizer == "gd" and main["status"] == "ok":
+            main["end"] = jobs[task].end(search.regime, setup.primary_gamma)
         if search.check is not None:
             numbers[task]["halving_check"] = _arithmetic_task(
                 setup, config, search.check_regime, ds, search.check
@@ -605,6 +633,12 @@ def _zero_order_claim(task: str, main: dict, numbers: dict, cfg: dict) -> Claim:
 
 def _probe_claim(task: str, main: dict, method: str, cfg: dict, end: str) -> Claim:
     finite = main["status"] == "ok"
+    verdicts = _scored_at_end(
+        lambda m: m[0] > m[1],
+        (main["probe_late"], main["rho0_late"]),
+        (main["probe_init"], main["rho0_init"]),
+        finite,
+    )
     return Claim(
         "§7 Fig. 6A–H (§8.5 analogue)",
         f"attention-only, {task}: first-order probe beats zero order late",
@@ -618,20 +652,33 @@ def _probe_claim(task: str, main: dict, method: str, cfg: dict, end: str) -> Cla
             "; ρ0 is 1 − MSE and the probe a Pearson correlation: two scales"
             if method == "1-mse"
             else ""
-        ),
+        )
+        + "."
+        + _end_note(main, verdicts),
         kind="paper",
+        failure=_end_failure(main),
         null=f"init: probe {main['probe_init']:.3f} vs ρ0 {main['rho0_init']:.3f}",
-        **_scored_at_end(
-            lambda m: m[0] > m[1],
-            (main["probe_late"], main["rho0_late"]),
-            (main["probe_init"], main["rho0_init"]),
-            finite,
-        ),
+        **verdicts,
     )
+
+
+def _end_failure(main: dict) -> str:
+    """A FAIL about the lane's end: `common.plateau_failure` of its end state (GD runs that
+    ended finite), else unclassified."""
+    return plateau_failure(main["end"]) if "end" in main else "unclassified"
+
+
+def _end_note(main: dict, verdicts: dict) -> str:
+    """The end state's curvature (`common.curvature_text`), for a claim that fails there."""
+    failed = verdicts["passed"] is False
+    return " " + curvature_text(main["end"]) if failed and "end" in main else ""
 
 
 def _fourier_claim(task: str, main: dict, cfg: dict, end: str) -> Claim:
     finite = main["status"] == "ok"
+    verdicts = _scored_at_end(
+        lambda rho: rho >= FOURIER_LATE, main["rho1_kstar_late"], main["rho1_best_init"], finite
+    )
     why = ""
     if main["rho1_kstar_late"] < FOURIER_LATE or not finite:
         why = (
@@ -646,12 +693,11 @@ def _fourier_claim(task: str, main: dict, cfg: dict, end: str) -> Claim:
         f"{main['k_star_late']} (epoch {main['late_epoch']})",
         f"≥ {FOURIER_LATE} [R], and the run ends finite",
         note=f"γ={cfg['primary_gamma']:g}; k ranges 1..N/2 on the context restricted to the "
-        "numbers (p = N)." + why,
+        "numbers (p = N)." + why + _end_note(main, verdicts),
         kind="project",
+        failure=_end_failure(main),
         null=f"init: max_k≥1 ρ_(1),k {main['rho1_best_init']:.3f}",
-        **_scored_at_end(
-            lambda rho: rho >= FOURIER_LATE, main["rho1_kstar_late"], main["rho1_best_init"], finite
-        ),
+        **verdicts,
     )
 
 

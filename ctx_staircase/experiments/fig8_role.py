@@ -90,7 +90,14 @@ from flax import nnx
 
 from ctx_staircase import metrics, models, plots, second_escape, signatures, sweep, train
 from ctx_staircase.experiments import Claim, Outcome
-from ctx_staircase.experiments.common import failure_class, joined_outcome, scored
+from ctx_staircase.experiments.common import (
+    curvature_text,
+    end_of_run,
+    failure_class,
+    joined_outcome,
+    plateau_failure,
+    scored,
+)
 from ctx_staircase.experiments.regime import PRIMARY, Regime, shuffled_labels
 
 #: [R] thresholds: the paper says "about 100%", "stays low" and "structured" qualitatively.
@@ -307,11 +314,35 @@ def _train(ds, null_ds, config: dict, regime: Regime) -> dict:
 
 def _structure(ds, runs: dict, config: dict, regime: Regime):
     numbers = _structure_measures(ds, runs, config, regime)
+    if regime.optimizer == "gd" and numbers["attention"]["status"] == "ok":
+        numbers["attention"]["end"] = _attention_end(ds, config, regime)
     figure = _structure_figure(numbers, ds.groups["numbers"], runs, config, regime)
     for entry in numbers.values():
         entry.pop("_S", None)
         entry.pop("_pca", None)
     return _structure_claims(numbers, config), figure, numbers
+
+
+def _attention_end(ds, config: dict, regime: Regime) -> dict:
+    """`common.end_of_run` of the attention-only run (GD): the run again, to its last
+    state, and the Hessian there."""
+    epochs = config["epochs"]
+    train_config = regime.train_config(
+        ds,
+        epochs=epochs,
+        snapshots=range(0, epochs + 1, config["snapshot_every"]),
+        adam_lr=config["adam_lr"],
+    )
+    return end_of_run(
+        "attention",
+        ds,
+        train_config,
+        regime,
+        gamma=config["gamma_attention"],
+        seed=config["seed"],
+        d=config["d"],
+        d_k=config["d_k"],
+    )
 
 
 def _structure_measures(ds, runs: dict, config: dict, regime: Regime) -> dict:
@@ -401,6 +432,7 @@ def _structure_claims(numbers: dict, config: dict) -> list[Claim]:
             f"accuracy ≤ {ATTENTION_LOW} and best ρ_(1),k ≥ {STRUCTURED} [R]",
             note=_attention_note(attention, ffn, config),
             kind="paper",
+            failure=plateau_failure(attention["end"]) if "end" in attention else "unclassified",
             null=f"init: accuracy {attention['accuracy_init']:.4f}, best ρ_(1),k "
             f"{attention['rho1_kstar_init']:.3f}",
             **scored(
@@ -492,6 +524,10 @@ def _attention_note(attention: dict, ffn: dict, config: dict) -> str:
             "end), but the embeddings carry no first-order structure: best ρ_(1),k "
             f"{attention['rho1_kstar_final']:.3f} (init {attention['rho1_kstar_init']:.3f})."
         )
+    if "end" in attention and not (
+        attention["final_accuracy"] <= ATTENTION_LOW and attention["rho1_kstar_final"] >= STRUCTURED
+    ):
+        note += " " + curvature_text(attention["end"])
     return note
 
 

@@ -413,9 +413,12 @@ def _jump_claim(numbers: dict, speeds: Speeds) -> Claim:
         f"jump {jump:.2f} (= x{math.exp(jump):.1f}; censored runs enter at {speeds.max_epochs}: "
         f"{bound}); uncensored only: "
         + ("undefined" if uncensored is None else f"{uncensored:.2f}"),
-        f"[R] jump >= log 3 = {MIN_JUMP:.2f}, as an exact value or a lower bound",
+        f"jump >= log 3 = {MIN_JUMP:.2f}, as an exact value or a lower bound [R: 'large' read "
+        "as M | N runs at least 3 times slower, in geometric mean]",
         note=note,
         kind="project",
+        # every run reached 95% (none censored): the jump is exact, no budget can move it
+        failure="unclassified" if speeds.any_censored.any() else "false",
         null=f"M | N permuted: {null.share(speeds.jumps):.4f} of {len(null.draws)} other "
         f"relabellings meet it (95th percentile of the jump "
         f"{numbers['log_jump_permutation_q95']:.2f})",
@@ -433,7 +436,8 @@ def _collapse_claim(numbers: dict, speeds: Speeds, vocab_size: int) -> Claim:
         "mean off-diag cos at epoch "
         f"{COLLAPSE_EPOCH}: "
         + ", ".join(f"M={M}: {c:.2f}" for M, c in zip(speeds.Ms, early_cos, strict=True)),
-        f"[R] mean off-diagonal cosine >= {COLLAPSE_COS} iff M | 20",
+        f"mean off-diagonal cosine >= {COLLAPSE_COS} iff M | 20 [R: 'collapsed to one "
+        "direction' read as Fig. 3A/B's collapse]",
         note=(
             f"mismatched M: {wrong}. The early common-mode drive "
             "C_1 W^{U,T}(φ^{y;0} − 1/V) has a part shared by every token whatever M "
@@ -443,6 +447,7 @@ def _collapse_claim(numbers: dict, speeds: Speeds, vocab_size: int) -> Claim:
         if wrong
         else "",
         kind="project",
+        failure="false",  # read at an early epoch inside every run
         null=f"init: mean off-diag cos {init_cos.min():.2f}..{init_cos.max():.2f}",
         **scored(lambda cos: np.all((cos >= COLLAPSE_COS) == speeds.divides), early_cos, init_cos),
     )

@@ -113,19 +113,22 @@ def _curve_claims(small: dict, steps: int, regime: str) -> list[Claim]:
         (
             "rho_next rises from about 0 (small init, gamma = 1)",
             _SHAPE.format(**small),
-            f"[R] |rho_next(0)| <= {START_MAX} and peak >= {PEAK_MIN}",
+            f"|rho_next(0)| <= {START_MAX} and peak >= {PEAK_MIN} [R: readings of 'about 0' and "
+            "'rises', fixed before the runs]",
             rose,
         ),
         (
             "the peak of rho_next comes early",
             f"peak {small['rho_next_peak']:.3f} at step {small['rho_next_peak_step']} of {steps}",
-            f"[R] a peak >= {PEAK_MIN} in the first half of training",
+            f"a peak >= {PEAK_MIN} in the first half of training [R: 'early' read as the first "
+            f"half; ≥ {PEAK_MIN} so that a flat curve (argmax at step 0) fails]",
             early,
         ),
         (
             "rho_next then settles at a lower, nonzero level",
             f"final {small['rho_next_final']:.3f} vs peak {small['rho_next_peak']:.3f}",
-            f"[R] final <= peak - {DROP_MIN} and final >= {FINAL_MIN}",
+            f"final <= peak - {DROP_MIN} and final >= {FINAL_MIN} [R: 'lower' as §8.3's decline "
+            f"of {DROP_MIN}, 'nonzero' as above the rise's 'about 0']",
             settles,
         ),
     )
@@ -151,7 +154,8 @@ def _clearer_claim(small: dict, standard: dict, regime: str) -> Claim:
         "§8.16 [R]",
         "small init shows the rise and peak more clearly than standard init (gamma = 0.5)",
         "standard init: " + _SHAPE.format(**standard) + f"; peak margin {margin:+.3f}",
-        f"[R] small-init peak >= standard-init peak + {CLEARER_MIN}",
+        f"small-init peak >= standard-init peak + {CLEARER_MIN} [R: 'more clearly' read as a "
+        "margin the size of the drop that counts as 'lower']",
         kind="project",
         null=f"init: margin {margin_init:+.3f} (one draw at two scales: equal cosines)",
         **scored(lambda m: m >= CLEARER_MIN, margin, margin_init),
@@ -191,7 +195,7 @@ def _probe_claim(small: dict, standard: dict, regime: str) -> Claim:
         f"{small['probe_mse_ratio_median']:.2f}, max {small['probe_mse_ratio_max']:.2f}; "
         f"held-out corr median {small['probe_corr_median']:.2f}, at the rho_next peak "
         f"{small['probe_corr_at_peak']:.2f}",
-        "[R] median ratio < 1 (better than the best constant)",
+        "median ratio < 1 [R: 'low' read against the best constant, ratio 1: a held-out R² > 0]",
         note=note,
         null=f"probe fitted to the init embeddings: ratio {small['probe_mse_ratio_init']:.2f}",
         **verdict,

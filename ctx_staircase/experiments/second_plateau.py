@@ -357,6 +357,7 @@ def _slope_claim(cells: dict, held_out, regime: str) -> Claim:
         f"|slope^/slope − 1| ≤ {SLOPE_TOLERANCE} on every task that escaped at two gammas",
         kind="beyond",
         regime=regime,
+        failure="false",  # a law against escapes every scored run reached
         null=f"the proportional plateau (t_1 − t_c ∝ gamma): {text(null)}",
         **verdict,
     )
@@ -436,6 +437,7 @@ def _ledger_claim(cells: dict, held_out, regime: str) -> Claim:
         "of the lanes that escaped",
         kind="beyond",
         regime=regime,
+        failure="false",  # an account of lanes that escaped
         null=f"the frozen-gate band's top rate: {text(null)}" if null.size else "not tested",
         **verdict,
     )

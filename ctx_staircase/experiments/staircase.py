@@ -119,6 +119,26 @@ def theory_rows(numbers: dict, config: dict) -> list[Claim]:
     return _theory_claims(comparison.experiment_from_summary(numbers["theory"]), vocab_size)
 
 
+def saved_criteria(numbers: dict, config: dict) -> list[str]:
+    """The criterion of each claim of a saved run, in `run`'s order, from its ``numbers`` and
+    ``config``: the staircase claims' (`scored_claims`, whose verdicts need the accuracy and
+    loss curves the record does not keep) and the theory rows' (`theory_rows`)."""
+    texts = []
+    for task in ("add", "mod"):
+        n = numbers[task]
+        first = (
+            scoring.rho0_peak_criterion({"steps": np.asarray(n["steps"])})
+            if task == "add"
+            else scoring.collapse_criterion(n["N"])
+        )
+        texts += [
+            first,
+            scoring.probe_criterion(n["rho0_method"]),
+            scoring.low_frequency_criterion(n["early_epoch"]),
+        ]
+    return texts + [c.criterion for c in theory_rows(numbers, config)]
+
+
 def _theory_claims(theory: comparison.TheoryVsTraining, vocab_size: int) -> list[Claim]:
     """The closed form against training on add: its weights before escape, its escape times
     and the escape-time slope (§8.14), each against its null."""

@@ -94,6 +94,16 @@ def _peaks_and_declines(peak: dict, by: int) -> bool:
     )
 
 
+def rho0_peak_criterion(d: dict) -> str:
+    """§8.3's criterion on a run whose snapshot epochs are ``d["steps"]``."""
+    by, end = _scaled(d, PEAK_BY), int(d["steps"][-1])
+    return (
+        f"peak ≥ {PEAK_MIN} by epoch {by} and rho_0({end}) ≤ peak − {DECLINE} [R: 'near 1' "
+        f"read as within {1 - PEAK_MIN:.1f}, 'early' as the first third of the run, 'declines' as "
+        f"a drop ≥ {DECLINE}]"
+    )
+
+
 def rho0_peak_claim(d: dict, null: dict, N: int, regime: str) -> Claim:
     """§8.3 on add: ``rho_0`` peaks near 1 early and declines; null: the label-shuffled run."""
     by, end = _scaled(d, PEAK_BY), int(d["steps"][-1])
@@ -112,7 +122,7 @@ def rho0_peak_claim(d: dict, null: dict, N: int, regime: str) -> Claim:
         f"add: rho_0(t) peaks near 1 early and declines later (N={N})",
         f"peak {run['peak']:.3f} at epoch {run['epoch']}; rho_0({end}) = {run['final']:.3f} "
         f"(drop {run['peak'] - run['final']:.3f})",
-        f"peak ≥ {PEAK_MIN} by epoch {by} and rho_0({end}) ≤ peak − {DECLINE} [R]",
+        rho0_peak_criterion(d),
         note=note,
         kind="paper",
         regime=regime,
@@ -138,6 +148,19 @@ def gap_closed(probe, rho0):
     return (np.asarray(probe, dtype=np.float64) - rho0) / np.maximum(1.0 - rho0, 1e-12)
 
 
+def _scale(method: str) -> str:
+    return "1−MSE" if method == "1-mse" else "Pearson"
+
+
+def probe_criterion(method: str) -> str:
+    """§8.5's criterion for a run whose ``rho_0`` is ``method`` (``"pearson"`` or ``"1-mse"``)."""
+    return (
+        f"(probe − rho_0)/(1 − rho_0) ≥ {GAP_CLOSED} on rho_0's scale ({_scale(method)}) at every "
+        f"probe epoch after the early phase (accuracy ≥ {ACC_PHASE:.0%}) [R: at least half of "
+        "what zero order leaves unexplained, so first order explains more of it than it leaves]"
+    )
+
+
 def probe_claim(d: dict, task: str, regime: str) -> Claim:
     """§8.5: the probe closes ≥ GAP_CLOSED of rho_0's gap after the early phase (null: init)."""
     after = end_of_early_phase(d)
@@ -151,7 +174,7 @@ def probe_claim(d: dict, task: str, regime: str) -> Claim:
     init_probe = float(_probe_score(init_corr, init_mse, method))
     run, null = gap_closed(probe, rho0), gap_closed(init_probe, init_rho0)
     verdict = scored(lambda g: bool(np.all(np.asarray(g) >= GAP_CLOSED)), run, null)
-    scale = "1−MSE" if method == "1-mse" else "Pearson"
+    scale = _scale(method)
     notes = []
     if verdict["null_passed"]:
         notes.append(
@@ -172,9 +195,7 @@ def probe_claim(d: dict, task: str, regime: str) -> Claim:
         f"epochs ≥ {after}: gap closed (p − rho_0)/(1 − rho_0) ≥ {float(run.min()):+.3f} "
         f"(probe {probe.min():.3f}..{probe.max():.3f}, rho_0 {rho0.min():.3f}..{rho0.max():.3f}, "
         f"both {scale}; probe held-out corr {d['probe_corr'][late].min():.3f})",
-        f"(probe − rho_0)/(1 − rho_0) ≥ {GAP_CLOSED} on rho_0's scale ({scale}) at every probe "
-        f"epoch after the early phase (accuracy ≥ {ACC_PHASE:.0%}) [R: at least half of what "
-        "zero order leaves unexplained, so first order explains more of it than it leaves]",
+        probe_criterion(method),
         note="; ".join(notes),
         kind="paper",
         regime=regime,
@@ -223,6 +244,7 @@ def peak_order_claim(d: dict, null: dict, task: str, regime: str) -> Claim:
         note="; ".join(notes),
         kind="project",
         regime=regime,
+        failure=failure_class(d["accuracy"]),
         null=f"shuffled labels: t^peak_0 = {shuffled[0]}, t^peak_1 = {shuffled[1]}",
         **verdict,
     )
@@ -249,6 +271,15 @@ def collapse_epoch(d: dict) -> tuple[int, str]:
     return early_epoch(d), "read at the paper's early epoch (no predicted collapse)"
 
 
+def collapse_criterion(N: int) -> str:
+    """Fig. 3A/B's criterion for ``N`` numbers."""
+    return (
+        f"accuracy ≤ 2/N = {2 / N:.3f} and mean S^emb ≥ {COLLAPSE}, at the predicted collapse "
+        f"[R: 'no progress' read as at most twice chance (1/N), 'collapsed' as mean cosine "
+        f"within {1 - COLLAPSE:.1f} of 1]"
+    )
+
+
 def collapse_claim(d: dict, N: int, regime: str) -> Claim:
     """Fig. 3A/B on mod at the predicted collapse (`collapse_epoch`); null: the untrained init
     (epoch 0 of the same run)."""
@@ -269,7 +300,7 @@ def collapse_claim(d: dict, N: int, regime: str) -> Claim:
         "Fig. 3A/B [R]",
         "mod: no progress and one collapsed direction early",
         f"epoch {early} ({why}): accuracy {run[0]:.3f}, mean off-diagonal S^emb {run[1]:.3f}",
-        f"accuracy ≤ 2/N = {2 / N:.3f} and mean S^emb ≥ {COLLAPSE}, at the predicted collapse",
+        collapse_criterion(N),
         note=note,
         kind="paper",
         regime=regime,
@@ -290,6 +321,14 @@ def k_text(k: int, constant: np.ndarray) -> str:
 def k_value_text(k: int, value: float, constant: np.ndarray) -> str:
     """``"0 (1−MSE 0.951)"`` or ``"3 (rho 0.412)"``."""
     return f"{k} ({'1−MSE' if constant[k] else 'rho'} {value:.3f})"
+
+
+def low_frequency_criterion(epoch: int) -> str:
+    """§8.6's early criterion, read at ``epoch``."""
+    return (
+        f"argmax_k rho_(1),k ≤ {EARLY_K_MAX} at epoch {epoch} [R: 'small' read as one of the "
+        f"{EARLY_K_MAX + 1} lowest frequencies]"
+    )
 
 
 def low_frequency_claim(
@@ -331,7 +370,7 @@ def low_frequency_claim(
         f"{task}{tag}: low frequencies dominate early",
         f"epoch {epoch}: argmax_k = {k_value_text(run, float(early_rho[run]), constant)}, "
         f"seed 0{seeds}",
-        f"argmax_k rho_(1),k ≤ {EARLY_K_MAX} at epoch {epoch} [R 'small']",
+        low_frequency_criterion(epoch),
         note=note.strip(),
         kind=kind,
         regime=regime,
