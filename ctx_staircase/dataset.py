@@ -17,6 +17,7 @@ from ctx_staircase.internal import check_ids, check_int
 
 __all__ = [
     "TokenDataset",
+    "merged_bags",
 ]
 
 
@@ -120,3 +121,18 @@ class TokenDataset:
             f"TokenDataset(name={self.name!r}, n={self.n}, L={self.L}, V={self.vocab_size}, "
             f"groups={{{groups}}})"
         )
+
+
+def merged_bags(tokens, labels, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The samples of a bag-of-tokens model (one that sees a sample only through its token
+    counts, like the FFN's ``h = sum_i w^E_{x_i}``), one per distinct (counts, label) with the
+    summed weight: ``(tokens [m, L]`` sorted within a sample, ``labels [m]``, ``weights [m])``,
+    in lexicographic order of (sorted tokens, label). Any loss of such a model that is a
+    weighted sum over samples is the same on them.
+    """
+    tokens, labels = np.asarray(tokens), np.asarray(labels)
+    L = tokens.shape[1]
+    keys = np.column_stack([np.sort(tokens, axis=1), labels])
+    keys, index = np.unique(keys, axis=0, return_inverse=True)
+    summed = np.bincount(index.ravel(), weights=np.asarray(weights, np.float64))
+    return keys[:, :L], keys[:, L], summed

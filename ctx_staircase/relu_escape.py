@@ -19,7 +19,7 @@ FFN ``f(X) = W_U relu(W_E^T c)`` (row convention, ``W_E, W_U [V, d]``), init ``e
 
       t_esc = int_0^{tau*} dsigma / (1 - eps^2 pi(sigma)),     eps^2 S(tau*) = threshold.
 
-`unit_flow` integrates the unit flow, `UnitFlow.at` evaluates it at any times, `_clock` samples
+`unit_flow` integrates the unit flow, `UnitFlow.at` evaluates it at any times, `clock` samples
 ``S`` and ``pi`` along it, and `escape_law_lanes` is the registered theory (`theories`): a law,
 from the data and the seed's draw ``Z`` alone. The unit flow and the clock are shared by every lane;
 a lane adds a quadrature and its trajectory. Everything is NumPy: nothing is compiled.
@@ -33,13 +33,14 @@ import numpy as np
 import scipy.sparse
 
 from ctx_staircase import theory
-from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.dataset import TokenDataset, merged_bags
 from ctx_staircase.internal import check_int, check_real
 
 __all__ = [
     "Clock",
     "GateData",
     "UnitFlow",
+    "clock",
     "escape_law_bytes",
     "escape_law_lanes",
     "gate_data",
@@ -101,13 +102,11 @@ def gate_data(ds: TokenDataset, vocab_size: int | None = None) -> GateData:
     L = tokens.shape[1]
     token_ids, token_index = np.unique(tokens, return_inverse=True)
     label_ids, label_index = np.unique(labels, return_inverse=True)
-    # samples with the same token counts and label are one sample of their summed weight
-    keys = np.column_stack([np.sort(token_index.reshape(tokens.shape), axis=1), label_index])
-    keys, merged = np.unique(keys, axis=0, return_inverse=True)
-    p = np.bincount(merged.ravel(), weights=np.asarray(ds.weights, np.float64))
+    token_index, label_index, p = merged_bags(
+        token_index.reshape(tokens.shape), label_index, ds.weights
+    )
     p = p / p.sum()
-    token_index, label_index = keys[:, :L], keys[:, L]
-    n = len(keys)
+    n = len(p)
     Vt, Vy = len(token_ids), len(label_ids)
     rows = np.repeat(np.arange(n), L)
     counts = scipy.sparse.csr_matrix((np.ones(n * L), (rows, token_index.ravel())), shape=(n, Vt))
@@ -346,7 +345,7 @@ class Clock(NamedTuple):
         return np.interp(tau, self.tau, self.pi / self.S) * self.statistic(tau)
 
 
-def _clock(flow: UnitFlow, per_piece: int = _NODES_PER_PIECE) -> Clock:
+def clock(flow: UnitFlow, per_piece: int = _NODES_PER_PIECE) -> Clock:
     """`Clock` of ``flow`` at ``per_piece`` evenly spaced nodes per piece (the piece boundaries,
     where the flow has them already, and ``per_piece - 1`` more inside each piece)."""
     check_int(per_piece, "per_piece", low=1)
@@ -431,7 +430,7 @@ def escape_law_lanes(problem: theory.Problem) -> theory.TheoryLanes:
     eps = problem.d ** -np.asarray(problem.setting.gammas, np.float64)
     stop = problem.threshold / float(eps.min()) ** 2
     flow = unit_flow(data, W_E, W_U, float(ts[-1]), _PIECE / problem.top, stop=stop)
-    nodes = _clock(flow, _NODES_PER_PIECE)
+    nodes = clock(flow, _NODES_PER_PIECE)
     lanes = [_lane(flow, nodes, float(e), ts, problem.threshold) for e in eps]
     return theory.TheoryLanes(
         tuple(trajectory for trajectory, _ in lanes), tuple(status for _, status in lanes)

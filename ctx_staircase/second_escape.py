@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ctx_staircase import activations, curvature, ode
-from ctx_staircase.dataset import TokenDataset
+from ctx_staircase.dataset import TokenDataset, merged_bags
 from ctx_staircase.internal import check_real
 
 __all__ = [
@@ -88,7 +88,8 @@ START_AFTER = 100.0
 
 
 class PlateauProblem(NamedTuple):
-    """The data of the plateau theory, ``n`` samples of ``L`` tokens over ``V`` ids.
+    """The data of the plateau theory, ``n`` samples of ``L`` tokens over ``V`` ids (distinct
+    bags of tokens with their labels, `plateau_problem`).
 
     Attributes:
         tokens: ``[n, L]`` input ids.
@@ -117,7 +118,10 @@ def plateau_problem(
     ds: TokenDataset, activation: str = "relu", geometry: str = "numbers"
 ) -> PlateauProblem:
     """The `PlateauProblem` of a data set: the geometry read on ``ds.groups[geometry]``, every
-    group of ``ds.groups`` but ``"labels"`` tied on the plateau."""
+    group of ``ds.groups`` but ``"labels"`` tied on the plateau. The FFN sees a sample only
+    through its token counts, so samples with the same counts and label are one sample of their
+    summed weight (`dataset.merged_bags`: about half of ``mod``'s, whose ``a + b`` and ``b + a``
+    are one bag): the loss and every flow of the plateau theory are the same on them."""
     activations.get(activation)
     if geometry not in ds.groups:
         raise ValueError(
@@ -125,10 +129,11 @@ def plateau_problem(
         )
     label_ids = np.unique(ds.labels)
     tied = tuple(np.asarray(ids) for name, ids in ds.groups.items() if name != "labels")
+    tokens, labels, weights = merged_bags(ds.tokens, ds.labels, ds.probabilities)
     return PlateauProblem(
-        tokens=np.asarray(ds.tokens),
-        labels=np.asarray(ds.labels),
-        weights=np.asarray(ds.probabilities, dtype=np.float64),
+        tokens=tokens,
+        labels=labels,
+        weights=weights,
         geometry_ids=np.asarray(ds.groups[geometry]),
         tied=tied,
         label_ids=label_ids,

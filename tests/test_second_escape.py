@@ -10,6 +10,7 @@ import pytest
 from ctx_staircase import activations, ode, train
 from ctx_staircase import ledger as lg
 from ctx_staircase import second_escape as se
+from ctx_staircase.dataset import merged_bags
 from ctx_staircase.experiments.regime import PRIMARY
 
 
@@ -323,11 +324,15 @@ def test_the_split_unit_flow_takes_over_at_t_c_plus_start_after(monkeypatch):
             W_E, W_U, problem, horizon=400, band_modes=None, law="plateau"
         )
     assert np.isfinite(split.t_collapse) and split.split > 0 and alone.split == -1
+    for path in (split, alone):  # both save every SAVE_EVERY from 0
+        np.testing.assert_array_equal(path.ts, se.SAVE_EVERY * np.arange(path.ts.size))
     t_s = split.t_collapse + se.START_AFTER
     common = min(split.ts.size, alone.ts.size)
     before = split.ts[:common] <= t_s
     np.testing.assert_array_equal(split.rho0[:common][before], alone.rho0[:common][before])
-    assert not np.array_equal(split.rho0[:common][~before], alone.rho0[:common][~before])
+    # and they part at the very next save
+    differ = np.flatnonzero(split.rho0[:common] != alone.rho0[:common])
+    assert split.ts[differ[0]] == t_s + se.SAVE_EVERY
 
 
 @pytest.mark.slow  # about 20 s
@@ -430,3 +435,143 @@ def test_a_replays_cost_counts_the_training_up_to_its_start():
     }
     summary = study.summary()
     assert summary["roles"] == {"L1": "replay", "L2": "law"} and summary["cost"] == study.cost()
+
+
+def test_merged_bags_keep_one_sample_per_counts_and_label_with_the_summed_weight():
+    tokens = np.array([[2, 1], [1, 2], [1, 2], [3, 3], [1, 2]])
+    labels = np.array([0, 0, 1, 0, 0])
+    weights = np.array([0.1, 0.2, 0.3, 0.15, 0.25])
+    got_tokens, got_labels, got_weights = merged_bags(tokens, labels, weights)
+    np.testing.assert_array_equal(got_tokens, [[1, 2], [1, 2], [3, 3]])
+    np.testing.assert_array_equal(got_labels, [0, 1, 0])
+    np.testing.assert_allclose(got_weights, [0.55, 0.3, 0.15], rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("task", ["mod", "task4"])
+def test_the_plateau_problem_merges_bags_and_keeps_the_loss_and_its_gradient(task):
+    ds = PRIMARY.make(task, **({"N": 6} if task == "mod" else {"n_x": 4, "n_a": 3}))
+    problem = se.plateau_problem(ds, geometry="numbers" if task == "mod" else "anchors")
+    whole = problem._replace(
+        tokens=np.asarray(ds.tokens),
+        labels=np.asarray(ds.labels),
+        weights=np.asarray(ds.probabilities, np.float64),
+    )
+    assert problem.tokens.shape[0] < whole.tokens.shape[0]
+    assert problem.weights.sum() == pytest.approx(1.0, abs=1e-15)
+    rng = np.random.default_rng(3)
+    W_E, W_U = (rng.standard_normal((ds.vocab_size, 5)) for _ in range(2))
+    with jax.enable_x64(True):
+        merged = jax.grad(se.loss, (0, 1))(W_E, W_U, problem)
+        unmerged = jax.grad(se.loss, (0, 1))(W_E, W_U, whole)
+        for a, b in zip(merged, unmerged, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+        assert float(se.loss(W_E, W_U, problem)) == pytest.approx(
+            float(se.loss(W_E, W_U, whole)), rel=1e-13
+        )
+
+
+def test_measured_band_rate_is_read_at_the_snapshot_nearest_t_c_plus_start_after():
+    """A hand-built mod N = 5 lane (d = 3) collapsed at t = 10: the measured rate is the band's
+    top rate at the snapshot nearest t_c + START_AFTER (t = 110), not at the collapse."""
+    ds = PRIMARY.make("mod", N=5)
+    problem = se.plateau_problem(ds)
+    ids = problem.geometry_ids
+    rng = np.random.default_rng(4)
+    ts = np.array([0.0, 10.0, 60.0, 110.0, 160.0])
+    W_E = 0.5 * rng.standard_normal((ts.size, ds.vocab_size, 3))
+    W_U = 0.5 * rng.standard_normal((ts.size, ds.vocab_size, 3))
+    collapsed = np.array([1.0, 0.5, -0.2])
+    for s in range(1, 4):  # collapsed from t = 10 to t = 110, slightly spread after t = 10
+        W_E[s, ids] = collapsed + (0.0 if s == 1 else 0.01) * rng.standard_normal((ids.size, 3))
+    measured = se.measured_second_escape(ts, W_E, problem, W_U=W_U)
+    assert measured.t_collapse == 10.0
+    at = int(np.argmin(np.abs(ts - (10.0 + se.START_AFTER))))
+    assert at == 3
+    expected = se.band(W_E[at], W_U[at], problem).rates[0]
+    assert measured.rate == pytest.approx(float(expected), rel=1e-12)
+    assert measured.rate != pytest.approx(float(se.band(W_E[1], W_U[1], problem).rates[0]))
+
+
+def test_fourier_shares_of_several_modes_are_each_modes_own():
+    """`fourier_label` of two stacked modes gives each mode the (k, share) it has alone."""
+    A = 8
+    j = np.arange(A)[:, None]
+    first = np.cos(2 * np.pi * j / A) * np.array([[1.0, 0.0]]) + 0.5 * np.cos(np.pi * j) * [[0, 1]]
+    second = 3.0 * np.cos(2 * np.pi * 3 * j / A) * np.array([[1.0, 1.0]])
+    k, share = se.fourier_label(np.stack([first, second]))
+    for m, rows in enumerate((first, second)):
+        k_m, share_m = se.fourier_label(rows[None])
+        assert k[m] == k_m[0]
+        assert share[m] == pytest.approx(share_m[0], rel=1e-12)
+    assert k.tolist() == [1, 3] and share[1] == pytest.approx(1.0)
+
+
+def test_rho0_is_one_minus_the_mean_squared_cosine_gap_over_distinct_pairs():
+    """`rho0` of random rows and of stacked snapshots equals a NumPy count over pairs i < j."""
+    rng = np.random.default_rng(0)
+    W_E = rng.standard_normal((3, 7, 4))
+    ids = np.array([1, 2, 4, 6])
+    got = se.rho0(W_E, ids)
+    assert got.shape == (3,)
+    for s in range(3):
+        assert got[s] == pytest.approx(_numpy_rho0(W_E[s, ids]), rel=1e-12)
+
+
+def _task4_near_the_plateau(d: int = 6, seed: int = 0):
+    """Task 4 (n_x = 4, n_a = 2): two tied groups, anchors (group 0) and numbers (group 1, the
+    geometry); every input row ``u`` plus a deviation of 0.1, ``u`` open on units 0-1, closed
+    on unit 2 and 0 on units 3-5 (whose gates split the samples)."""
+    ds = PRIMARY.make("task4", n_x=4, n_a=2)
+    problem = se.plateau_problem(ds)
+    rng = np.random.default_rng(seed)
+    u = np.array([1.0, 1.0, -1.0, 0.0, 0.0, 0.0])[:d]
+    W_E = u + 0.1 * rng.standard_normal((ds.vocab_size, d))
+    W_U = 0.5 * rng.standard_normal((ds.vocab_size, d))
+    return ds, problem, W_E, W_U
+
+
+def test_split_weights_give_each_group_its_own_mean_row_on_the_held_units():
+    """With two tied groups, `split_weights` of `split_state` puts each group's own mean row in
+    its rows' held columns and the split columns as they were."""
+    _, problem, W_E, W_U = _task4_near_the_plateau()
+    layout = se.split_layout(W_E, problem)
+    assert len(layout.groups) == 2 and layout.split.size and layout.held.size
+    state = se.split_state(W_E, W_U, layout, problem)
+    out = se.split_weights(state, layout, problem, W_E)
+    held = layout.held
+    for ids in layout.groups:
+        np.testing.assert_allclose(
+            out[np.ix_(ids, held)],
+            np.broadcast_to(W_E[np.ix_(ids, held)].mean(axis=0), (ids.size, held.size)),
+            rtol=1e-14,
+        )
+    np.testing.assert_array_equal(out[:, layout.split], W_E[:, layout.split])
+    means = [W_E[np.ix_(ids, held)].mean(axis=0) for ids in layout.groups]
+    assert not np.allclose(means[0], means[1])
+
+
+def test_the_split_unit_path_reads_rho0_on_the_geometry_groups_own_rows():
+    """L1 on Task 4, whose geometry (the numbers) is the second tied group: three saves of the
+    split-unit path equal Heun at `SPLIT_STEP` over each save, read by `rho0` of the whole
+    `split_weights`, save by save, at times t0 + 10 k."""
+    ds, problem, W_E, W_U = _task4_near_the_plateau()
+    t0 = 50.0
+    predicted = se.predict_second_escape(
+        W_E, W_U, problem, t0=t0, horizon=t0 + 3 * se.SAVE_EVERY, band_modes=None
+    )
+    np.testing.assert_array_equal(predicted.ts, t0 + se.SAVE_EVERY * np.arange(4))
+    layout = se.split_layout(W_E, problem)
+    arrays = se.split_arrays(layout, problem, ds.vocab_size)
+    y = jax.tree.map(jnp.asarray, se.split_state(W_E, W_U, layout, problem))
+    rho = [se.rho0(W_E, problem.geometry_ids)]
+    for t in predicted.ts[:-1]:
+        path = ode.heun(
+            lambda t, s, a: se.split_field(t, s, a, problem.activation),
+            y,
+            jnp.array([t, t + se.SAVE_EVERY]),
+            arrays,
+            max_step=se.SPLIT_STEP,
+        )
+        y = jax.tree.map(lambda leaf: leaf[-1], path.ys)
+        rho.append(se.rho0(se.split_weights(y, layout, problem, W_E), problem.geometry_ids))
+    np.testing.assert_allclose(predicted.rho0, rho, rtol=0, atol=1e-12)
