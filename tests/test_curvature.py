@@ -99,8 +99,8 @@ def test_plateau_start_is_where_the_loss_last_leaves_its_final_band():
     assert common.plateau_start(epochs, np.linspace(5, 1, 10)) == 90
 
 
-def _end(rate: float, start: float, length: float) -> dict:
-    return dict(
+def _end(rate: float, start: float, length: float) -> common.EndState:
+    return common.EndState(
         loss=3.0,
         gradient_norm=0.01,
         least_eigenvalue=-rate,
@@ -137,8 +137,9 @@ def test_end_curvature_reads_a_collapsed_attention_run():
     finished = train.finish("attention", ds, config, gamma=0.75, seed=0, d=16, d_k=8)
     end = common.end_curvature(finished, ds, np.asarray(config.snapshots), 1.0)
     loss = train.loss_function(finished.graphdef, ds)
-    assert end["loss"] == pytest.approx(float(loss(finished.state)), rel=1e-5)
-    assert end["least_eigenvalue"] <= end["sharpness"]
-    assert end["efolds_from_rounding"] == pytest.approx(24 * np.log(2))  # float32
-    assert end["plateau_start"] == common.plateau_start(config.snapshots, finished.trajectory.loss)
-    assert end["plateau_epochs"] == steps - end["plateau_start"]
+    assert end.loss == pytest.approx(float(loss(finished.state)), rel=1e-5)
+    assert end.least_eigenvalue <= end.sharpness
+    assert end.efolds_from_rounding == pytest.approx(24 * np.log(2))  # float32
+    assert end.plateau_start == common.plateau_start(config.snapshots, finished.trajectory.loss)
+    assert end.plateau_epochs == steps - end.plateau_start
+    assert common.EndState(**end._asdict()) == end  # as a record's JSON keeps it

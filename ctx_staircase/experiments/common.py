@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -171,8 +171,33 @@ def plateau_start(epochs, loss) -> float:
     return float(epochs[last_outside[-1] + 1 if last_outside.size else 0])
 
 
-def end_curvature(finished: train.Finished, ds: TokenDataset, epochs, lr: float) -> dict:
-    """Where a GD run ends, as its JSON keeps it (theory/regimes.md, "A plateau's end, read
+class EndState(NamedTuple):
+    """Where a GD run ends (`end_curvature`); a record's JSON keeps it as ``_asdict()`` and
+    `EndState(**saved)` reads it back.
+
+    Attributes:
+        loss, gradient_norm: the loss and ``|grad L|`` at the last state.
+        least_eigenvalue, sharpness: the Hessian's least and greatest eigenvalues there.
+        gd_lr: the run's GD step.
+        unstable_rate: ``-least_eigenvalue`` when it exceeds `UNSTABLE` x the sharpness, else 0.
+        plateau_start, plateau_epochs: where the loss settled (`plateau_start`) and for how
+            long, in flow time.
+        efolds_from_rounding: ``ln(1/u)``, ``u`` the unit roundoff of the run's dtype.
+    """
+
+    loss: float
+    gradient_norm: float
+    least_eigenvalue: float
+    sharpness: float
+    gd_lr: float
+    unstable_rate: float
+    plateau_start: float
+    plateau_epochs: float
+    efolds_from_rounding: float
+
+
+def end_curvature(finished: train.Finished, ds: TokenDataset, epochs, lr: float) -> EndState:
+    """Where a GD run ends (theory/regimes.md, "A plateau's end, read
     from its curvature"): the loss, ``|grad L|``, the Hessian's least eigenvalue and its
     sharpness (greatest) at the last state (`curvature.curvature`, float64); the unstable rate
     (``-least`` when it exceeds `UNSTABLE` x the sharpness, else 0); the plateau the loss has
@@ -186,22 +211,22 @@ def end_curvature(finished: train.Finished, ds: TokenDataset, epochs, lr: float)
     )
     start = plateau_start(epochs, finished.trajectory.loss)
     eps = float(np.finfo(train.state_dtype(finished.state)).eps)
-    return {
-        "loss": end.loss,
-        "gradient_norm": end.gradient_norm,
-        "least_eigenvalue": float(end.least[0]),
-        "sharpness": end.greatest,
-        "gd_lr": float(lr),
-        "unstable_rate": end.unstable_rate(UNSTABLE),
-        "plateau_start": start,
-        "plateau_epochs": float(np.asarray(epochs)[-1]) - start,
-        "efolds_from_rounding": float(-np.log(eps / 2)),
-    }
+    return EndState(
+        loss=end.loss,
+        gradient_norm=end.gradient_norm,
+        least_eigenvalue=float(end.least[0]),
+        sharpness=end.greatest,
+        gd_lr=float(lr),
+        unstable_rate=end.unstable_rate(UNSTABLE),
+        plateau_start=start,
+        plateau_epochs=float(np.asarray(epochs)[-1]) - start,
+        efolds_from_rounding=float(-np.log(eps / 2)),
+    )
 
 
 def end_of_run(
     model: str, ds: TokenDataset, train_config: train.TrainConfig, regime, **init: Any
-) -> dict:
+) -> EndState:
     """`end_curvature` of one GD run of ``model`` on ``ds`` in ``regime`` (`train.finish` with
     ``init``: ``gamma``, ``seed`` and the model's keywords): the run again, to its last state,
     and the Hessian there."""
@@ -210,30 +235,30 @@ def end_of_run(
     return end_curvature(finished, ds, epochs, regime.gd_lr)
 
 
-def plateau_failure(end: dict) -> str:
-    """The class of a FAIL read at the end of a GD run, from its `end_curvature` record:
+def plateau_failure(end: EndState) -> str:
+    """The class of a FAIL read at the end of a GD run, from its `EndState`:
     ``"budget"`` while the loss has not settled for the last quarter of the horizon (still
     learning), or while it sits on a strict saddle whose instability has not had the time to
     grow a rounding-sized deviation to the weights' scale (``rate x plateau <
     efolds_from_rounding``: the plateau may end later); ``"false"`` when the plateau has
     outlasted that time, or the end is a minimum to second order (no instability): the flow
     leaves it by no linear instability (theory/regimes.md)."""
-    horizon = end["plateau_start"] + end["plateau_epochs"]
-    if end["plateau_epochs"] < (1 - LAST_QUARTER) * horizon:
+    horizon = end.plateau_start + end.plateau_epochs
+    if end.plateau_epochs < (1 - LAST_QUARTER) * horizon:
         return "budget"
-    rate = end["unstable_rate"]
-    outlasted = rate * end["plateau_epochs"] >= end["efolds_from_rounding"]
+    rate = end.unstable_rate
+    outlasted = rate * end.plateau_epochs >= end.efolds_from_rounding
     return "false" if rate == 0 or outlasted else "budget"
 
 
-def curvature_text(end: dict) -> str:
-    """`end_curvature`'s record for a claim's note: the end state, its curvature and what
+def curvature_text(end: EndState) -> str:
+    """An `EndState` for a claim's note: the end state, its curvature and what
     `plateau_failure` reads from it."""
-    rate, length = end["unstable_rate"], end["plateau_epochs"]
-    edge = end["sharpness"] * end["gd_lr"]
+    rate, length = end.unstable_rate, end.plateau_epochs
+    edge = end.sharpness * end.gd_lr
     text = (
-        f"At the end: loss {end['loss']:.4f}, |grad L| {end['gradient_norm']:.3g}, Hessian least "
-        f"eigenvalue {end['least_eigenvalue']:.3g}, sharpness {end['sharpness']:.3g} "
+        f"At the end: loss {end.loss:.4f}, |grad L| {end.gradient_norm:.3g}, Hessian least "
+        f"eigenvalue {end.least_eigenvalue:.3g}, sharpness {end.sharpness:.3g} "
         f"(x lr = {edge:.2f}"
         + (
             ": GD at or past its stability edge 2 along the sharpest direction"
@@ -241,9 +266,9 @@ def curvature_text(end: dict) -> str:
             else ""
         )
         + f"); the loss has sat within {SETTLED:.0%} of its final value since epoch "
-        f"{end['plateau_start']:g} ({length:g} epochs). "
+        f"{end.plateau_start:g} ({length:g} epochs). "
     )
-    needed = end["efolds_from_rounding"]
+    needed = end.efolds_from_rounding
     if rate == 0:
         return text + "No negative curvature: a minimum to second order, which no linear "
         "instability leaves."

@@ -67,6 +67,7 @@ from ctx_staircase import metrics, plots, signatures
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments import staircase_claims as scoring
 from ctx_staircase.experiments.common import (
+    EndState,
     curvature_text,
     end_of_run,
     failure_class,
@@ -238,7 +239,8 @@ def run(
         result = train_in_regime(ds, regime, config, seeds, activation)
         data[(task, activation)] = _analyse(ds, result, config, regime)
         if activation == config["diagnostic_activation"] and regime.optimizer == "gd":
-            data[(task, activation)]["end"] = _end(ds, config, regime, seeds[0], activation)
+            end = _end(ds, config, regime, seeds[0], activation)
+            data[(task, activation)]["end"] = end._asdict()
 
     def public(rows):
         return [{k: v for k, v in r.items() if k != "scores"} for r in rows]
@@ -265,7 +267,7 @@ def run(
     return Outcome(claims(numbers, config), figures, numbers, config)
 
 
-def _end(ds, config: dict, regime: Regime, seed: int, activation: str) -> dict:
+def _end(ds, config: dict, regime: Regime, seed: int, activation: str) -> EndState:
     """`common.end_of_run` of one seed's run (GD): where its FAILs about the end are classed
     when it has settled."""
     train_config = regime.train_config(
@@ -393,7 +395,7 @@ def _ring_claim(d: dict, tag: str, item: str, N: int, epoch: int, regime: Regime
         f"{RING_RHO_MIN}, at least one such seed [R: 'follows' read as {RING_MIN:.0%} of adjacent "
         f"pairs (chance 2/(N−1)); rho_k* ≥ {RING_RHO_MIN} is §8.6's 'high']",
         note=("" if eligible else _no_ring_note(seeds, N, epoch))
-        + (" " + curvature_text(d["end"]) if not ring and "end" in d else ""),
+        + (" " + curvature_text(EndState(**d["end"])) if not ring and "end" in d else ""),
         kind="project",
         regime=regime.name,
         failure=_settled_failure(d),
@@ -412,7 +414,7 @@ def _settled_failure(d: dict) -> str:
     settled, by the curvature where it ends (`common.plateau_failure`, GD), else unclassified."""
     learning = failure_class(d["seeds"][0].get("accuracy_curve", []))
     if learning == "unclassified" and "end" in d:
-        return plateau_failure(d["end"])
+        return plateau_failure(EndState(**d["end"]))
     return learning
 
 

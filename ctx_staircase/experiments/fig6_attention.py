@@ -84,6 +84,7 @@ from ctx_staircase import (
 )
 from ctx_staircase.experiments import Claim, Outcome, verdict
 from ctx_staircase.experiments.common import (
+    EndState,
     curvature_text,
     end_of_run,
     failure_class,
@@ -292,7 +293,7 @@ class Job(NamedTuple):
             "attention", self.ds, train_config, self.gammas, self.config, "d", "d_k"
         )
 
-    def end(self, regime: Regime, gamma: float) -> dict:
+    def end(self, regime: Regime, gamma: float) -> EndState:
         """`common.end_of_run` of the ``gamma`` lane in ``regime`` (GD): the run again, to
         its last state, and the Hessian there."""
         train_config = regime.train_config(
@@ -418,7 +419,7 @@ def _arithmetic(setup: ArithmeticSetup, config: dict, jobs: dict, searches: dict
         numbers[task]["step_search"] = search.record()
         main = numbers[task]["by_gamma"][f"{setup.primary_gamma:g}"]
         if search.regime.optimizer == "gd" and main["status"] == "ok":
-            main["end"] = jobs[task].end(search.regime, setup.primary_gamma)
+            main["end"] = jobs[task].end(search.regime, setup.primary_gamma)._asdict()
         if search.check is not None:
             numbers[task]["halving_check"] = _arithmetic_task(
                 setup, config, search.check_regime, ds, search.check
@@ -665,13 +666,13 @@ def _probe_claim(task: str, main: dict, method: str, cfg: dict, end: str) -> Cla
 def _end_failure(main: dict) -> str:
     """A FAIL about the lane's end: `common.plateau_failure` of its end state (GD runs that
     ended finite), else unclassified."""
-    return plateau_failure(main["end"]) if "end" in main else "unclassified"
+    return plateau_failure(EndState(**main["end"])) if "end" in main else "unclassified"
 
 
 def _end_note(main: dict, verdicts: dict) -> str:
     """The end state's curvature (`common.curvature_text`), for a claim that fails there."""
     failed = verdicts["passed"] is False
-    return " " + curvature_text(main["end"]) if failed and "end" in main else ""
+    return " " + curvature_text(EndState(**main["end"])) if failed and "end" in main else ""
 
 
 def _fourier_claim(task: str, main: dict, cfg: dict, end: str) -> Claim:

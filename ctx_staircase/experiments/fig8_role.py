@@ -91,6 +91,7 @@ from flax import nnx
 from ctx_staircase import metrics, models, plots, second_escape, signatures, sweep, train
 from ctx_staircase.experiments import Claim, Outcome
 from ctx_staircase.experiments.common import (
+    EndState,
     curvature_text,
     end_of_run,
     failure_class,
@@ -315,7 +316,7 @@ def _train(ds, null_ds, config: dict, regime: Regime) -> dict:
 def _structure(ds, runs: dict, config: dict, regime: Regime):
     numbers = _structure_measures(ds, runs, config, regime)
     if regime.optimizer == "gd" and numbers["attention"]["status"] == "ok":
-        numbers["attention"]["end"] = _attention_end(ds, config, regime)
+        numbers["attention"]["end"] = _attention_end(ds, config, regime)._asdict()
     figure = _structure_figure(numbers, ds.groups["numbers"], runs, config, regime)
     for entry in numbers.values():
         entry.pop("_S", None)
@@ -323,7 +324,7 @@ def _structure(ds, runs: dict, config: dict, regime: Regime):
     return _structure_claims(numbers, config), figure, numbers
 
 
-def _attention_end(ds, config: dict, regime: Regime) -> dict:
+def _attention_end(ds, config: dict, regime: Regime) -> EndState:
     """`common.end_of_run` of the attention-only run (GD): the run again, to its last
     state, and the Hessian there."""
     epochs = config["epochs"]
@@ -432,7 +433,9 @@ def _structure_claims(numbers: dict, config: dict) -> list[Claim]:
             f"accuracy ≤ {ATTENTION_LOW} and best ρ_(1),k ≥ {STRUCTURED} [R]",
             note=_attention_note(attention, ffn, config),
             kind="paper",
-            failure=plateau_failure(attention["end"]) if "end" in attention else "unclassified",
+            failure=plateau_failure(EndState(**attention["end"]))
+            if "end" in attention
+            else "unclassified",
             null=f"init: accuracy {attention['accuracy_init']:.4f}, best ρ_(1),k "
             f"{attention['rho1_kstar_init']:.3f}",
             **scored(
@@ -527,7 +530,7 @@ def _attention_note(attention: dict, ffn: dict, config: dict) -> str:
     if "end" in attention and not (
         attention["final_accuracy"] <= ATTENTION_LOW and attention["rho1_kstar_final"] >= STRUCTURED
     ):
-        note += " " + curvature_text(attention["end"])
+        note += " " + curvature_text(EndState(**attention["end"]))
     return note
 
 
