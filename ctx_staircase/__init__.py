@@ -71,6 +71,7 @@ _SUBMODULES = (
     "plateau_study",
     "plots",
     "progress",
+    "records",
     "relu",
     "relu_escape",
     "results",

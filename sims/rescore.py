@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ctx_staircase import results
+from ctx_staircase.experiments import declarative
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The claim fields a rescore may change; every other field must come back as saved.
@@ -72,6 +73,8 @@ def rebuilder(name: str) -> Callable[[dict], list[dict]]:
             claim | {"criterion": text} for claim, text in zip(record["claims"], texts, strict=True)
         ]
 
+    if hasattr(module, "SPEC"):
+        return lambda r: as_saved(declarative.rescore(module.SPEC, r["numbers"], r["config"]))
     if name == "minmax":
         return lambda r: with_criteria(r, module.criteria(r["config"]))
     if name == "staircase":

@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "paths",
         "progress",
         "results",
+        "records",
         "units",
         "interrupt",
         "dataset",

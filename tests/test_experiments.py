@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ctx_staircase import experiments, tasks
-from ctx_staircase.experiments import Claim, report, verdict
+from ctx_staircase.experiments import Claim, declarative, report, verdict
 from ctx_staircase.experiments import regime as regimes
 
 # ------------------------------------------------------------------------------------ verdicts
@@ -339,6 +339,8 @@ def _claims_of(name: str):
     import importlib
 
     module = importlib.import_module(f"ctx_staircase.experiments.{name}")
+    if hasattr(module, "SPEC"):
+        return lambda r: declarative.rescore(module.SPEC, r["numbers"], r["config"])
     if name == "lm_text":
         return lambda r: module.claims(
             r["numbers"]["summary"],

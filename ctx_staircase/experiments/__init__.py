@@ -67,8 +67,10 @@ class Experiment:
         return importlib.import_module(self.module)
 
     def run(self, **options) -> Outcome:
-        """``module.run(**options)``: the experiment itself, nothing written (see `execute`)."""
-        return self.load().run(**options)
+        """The experiment itself, nothing written (see `execute`): ``module.run(**options)``, or
+        for a declarative module (one with a ``SPEC``) `declarative.Spec.outcome`."""
+        module = self.load()
+        return module.SPEC.outcome(**options) if hasattr(module, "SPEC") else module.run(**options)
 
     def memory_bytes(self, full: bool = False, tiny: bool = False) -> int | None:
         """The module's up-front memory estimate in bytes, or ``None`` when it has none."""
@@ -370,7 +372,7 @@ class Outcome:
 
 
 def execute(
-    name: str,
+    name: str | Experiment,
     *,
     full: bool = False,
     root: str | Path = "sims",
@@ -379,7 +381,8 @@ def execute(
     quick: bool = False,
     **options,
 ) -> dict:
-    """Run one experiment and write its JSON and figures under ``root``; returns the JSON dict.
+    """Run one experiment (its name, or an `Experiment` record outside the registry) and write
+    its JSON and figures under ``root``; returns the JSON dict.
 
     ``tiny`` shrinks every size to a smoke run (every stage and claim at the smallest sizes
     that exercise it, 5-35 s on 2 CPU cores), which writes its figures as PNG only; ``options`` go
@@ -391,7 +394,8 @@ def execute(
     from ctx_staircase import plots  # here, so that `run --list` loads no Matplotlib
     from ctx_staircase.experiments import regime as regimes
 
-    experiment = get(name)
+    experiment = name if isinstance(name, Experiment) else get(name)
+    name = experiment.name
     chosen = regimes.parse(regime)
     if (regime is not None or quick) and not experiment.regimes:
         raise ValueError(f"experiment {name!r} takes no regime or quick option")

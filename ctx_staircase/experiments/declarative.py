@@ -1,0 +1,177 @@
+"""An experiment as data: a config per `Size`, one measurement, a table of `ClaimSpec`s.
+
+A module that defines ``SPEC = Spec(...)`` is run by `experiments.execute` through `run`: the
+config of the size asked for is measured once (``measure(config, regime) -> record``, a typed
+record), every claim of the table is scored on the record and on its null with the same
+`Criterion`, and the figures are drawn from the record. The record and the config are saved as
+they are (`records.encode`), so rescoring a saved run is `rescore`: load them back
+(`records.decode`) and apply the same table. Nothing is renamed between measuring, saving and
+scoring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ctx_staircase import records
+from ctx_staircase.experiments import Claim, Kind, Outcome
+from ctx_staircase.experiments.common import NoNull, reported, scored
+
+__all__ = ["ClaimSpec", "Criterion", "Size", "Spec", "rescore", "run"]
+
+
+class Size(enum.StrEnum):
+    """How big a run is: the smoke run (``--tiny``), the regime study's reduced sizes
+    (``--quick``), the default CPU-sized run, and the paper's sizes (``--full``)."""
+
+    TINY = "tiny"
+    QUICK = "quick"
+    CPU = "cpu"
+    FULL = "full"
+
+    @classmethod
+    def of(cls, *, full: bool = False, tiny: bool = False, quick: bool = False) -> Size:
+        """The size the command-line flags ask for (at most one of them)."""
+        flags = {cls.FULL: full, cls.TINY: tiny, cls.QUICK: quick}
+        chosen = [size for size, flag in flags.items() if flag]
+        if len(chosen) > 1:
+            raise ValueError(f"size: --{chosen[0]} and --{chosen[1]} exclude each other")
+        return chosen[0] if chosen else cls.CPU
+
+
+@dataclasses.dataclass(frozen=True)
+class Criterion:
+    """A pass rule: ``test(statistic) -> bool`` (``None``: it does not apply) and the ``text``
+    the report shows for it."""
+
+    text: str
+    test: Callable[[Any], bool | None]
+
+
+def _text(value: Callable[[Any], str] | str, record: Any) -> str:
+    return value(record) if callable(value) else value
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimSpec:
+    """One claim of an experiment, as a function of its record.
+
+    Attributes:
+        item: the paper's figure or prediction (§8.n), or the project's label.
+        claim: what is claimed.
+        statistic: ``record -> value`` the criterion reads on the run.
+        measured: ``record -> str``, the measured text.
+        criterion: the pass rule, applied to the run's statistic and to the null's (``None``:
+            a descriptive row, no verdict).
+        null: ``record -> value`` of the null control (of the statistic's kind, or a
+            `common.Draws` or `common.NoNull`), or ``None`` when it has none.
+        null_text: what the null is and measured (a text, or ``record -> str``); without a
+            ``null``, why there is none.
+        kind: whose claim it is (`Kind`).
+        note: what else was seen (a text, or ``record -> str``).
+        untested: ``record -> str``, why the run cannot test the claim ("" when it can).
+        failure: the class of a FAIL (a `experiments.FAILURES` name, or ``record -> str``).
+    """
+
+    item: str
+    claim: str
+    statistic: Callable[[Any], Any]
+    measured: Callable[[Any], str]
+    criterion: Criterion | None
+    null: Callable[[Any], Any] | None = None
+    null_text: Callable[[Any], str] | str = ""
+    kind: Kind = Kind.PAPER
+    note: Callable[[Any], str] | str = ""
+    untested: Callable[[Any], str] | None = None
+    failure: Callable[[Any], str] | str = "unclassified"
+
+    def score(self, record: Any, regime: str) -> Claim:
+        """The `Claim` this spec makes of ``record``, measured in ``regime``."""
+        texts = dict(
+            item=self.item,
+            claim=self.claim,
+            measured=self.measured(record),
+            note=_text(self.note, record),
+            kind=self.kind,
+            regime=regime,
+            untested=self.untested(record) if self.untested else "",
+            failure=_text(self.failure, record),
+        )
+        criterion = self.criterion or Criterion("", reported)
+        verdicts = scored(criterion.test, self.statistic(record), self._null(record))
+        null = verdicts.pop("null", _text(self.null_text, record))
+        return Claim(**texts, criterion=criterion.text, null=null, **verdicts)
+
+    def _null(self, record: Any) -> Any:
+        if self.null is None:
+            return NoNull(_text(self.null_text, record) or "not defined for this claim")
+        return self.null(record)
+
+
+def _no_figures(config: Any, record: Any) -> dict[str, Any]:
+    return {}
+
+
+def _regime_name(config: Any, regime: Any) -> str:
+    return getattr(regime, "name", "") or ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """A declarative experiment.
+
+    Attributes:
+        record: the class of what ``measure`` returns (a frozen dataclass or NamedTuple).
+        configs: the config of each `Size` the experiment runs at (frozen dataclasses of one
+            class).
+        measure: ``(config, regime) -> record``: every training run and theory of the
+            experiment (``regime`` a `regime.Regime`, or ``None`` for an experiment without).
+        claims: the table of `ClaimSpec`s, in report order.
+        figures: ``(config, record) -> {name: Matplotlib figure}``.
+        regime_text: ``(config, regime) -> str``, the regime its claims are measured in.
+    """
+
+    record: type
+    configs: Mapping[Size, Any]
+    measure: Callable[[Any, Any], Any]
+    claims: tuple[ClaimSpec, ...]
+    figures: Callable[[Any, Any], dict[str, Any]] = _no_figures
+    regime_text: Callable[[Any, Any], str] = _regime_name
+
+    def config(self, size: Size) -> Any:
+        """The config of ``size``; ``ValueError`` naming the sizes it has otherwise."""
+        if size not in self.configs:
+            allowed = ", ".join(str(s) for s in self.configs)
+            raise ValueError(f"size must be one of {allowed} for this experiment; got {size}")
+        return self.configs[size]
+
+    def score(self, record: Any, regime: str) -> list[Claim]:
+        """Every claim of the table, scored on ``record``."""
+        return [claim.score(record, regime) for claim in self.claims]
+
+    def outcome(self, *, full=False, tiny=False, quick=False, regime: Any = None) -> Outcome:
+        """`run` at the size the command-line flags ask for (`Size.of`)."""
+        return run(self, Size.of(full=full, tiny=tiny, quick=quick), regime)
+
+
+def run(spec: Spec, size: Size = Size.CPU, regime: Any = None) -> Outcome:
+    """Measure ``spec`` at ``size`` in ``regime``, score its claims and draw its figures. The
+    outcome's numbers are the encoded record, its config the encoded config with its size and
+    regime text, all that `rescore` needs."""
+    config = spec.config(Size(size))
+    record = spec.measure(config, regime)
+    if not isinstance(record, spec.record):
+        raise TypeError(f"measure must return a {spec.record.__name__}; got {type(record)}")
+    text = spec.regime_text(config, regime)
+    saved = records.encode(config) | {"size": str(size), "regime": text}
+    figures = spec.figures(config, record)
+    return Outcome(spec.score(record, text), figures, records.encode(record), saved)
+
+
+def rescore(spec: Spec, numbers: Mapping[str, Any], config: Mapping[str, Any]) -> list[Claim]:
+    """The claims of a saved run (its ``numbers`` and ``config`` as `run` wrote them), scored
+    again by the same table."""
+    return spec.score(records.decode(spec.record, numbers), config["regime"])

@@ -1,0 +1,138 @@
+"""Declarative experiments (`experiments.declarative`) and typed records (`records`).
+
+A toy experiment in one file (tests/toy_experiment.py) goes through `experiments.execute`, is
+rescored from the JSON it wrote, and is rendered by the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+import toy_experiment
+
+from ctx_staircase import records, results
+from ctx_staircase.experiments import Experiment, Kind, Verdict, execute, verdict
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec, rescore, run
+from ctx_staircase.experiments.report import render
+
+TOY = Experiment(
+    "toy", "Is the zero-order label signature token-dependent? (a toy)", "toy_experiment"
+)
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Point(NamedTuple):
+    x: float
+    label: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Nested:
+    points: tuple[Point, ...]
+    curve: np.ndarray
+    by_name: dict[str, float]
+    colour: Colour
+    count: int
+    maybe: float | None
+    other: Point | None
+    pair: tuple[int, str]
+
+
+def _nested() -> Nested:
+    return Nested(
+        points=(Point(1.5, "a"), Point(-2.0, "b")),
+        curve=np.array([[0.25, np.nan], [np.inf, -1.0]]),
+        by_name={"first": 1.0, "second": np.float64(3.5)},
+        colour=Colour.BLUE,
+        count=3,
+        maybe=None,
+        other=Point(0.5, "z"),
+        pair=(4, "four"),
+    )
+
+
+def test_a_record_comes_back_as_it_was_saved(tmp_path):
+    saved = results.write_json(tmp_path / "r.json", records.encode(_nested()))
+    back = records.decode(Nested, results.read_json(saved))
+    want = _nested()
+    assert isinstance(back.curve, np.ndarray)
+    np.testing.assert_array_equal(back.curve, want.curve)  # NaN in the same place
+    assert back.points == want.points and isinstance(back.points[0], Point)
+    assert back.by_name == want.by_name and type(back.by_name["second"]) is float
+    assert back.colour is Colour.BLUE and back.count == 3 and back.maybe is None
+    assert back.pair == (4, "four") and isinstance(back.other, Point)
+
+
+def test_records_name_what_they_cannot_hold():
+    with pytest.raises(TypeError, match="cannot encode a set"):
+        records.encode({"a": {1, 2}})
+    with pytest.raises(TypeError, match="keys must be str"):
+        records.encode({1: 2.0})
+    with pytest.raises(ValueError, match=r"lacks \['label'\]"):
+        records.decode(Point, {"x": 1.0})
+
+
+def test_size_reads_the_flags():
+    assert Size.of() is Size.CPU
+    assert Size.of(full=True) is Size.FULL and Size.of(tiny=True) is Size.TINY
+    assert Size.of(quick=True) is Size.QUICK
+    with pytest.raises(ValueError, match="exclude each other"):
+        Size.of(full=True, tiny=True)
+
+
+def test_a_size_the_experiment_lacks_is_named():
+    with pytest.raises(ValueError, match="size must be one of tiny, cpu, full"):
+        run(toy_experiment.SPEC, Size.QUICK)
+
+
+def test_the_toy_runs_through_execute_rescore_and_report(tmp_path):
+    record = execute(TOY, root=tmp_path, tiny=True)
+    saved = results.read_json(tmp_path / "results" / "toy.json")
+    assert saved["claims"] == results.loads(results.dumps(record["claims"]))
+    assert (tmp_path / "figures" / "toy_signature.png").is_file()
+    (claim,) = saved["claims"]
+    assert claim["passed"] is True and claim["null_passed"] is False
+    assert verdict(claim) is Verdict.PASS
+    assert saved["config"]["N"] == 6 and saved["config"]["size"] == "tiny"
+    # the spread on add is a real number, and mod's is zero to rounding
+    assert saved["numbers"]["spread"] > 0.1 and saved["numbers"]["null_spread"] < 1e-12
+    rebuilt = rescore(toy_experiment.SPEC, saved["numbers"], saved["config"])
+    assert [dataclasses.asdict(c) for c in rebuilt] == saved["claims"]
+    text = render([saved])
+    assert "the zero-order label signature of add depends on the token" in text
+
+
+def test_a_claim_is_scored_on_its_null_with_the_same_criterion():
+    spec = ClaimSpec(
+        item="x",
+        claim="above one",
+        statistic=lambda r: r.x,
+        measured=lambda r: f"{r.x}",
+        criterion=Criterion("> 1", lambda v: v > 1),
+        null=lambda r: -r.x,
+        null_text="the negative",
+        kind=Kind.BEYOND,
+        note=lambda r: f"label {r.label}",
+        untested=lambda r: "" if r.x < 10 else "too large to test",
+        failure=lambda r: "false",
+    )
+    passed = spec.score(Point(1.5, "a"), "here")
+    assert (passed.passed, passed.null_passed) == (True, False)
+    assert passed.note == "label a" and passed.regime == "here" and passed.kind is Kind.BEYOND
+    vacuous = spec.score(Point(-2.0, "b"), "here")  # fails; its null (2.0) passes
+    assert (vacuous.passed, vacuous.null_passed) == (False, True) and vacuous.failure == "false"
+    assert verdict(spec.score(Point(20.0, "c"), "")) is Verdict.NOT_TESTED
+
+
+def test_measure_must_return_the_declared_record():
+    spec = Spec(record=Point, configs={Size.CPU: 1}, measure=lambda c, r: (1.0, "a"), claims=())
+    with pytest.raises(TypeError, match="measure must return a Point"):
+        run(spec)
