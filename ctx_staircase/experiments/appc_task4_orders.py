@@ -353,26 +353,7 @@ def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: st
     # one number per seed: the late mean of the paired difference, and the same at the init
     differences = (curves["S2_probe"] - curves["S1_probe"])[:, late].mean(1)
     init_differences = curves["S2_probe"][:, 0] - curves["S1_probe"][:, 0]
-    margins = (curves["S2_probe"] - curves["S1_probe"]).mean(0)
-    order2_note = (
-        "Per-seed late-mean held-out S^(2) - S^(1): "
-        + ", ".join(f"{v:+.4f}" for v in differences)
-        + "; seed-mean difference at the late snapshots: "
-        + ", ".join(f"{v:+.4f}@{e}" for v, e in zip(margins[late], steps[late], strict=True))
-        + f" (in-sample {curves['S2_probe_fit'][:, late].mean():.4f} vs "
-        f"{curves['S1_probe_fit'][:, late].mean():.4f}). The exact banded flattened S^(1) alone, "
-        f"with no probe, scores {curves['S1_flat'][:, late].mean():.3f} late"
-    )
-    fit1, fit2 = curves["S1_probe_fit"][:, late].mean(), curves["S2_probe_fit"][:, late].mean()
-    if paired_test(differences).outcome == "less" and fit2 > fit1:
-        order2_note += (
-            f". Why it misses: S^(1) is better held-out by {-differences.mean():.4f} on average, "
-            f"small but of one sign on {np.sum(differences < 0)} of {n_seeds} seeds, while "
-            f"in-sample S^(2) is higher ({fit2:.4f} vs {fit1:.4f}): the order-2 probe's extra "
-            "parameters fit what does not generalize across anchor pairs, the sign of an "
-            "embedding with no order-2 structure beyond order 1"
-        )
-    high_passed = min(late1, late2) >= HIGH
+    order2_note = _order2_note(curves, differences, steps, late)
     untested = (
         f"fewer than {MIN_SEEDS} seeds ({n_seeds}): the paired test over seeds needs {MIN_SEEDS}"
         if n_seeds < MIN_SEEDS
@@ -400,28 +381,60 @@ def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: st
             failure=late_failure(numbers, config),
             **scored(_order2_verdict, differences, init_differences),
         ),
-        Claim(
-            "§8.5 / App C",
-            "late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
-            f"late mean held-out S^(1) {late1:.3f}, S^(2) {late2:.3f}{seeds_text}",
-            f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]",
-            note=""
-            if high_passed
-            else "held-out S^(1) / S^(2) by epoch: "
-            + ", ".join(
-                f"{a:.2f}/{b:.2f}@{e}"
-                for a, b, e in zip(
-                    curves["S1_probe"].mean(0), curves["S2_probe"].mean(0), steps, strict=True
-                )
-            ),
-            kind="project",
-            regime=regime,
-            null=f"init: S^(1) {init['S1_probe']:.3f}, S^(2) {init['S2_probe']:.3f}",
-            **scored(
-                lambda r: min(r) >= HIGH, (late1, late2), (init["S1_probe"], init["S2_probe"])
-            ),
-        ),
+        _both_high_claim(numbers, curves, steps, seeds_text, regime),
     ]
+
+
+def _order2_note(curves: dict, differences, steps, late) -> str:
+    """The order-2 claim's note: the per-seed and seed-mean late differences, the in-sample
+    fits and the exact flattened S^(1); where S^(1) wins held-out but S^(2) in-sample, why."""
+    n_seeds = curves["S1_probe"].shape[0]
+    margins = (curves["S2_probe"] - curves["S1_probe"]).mean(0)
+    order2_note = (
+        "Per-seed late-mean held-out S^(2) - S^(1): "
+        + ", ".join(f"{v:+.4f}" for v in differences)
+        + "; seed-mean difference at the late snapshots: "
+        + ", ".join(f"{v:+.4f}@{e}" for v, e in zip(margins[late], steps[late], strict=True))
+        + f" (in-sample {curves['S2_probe_fit'][:, late].mean():.4f} vs "
+        f"{curves['S1_probe_fit'][:, late].mean():.4f}). The exact banded flattened S^(1) alone, "
+        f"with no probe, scores {curves['S1_flat'][:, late].mean():.3f} late"
+    )
+    fit1, fit2 = curves["S1_probe_fit"][:, late].mean(), curves["S2_probe_fit"][:, late].mean()
+    if paired_test(differences).outcome == "less" and fit2 > fit1:
+        order2_note += (
+            f". Why it misses: S^(1) is better held-out by {-differences.mean():.4f} on average, "
+            f"small but of one sign on {np.sum(differences < 0)} of {n_seeds} seeds, while "
+            f"in-sample S^(2) is higher ({fit2:.4f} vs {fit1:.4f}): the order-2 probe's extra "
+            "parameters fit what does not generalize across anchor pairs, the sign of an "
+            "embedding with no order-2 structure beyond order 1"
+        )
+    return order2_note
+
+
+def _both_high_claim(numbers: dict, curves: dict, steps, seeds_text: str, regime: str) -> Claim:
+    """Late, both held-out probes are high; null: the init."""
+    init = numbers["init"]
+    late1, late2 = numbers["late_mean"]["S1_probe"], numbers["late_mean"]["S2_probe"]
+    high_passed = min(late1, late2) >= HIGH
+    return Claim(
+        "§8.5 / App C",
+        "late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
+        f"late mean held-out S^(1) {late1:.3f}, S^(2) {late2:.3f}{seeds_text}",
+        f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]",
+        note=""
+        if high_passed
+        else "held-out S^(1) / S^(2) by epoch: "
+        + ", ".join(
+            f"{a:.2f}/{b:.2f}@{e}"
+            for a, b, e in zip(
+                curves["S1_probe"].mean(0), curves["S2_probe"].mean(0), steps, strict=True
+            )
+        ),
+        kind="project",
+        regime=regime,
+        null=f"init: S^(1) {init['S1_probe']:.3f}, S^(2) {init['S2_probe']:.3f}",
+        **scored(lambda r: min(r) >= HIGH, (late1, late2), (init["S1_probe"], init["S2_probe"])),
+    )
 
 
 def _constant_s0_claim(ds) -> Claim:
@@ -457,13 +470,6 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
     summary, null_summary = _summary(curves, steps), _summary(null_curves, steps)
     t_peak, null_t_peak = summary["t_peak"], null_summary["t_peak"]
     s0_curve = curves["S0_1mse"].mean(0)
-    index_of = {int(x): i for i, x in enumerate(steps)}
-    checkpoint_text = "; ".join(
-        f"epoch {e}: mean off-diag cos {curves['offdiag_cos'][:, index_of[e]].mean():.2f}, corr "
-        f"with banded S^(1)flat {curves['S1_flat'][:, index_of[e]].mean():.2f}"
-        for e in CHECKPOINTS
-        if e in index_of
-    )
     return [
         Claim(
             "§7 Fig. 13",
@@ -500,24 +506,37 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
             null=f"shuffled labels: t_peak {null_t_peak[0]}, {null_t_peak[1]}, {null_t_peak[2]}",
             **scored(lambda m: m["ordered"], summary, null_summary),
         ),
-        Claim(
-            "§7 Fig. 12",
-            "anchor geometry: collapsed (near-uniform cosines) first, banded later",
-            checkpoint_text,
-            "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
-            "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
-            "'banded' at the same 0.9]",
-            note=f"first collapsed snapshot: epoch {summary['first_collapsed']}; last banded: "
-            f"epoch {summary['last_banded']}; the paper's checkpoints are near-uniform / banded "
-            f"/ complex; max mean off-diag cos {curves['offdiag_cos'].mean(0).max():.2f}, max "
-            f"corr with banded S^(1)flat {curves['S1_flat'].mean(0).max():.2f}",
-            kind="paper",
-            regime=regime,
-            null=f"shuffled labels: first collapsed {null_summary['first_collapsed']}, last "
-            f"banded {null_summary['last_banded']}",
-            **scored(lambda m: m["staged"], summary, null_summary),
-        ),
+        _staged_claim(curves, steps, summary, null_summary, regime),
     ]
+
+
+def _staged_claim(curves: dict, steps, summary: dict, null_summary: dict, regime: str) -> Claim:
+    """Collapsed first, banded later (Fig. 12), at the paper's checkpoints; null: the same
+    training on the label-shuffled data."""
+    index_of = {int(x): i for i, x in enumerate(steps)}
+    checkpoint_text = "; ".join(
+        f"epoch {e}: mean off-diag cos {curves['offdiag_cos'][:, index_of[e]].mean():.2f}, corr "
+        f"with banded S^(1)flat {curves['S1_flat'][:, index_of[e]].mean():.2f}"
+        for e in CHECKPOINTS
+        if e in index_of
+    )
+    return Claim(
+        "§7 Fig. 12",
+        "anchor geometry: collapsed (near-uniform cosines) first, banded later",
+        checkpoint_text,
+        "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
+        "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
+        "'banded' at the same 0.9]",
+        note=f"first collapsed snapshot: epoch {summary['first_collapsed']}; last banded: "
+        f"epoch {summary['last_banded']}; the paper's checkpoints are near-uniform / banded "
+        f"/ complex; max mean off-diag cos {curves['offdiag_cos'].mean(0).max():.2f}, max "
+        f"corr with banded S^(1)flat {curves['S1_flat'].mean(0).max():.2f}",
+        kind="paper",
+        regime=regime,
+        null=f"shuffled labels: first collapsed {null_summary['first_collapsed']}, last "
+        f"banded {null_summary['last_banded']}",
+        **scored(lambda m: m["staged"], summary, null_summary),
+    )
 
 
 def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime):

@@ -395,27 +395,32 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
                 numbers["null_cells"],
             ),
         ),
-        Claim(
-            "§8.7",
-            "embedding cosine matrices are near rank-1 in the failing (K < L) cells",
-            "top-eigenvalue share, K<L: "
-            + ", ".join(_cell_text(c, "top_share", 2) for c in failing)
-            + " | K>=L (contrast): "
-            + ", ".join(_cell_text(c, "top_share", 2) for c in learnable),
-            f"lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every K<L "
-            f"cell [R: 'near rank-1' read as within {1 - RANK1_SHARE:.1f} of rank 1's share, 1 "
-            "(orthogonal: 1/N)]",
-            note=_rank_note(failing, config["N"]),
-            kind="beyond",
-            regime=regime.name,
-            null="init: " + ", ".join(_cell_text(c, "top_share_init", 2) for c in failing),
-            **scored(
-                lambda shares: all(share >= RANK1_SHARE for share in shares),
-                [c["top_share"] for c in failing],
-                [c["top_share_init"] for c in failing],
-            ),
-        ),
+        _rank1_claim(learnable, failing, config, regime),
     ]
+
+
+def _rank1_claim(learnable: list, failing: list, config: dict, regime: Regime) -> Claim:
+    """§8.7's near-rank-1 embeddings in the failing (K < L) cells; null: the init."""
+    return Claim(
+        "§8.7",
+        "embedding cosine matrices are near rank-1 in the failing (K < L) cells",
+        "top-eigenvalue share, K<L: "
+        + ", ".join(_cell_text(c, "top_share", 2) for c in failing)
+        + " | K>=L (contrast): "
+        + ", ".join(_cell_text(c, "top_share", 2) for c in learnable),
+        f"lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every K<L "
+        f"cell [R: 'near rank-1' read as within {1 - RANK1_SHARE:.1f} of rank 1's share, 1 "
+        "(orthogonal: 1/N)]",
+        note=_rank_note(failing, config["N"]),
+        kind="beyond",
+        regime=regime.name,
+        null="init: " + ", ".join(_cell_text(c, "top_share_init", 2) for c in failing),
+        **scored(
+            lambda shares: all(share >= RANK1_SHARE for share in shares),
+            [c["top_share"] for c in failing],
+            [c["top_share_init"] for c in failing],
+        ),
+    )
 
 
 def _cell_text(c: dict, key: str, digits: int = 3) -> str:

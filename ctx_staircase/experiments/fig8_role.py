@@ -209,22 +209,7 @@ def horizon(ds, config: dict, regime: Regime) -> dict:
             seconds=0.0,
             text=f"{whose} {paper} epochs (Adam: L2 is the law of the gradient flow, not of Adam)",
         )
-    graphdef, state = train.init_state(
-        "ffn", ds, gamma=config["gamma_ffn"], seed=config["seed"], d=config["d"]
-    )
-    ffn = nnx.merge(graphdef, state)
-    W_E, W_U = np.asarray(ffn.W_E[...]), np.asarray(ffn.W_U[...])
-    start = time.perf_counter()
-    with jax.enable_x64(True):
-        predicted = second_escape.predict_second_escape(
-            W_E,
-            W_U,
-            second_escape.plateau_problem(ds),
-            horizon=cap / HORIZON_FACTOR,
-            band_modes=None,
-        )
-    seconds = time.perf_counter() - start
-    t_c, t1 = float(predicted.t_collapse), float(predicted.t1)
+    t_c, t1, seconds = _predicted_escape(ds, config)
     entry |= dict(
         t1_predicted=t1 if np.isfinite(t1) else None,
         t_collapse_predicted=t_c if np.isfinite(t_c) else None,
@@ -253,6 +238,27 @@ def horizon(ds, config: dict, regime: Regime) -> dict:
         text=f"{whose} {paper} epochs (L2 predicts no collapse, so no plateau to end, by "
         f"{cap / HORIZON_FACTOR:.0f}; {cost})"
     )
+
+
+def _predicted_escape(ds, config: dict) -> tuple[float, float, float]:
+    """``(t_c, t1, seconds)``: L2's collapse and second escape from the FFN's initial weights
+    (`horizon`), run to half the cap, and what the prediction cost in seconds."""
+    graphdef, state = train.init_state(
+        "ffn", ds, gamma=config["gamma_ffn"], seed=config["seed"], d=config["d"]
+    )
+    ffn = nnx.merge(graphdef, state)
+    W_E, W_U = np.asarray(ffn.W_E[...]), np.asarray(ffn.W_U[...])
+    start = time.perf_counter()
+    with jax.enable_x64(True):
+        predicted = second_escape.predict_second_escape(
+            W_E,
+            W_U,
+            second_escape.plateau_problem(ds),
+            horizon=config["horizon_cap"] / HORIZON_FACTOR,
+            band_modes=None,
+        )
+    seconds = time.perf_counter() - start
+    return float(predicted.t_collapse), float(predicted.t1), seconds
 
 
 def _train(ds, null_ds, config: dict, regime: Regime) -> dict:

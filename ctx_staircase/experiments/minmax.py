@@ -290,7 +290,7 @@ def _claims(data: DataFacts, training: Training, config: dict, regime: Regime) -
     t = training
     criterion = criteria(config)
     steps, accuracy, rho0 = t.steps, t.accuracy, t.rho0_values
-    i_peak, i_read = t.i_peak, t.i_read
+    i_peak = t.i_peak
     reached = np.flatnonzero(accuracy >= TRAINED)
     return [
         Claim(
@@ -333,28 +333,35 @@ def _claims(data: DataFacts, training: Training, config: dict, regime: Regime) -
             null=f"init: rho_0 {rho0[0]:.3f}",
             **scored(lambda value: value >= RHO0_EARLY, rho0[i_peak], rho0[0]),
         ),
-        Claim(
-            "§7.2 [R]",
-            "the learned zero-order readouts softmax(W_U w^E) superpose to solve the task",
-            f"superposition accuracy peak {t.readout_accuracy[i_read]:.3f} at epoch "
-            f"{steps[i_read]} (model accuracy there {accuracy[i_read]:.3f}); readout vs "
-            f"phi^(y;0): mean Pearson {t.readout_pearson[i_read]:.3f}, JSD "
-            f"{t.readout_jsd[i_read]:.3f} there; best JSD {t.readout_jsd.min():.3f} at epoch "
-            f"{steps[int(np.argmin(t.readout_jsd))]}",
-            criterion[3],
-            note="" if t.readout_accuracy[i_read] >= READOUT else _readout_note(data, t),
-            kind="project",
-            regime=regime.name,
-            # read at its peak over a run that fits the task; else by whether it was learning
-            failure="false" if accuracy[-1] >= TRAINED else failure_class(accuracy),
-            null=f"shuffled labels: peak {t.null_readout_accuracy.max():.3f}",
-            **scored(
-                lambda peak: peak >= READOUT,
-                t.readout_accuracy[i_read],
-                t.null_readout_accuracy.max(),
-            ),
-        ),
+        _readout_claim(data, t, criterion[3], regime),
     ]
+
+
+def _readout_claim(data: DataFacts, t: Training, criterion: str, regime: Regime) -> Claim:
+    """The learned zero-order readouts superpose to solve the task (at their peak); null: the
+    same training on the label-shuffled data."""
+    steps, accuracy, i_read = t.steps, t.accuracy, t.i_read
+    return Claim(
+        "§7.2 [R]",
+        "the learned zero-order readouts softmax(W_U w^E) superpose to solve the task",
+        f"superposition accuracy peak {t.readout_accuracy[i_read]:.3f} at epoch "
+        f"{steps[i_read]} (model accuracy there {accuracy[i_read]:.3f}); readout vs "
+        f"phi^(y;0): mean Pearson {t.readout_pearson[i_read]:.3f}, JSD "
+        f"{t.readout_jsd[i_read]:.3f} there; best JSD {t.readout_jsd.min():.3f} at epoch "
+        f"{steps[int(np.argmin(t.readout_jsd))]}",
+        criterion,
+        note="" if t.readout_accuracy[i_read] >= READOUT else _readout_note(data, t),
+        kind="project",
+        regime=regime.name,
+        # read at its peak over a run that fits the task; else by whether it was learning
+        failure="false" if accuracy[-1] >= TRAINED else failure_class(accuracy),
+        null=f"shuffled labels: peak {t.null_readout_accuracy.max():.3f}",
+        **scored(
+            lambda peak: peak >= READOUT,
+            t.readout_accuracy[i_read],
+            t.null_readout_accuracy.max(),
+        ),
+    )
 
 
 def _rho0_note(t: Training) -> str:

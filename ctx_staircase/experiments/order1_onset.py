@@ -845,6 +845,18 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         )
         for key in BLOCKS
     )
+    numbers = _numbers(main_block, default_block, cfg)
+    return Outcome(
+        claims=claims(numbers, cfg),
+        figures={"onset": figure(main_block, default_block, cfg)},
+        numbers=numbers,
+        config=cfg,
+    )
+
+
+def _numbers(main_block: dict, default_block: dict, cfg: dict) -> dict:
+    """The run's ``numbers``: each block without its curves, and the main block's curves
+    (every fifth snapshot; the probe's own grid) per gamma."""
     numbers = {
         block_key: {k: v for k, v in block.items() if k != "curves"}
         for block_key, block in (("C2_main", main_block), ("C2_default", default_block))
@@ -862,12 +874,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         }
         for g, c in zip(cfg["gammas"], main_block["curves"], strict=True)
     ]
-    return Outcome(
-        claims=claims(numbers, cfg),
-        figures={"onset": figure(main_block, default_block, cfg)},
-        numbers=numbers,
-        config=cfg,
-    )
+    return numbers
 
 
 def run_config(*, full: bool = False, tiny: bool = False) -> dict:
