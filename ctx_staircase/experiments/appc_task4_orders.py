@@ -1,63 +1,22 @@
-"""App. C (Figs. 12-13): anchor geometry in Task 4 against signature orders 0, 1, 2
-(the paper's App. C: Task 4, the similarity structures S^(0), S^(1), S^(2), Figs. 12-13).
+"""App. C (Figs. 12-13): anchor geometry in Task 4 against signature orders 0, 1, 2.
 
-Task ``task4``: all ``(a1, a2, x)``, anchors ``a_i in A``, ``x in X``,
-``y = (v(a1) + v(a2) + x) mod |X|``. [GAP] sizes: ``|X| = n_x = 20``, ``|A| = n_a = 10``
-(``tasks.make("task4")`` defaults: X = ids 0..19, anchors = ids 20..29 with v(a) = 1..10), 2000
-inputs, L = 3.
+Reproduces the paper's App. C: the similarity structures S^(0), S^(1), S^(2) of the Task 4 anchors
+over training (Figs. 12-13), and claim §8.5's order-2 comparison.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary
-regime is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 60``;
-the regime study also runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 30``.
-FFN (paper §4.1) with ReLU, d = 128, init std ``d^{-gamma}``, gamma = 1.0, seeds 0-4 (lanes of one
-sweep), 1000 epochs, as in the paper; snapshots at 10, 100, 1000 and ~20 more for the curves.
+Runs Task 4 (``tasks.make("task4")``: |X| = 20, |A| = 10, 2000 inputs, L = 3) on a ReLU FFN,
+d = 128, gamma = 1.0, seeds 0-4 as lanes of one sweep, 1000 epochs, in a `regime.Regime`
+(primary: full-batch GD at lr 1, ``V = 2 V_min = 60``). ``full``: snapshots every 25 epochs;
+``quick``: 9 snapshots instead of 23; ``tiny``: the five seeds at d = 32 for 300 epochs.
 
-Signature geometries of the anchors (token group ``anchors``, labels = the 20 residues, context =
-all 30 input tokens):
+Measures per snapshot the anchors' ``S^emb`` against ``S^(0)`` (exactly constant for Task 4, so
+``1 - MSE``), the held-out (5-fold) first- and order-2 probe geometries (``metrics.probe_fit``)
+and the exact flattened, banded ``S^(1)``. Claims: late held-out ``S^(2) >= S^(1)`` by a paired
+test over the seeds (`ORDER2_CRITERION`), both high, the ``S^(0)`` peak then fall, the t_peak
+order, collapsed-then-banded, and the constant ``S^(0)``; nulls: the init, the label-shuffled
+data. Writes figures ``geometry`` and ``orders``.
 
-- ``S^(0)`` = cosine matrix of the exact zero-order signatures ``phi^{y;0}_a`` (paper eq. 5). For
-  Task 4 it is exactly constant (≡ 1: given one anchor, y is uniform), so a Pearson correlation with
-  it is undefined; ``metrics.alignment`` then reports ``1 - MSE`` (as for ``F_mod``, paper §4.2),
-  which is what we plot. The paper's ``S^(0)`` curve (up to ~1, strongly negative, back to 0) is a
-  correlation, so it must have been computed from some empirical estimate [GAP]; we do not guess it.
-- ``S^(1)`` = the optimized first-order probe geometry (paper eq. 7): ``metrics.probe_fit`` with
-  ``phi = signatures.label_signature(ds, 1, alphas=anchors, labels=residues, context=tokens)``;
-  the value is the held-out (5-fold over anchor pairs) Pearson correlation. We also report the
-  exact *flattened* first-order geometry ``cos(vec phi^{y;1}_a, vec phi^{y;1}_b)``, which for
-  Task 4 is a banded Toeplitz matrix ``1 - |v(a) - v(b)| / 20`` (not constant).
-- ``S^(2)`` = the optimized order-2 probe [R] (App. C does not say how; theory/metrics.md eq. M2):
-  ``h_a = phi^{y;2}_a x_2 v_1 x_3 v_2``, ``metrics.probe_fit`` on ``label_signature(ds, 2, ...)``,
-  held-out correlation. (The flattened order-2 geometry is exactly the identity: two anchors never
-  predict the same label for the same context.)
-
-In-sample vs held-out: the probe families are nested (``v_2 = 1`` marginalizes ``phi^{y;2}`` to
-``phi^{y;1}``), so *in-sample* ``S^(2) >= S^(1)`` holds by construction, for any embedding, the
-untrained one included: it is no test. The claim is therefore scored on the held-out
-(cross-validated) correlations only, and its null is the same held-out comparison on the
-untrained initialization (epoch 0).
-
-The same nesting makes a held-out *tie* the expected outcome when the embedding holds no order-2
-structure beyond order 1, so the sign of a seed-0 difference of 0.0005 is a coin flip. The claim is
-decided over the five seeds by a paired test (`paired.paired_test`, `ORDER2_CRITERION`): the
-per-seed late means ``d_s`` of held-out ``S^(2) - S^(1)``, one-sided paired t-tests both ways at
-0.05, giving 'S^(2) better', 'S^(1) better' or 'tie within noise'; '>=' passes on the first and
-the last, and the init's per-seed differences are scored by the same rule.
-
-[R] criteria: "late" = snapshots at epochs >= 2/3 of training; "high" = held-out correlation
->= 0.7 (kind "project": our threshold); the t_peak ordering (§8.5 summary) is kind "project".
-
-Nulls: the two late-checkpoint claims (``S^(2) >= S^(1)``, "both high") are scored on the
-untrained initialization of the same five seeds; the trajectory claims (``S^(0)`` peak then fall,
-t_peak ordering, collapsed-then-banded), read on the seed-mean curves, on the same training on the
-label-shuffled data set (`regime.shuffled_labels`, seed 0, one seed), against the true task's
-signatures; the data fact (``S^(0)`` constant) is checked on the label-shuffled data set too.
-
-``full=True``: the same sizes (the paper gives none) and seeds, snapshots every 25 epochs.
-``quick=True`` (regime study): the same training and seeds, 9 snapshots instead of 23 (fewer probe
-fits; the late window keeps 700 and 1000). ``tiny=True`` (smoke run): the same five seeds (the
-paired test needs them; fewer would leave the claim not tested), ``d = 32`` for 300 epochs,
-snapshots 0, 10, 100, 200, 300 (the late window is 200 and 300), and probe fits of 100 Adam steps
-from 2 starts.
+The geometries, why only held-out probes are scored, the [R] criteria, nulls and sizes:
+theory/experiments.md, appc_task4_orders.
 """
 
 from __future__ import annotations

@@ -1,31 +1,22 @@
 """Attention-only theory against GD training: the uniform-attention flow and the plateau law.
 
-Beyond the paper (reconstructions [R]: theory/attention.md A3, A5, A5b). Attention-only
-model without positions (the theory has none), d = 128, d_k = 64, on ``add`` and ``sub``
-(N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}. ``tiny`` (a smoke run, `TINY`): ``add``
-only, N = 8, d = 32, gamma in {0.6, 0.7}.
+Beyond the paper (reconstructions [R]: theory/attention.md A3, A5, A5b). Checks the
+uniform-attention flow (A3), integrated per gamma lane from the same initial weights, and the
+plateau law ``t* = T_Z d^{2 gamma} - c`` (A5b, from one unit-scale solve) against training.
 
-Regime: gradient descent by definition, as `theory_vs_training`: full-batch GD at lr 0.2 (the
-theory is gradient flow and GD at a small lr is its Euler step; at lr 1 this model diverges at
-its escape, see fig6_attention), float64, minimal label vocabulary. Not in the regime study.
+Runs the attention-only model without positions, d = 128, d_k = 64, on ``add`` and ``sub``
+(N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}, full-batch GD at lr 0.2, float64, the
+minimal label vocabulary; not in the regime study. ``tiny`` (`TINY`): ``add`` only, N = 8,
+d = 32, gamma in {0.6, 0.7}.
 
-Both sides measure escape with the attention logits: training with the model's own forward
-pass (`train.Trajectory.logit_scale`), the theory with the uniform-attention readout
-``W_U W_O W_V (1/L) sum_s w_{x_s}`` (`flows.uniform_attention_logit_scale`); escape is the
-largest centred logit reaching 0.5 nats (C7). The horizon is 1.25x the latest predicted escape.
+Measures ``W_E(t)`` before escape, the escape times (largest centred attention logit reaching
+0.5 nats, C7; horizon 1.25x the latest predicted escape) and their log-slope in gamma. Claims
+(kind "beyond"), each with its null: the flow's weights (null: nothing moves), the flow's and
+the law's escape times (nulls: a constant, the single-mode law of A5) and the slope ``2 ln d``
+(null: the FFN's exponential escape, C8). Writes figures ``TASK_escape`` and ``TASK_overlay``.
 
-Theories:
-
-- the uniform-attention flow (A3), integrated per gamma lane from the same initial weights;
-- the plateau law ``t* = T_Z d^{2 gamma} - c`` (A5b): the flow is homogeneous of degree 3, so
-  ``T_Z`` (the blow-up time from the unit-scale draw) and ``c = sqrt(A / kappa)`` come from one
-  solve; its log-slope in gamma tends to ``2 ln d``.
-
-Nulls (theory/regimes.md): for ``W_E(t)``, "nothing moves" ``W_E(t) = W_E(0)``; for the escape
-times, a constant (the mean measured time) and the single-mode power law of A5 with rate
-``s_1 / L`` and balanced layers ``u_0 = (eps sqrt d)^4`` (the textbook law, without the draw's
-geometry); for the log-slope, the FFN's exponential escape (C8), ``t ∝ (2 gamma - 1) ln d +
-ln 2``, whose log-slope is what a non-power-law plateau would give.
+Why GD at lr 0.2, how each side reads its logits, and the nulls: theory/experiments.md,
+attention_theory.
 """
 
 from __future__ import annotations
