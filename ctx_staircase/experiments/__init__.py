@@ -424,12 +424,32 @@ def execute(
         path = root / "figures" / f"{name}_{key}.png"
         plots.save_figure(figure, path, pdf=not tiny)
         figures[key] = str(path.relative_to(root))
-    record = {
-        "name": name,
+    regime_name = chosen.name if experiment.regimes else None
+    record = _record(experiment, outcome, figures, seconds, full, tiny, regime_name, quick)
+    results.write_json(result_path(root, name, chosen.name if side_run else None, quick), record)
+    if distributed.is_writer():  # finished: a rerun recomputes from scratch
+        shutil.rmtree(unit_root, ignore_errors=True)
+    return record
+
+
+def _record(
+    experiment: Experiment,
+    outcome: Outcome,
+    figures: dict,
+    seconds: float,
+    full: bool,
+    tiny: bool,
+    regime: str | None,
+    quick: bool,
+) -> dict:
+    """The JSON record `execute` writes: the run's options, its cost, claims, figure paths,
+    numbers, config and environment."""
+    return {
+        "name": experiment.name,
         "title": experiment.title,
         "full": full,
         "tiny": tiny,
-        "regime": chosen.name if experiment.regimes else None,
+        "regime": regime,
         "quick": quick,
         "seconds": seconds,
         **({"cost": outcome.cost} if outcome.cost else {}),
@@ -439,10 +459,6 @@ def execute(
         "config": outcome.config,
         "environment": results.environment(),
     }
-    results.write_json(result_path(root, name, chosen.name if side_run else None, quick), record)
-    if distributed.is_writer():  # finished: a rerun recomputes from scratch
-        shutil.rmtree(unit_root, ignore_errors=True)
-    return record
 
 
 def result_path(root: str | Path, name: str, regime: str | None = None, quick: bool = False):

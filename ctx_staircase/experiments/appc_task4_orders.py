@@ -1,63 +1,22 @@
-"""App. C (Figs. 12-13): anchor geometry in Task 4 against signature orders 0, 1, 2
-(the paper's App. C: Task 4, the similarity structures S^(0), S^(1), S^(2), Figs. 12-13).
+"""App. C (Figs. 12-13): anchor geometry in Task 4 against signature orders 0, 1, 2.
 
-Task ``task4``: all ``(a1, a2, x)``, anchors ``a_i in A``, ``x in X``,
-``y = (v(a1) + v(a2) + x) mod |X|``. [GAP] sizes: ``|X| = n_x = 20``, ``|A| = n_a = 10``
-(``tasks.make("task4")`` defaults: X = ids 0..19, anchors = ids 20..29 with v(a) = 1..10), 2000
-inputs, L = 3.
+Reproduces the paper's App. C: the similarity structures S^(0), S^(1), S^(2) of the Task 4 anchors
+over training (Figs. 12-13), and claim §8.5's order-2 comparison.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary
-regime is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 60``;
-the regime study also runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 30``.
-FFN (paper §4.1) with ReLU, d = 128, init std ``d^{-gamma}``, gamma = 1.0, seeds 0-4 (lanes of one
-sweep), 1000 epochs, as in the paper; snapshots at 10, 100, 1000 and ~20 more for the curves.
+Runs Task 4 (``tasks.make("task4")``: |X| = 20, |A| = 10, 2000 inputs, L = 3) on a ReLU FFN,
+d = 128, gamma = 1.0, seeds 0-4 as lanes of one sweep, 1000 epochs, in a `regime.Regime`
+(primary: full-batch GD at lr 1, ``V = 2 V_min = 60``). ``full``: snapshots every 25 epochs;
+``quick``: 9 snapshots instead of 23; ``tiny``: the five seeds at d = 32 for 300 epochs.
 
-Signature geometries of the anchors (token group ``anchors``, labels = the 20 residues, context =
-all 30 input tokens):
+Measures per snapshot the anchors' ``S^emb`` against ``S^(0)`` (exactly constant for Task 4, so
+``1 - MSE``), the held-out (5-fold) first- and order-2 probe geometries (``metrics.probe_fit``)
+and the exact flattened, banded ``S^(1)``. Claims: late held-out ``S^(2) >= S^(1)`` by a paired
+test over the seeds (`ORDER2_CRITERION`), both high, the ``S^(0)`` peak then fall, the t_peak
+order, collapsed-then-banded, and the constant ``S^(0)``; nulls: the init, the label-shuffled
+data. Writes figures ``geometry`` and ``orders``.
 
-- ``S^(0)`` = cosine matrix of the exact zero-order signatures ``phi^{y;0}_a`` (paper eq. 5). For
-  Task 4 it is exactly constant (≡ 1: given one anchor, y is uniform), so a Pearson correlation with
-  it is undefined; ``metrics.alignment`` then reports ``1 - MSE`` (as for ``F_mod``, paper §4.2),
-  which is what we plot. The paper's ``S^(0)`` curve (up to ~1, strongly negative, back to 0) is a
-  correlation, so it must have been computed from some empirical estimate [GAP]; we do not guess it.
-- ``S^(1)`` = the optimized first-order probe geometry (paper eq. 7): ``metrics.probe_fit`` with
-  ``phi = signatures.label_signature(ds, 1, alphas=anchors, labels=residues, context=tokens)``;
-  the value is the held-out (5-fold over anchor pairs) Pearson correlation. We also report the
-  exact *flattened* first-order geometry ``cos(vec phi^{y;1}_a, vec phi^{y;1}_b)``, which for
-  Task 4 is a banded Toeplitz matrix ``1 - |v(a) - v(b)| / 20`` (not constant).
-- ``S^(2)`` = the optimized order-2 probe [R] (App. C does not say how; theory/metrics.md eq. M2):
-  ``h_a = phi^{y;2}_a x_2 v_1 x_3 v_2``, ``metrics.probe_fit`` on ``label_signature(ds, 2, ...)``,
-  held-out correlation. (The flattened order-2 geometry is exactly the identity: two anchors never
-  predict the same label for the same context.)
-
-In-sample vs held-out: the probe families are nested (``v_2 = 1`` marginalizes ``phi^{y;2}`` to
-``phi^{y;1}``), so *in-sample* ``S^(2) >= S^(1)`` holds by construction, for any embedding, the
-untrained one included: it is no test. The claim is therefore scored on the held-out
-(cross-validated) correlations only, and its null is the same held-out comparison on the
-untrained initialization (epoch 0).
-
-The same nesting makes a held-out *tie* the expected outcome when the embedding holds no order-2
-structure beyond order 1, so the sign of a seed-0 difference of 0.0005 is a coin flip. The claim is
-decided over the five seeds by a paired test (`paired.paired_test`, `ORDER2_CRITERION`): the
-per-seed late means ``d_s`` of held-out ``S^(2) - S^(1)``, one-sided paired t-tests both ways at
-0.05, giving 'S^(2) better', 'S^(1) better' or 'tie within noise'; '>=' passes on the first and
-the last, and the init's per-seed differences are scored by the same rule.
-
-[R] criteria: "late" = snapshots at epochs >= 2/3 of training; "high" = held-out correlation
->= 0.7 (kind "project": our threshold); the t_peak ordering (§8.5 summary) is kind "project".
-
-Nulls: the two late-checkpoint claims (``S^(2) >= S^(1)``, "both high") are scored on the
-untrained initialization of the same five seeds; the trajectory claims (``S^(0)`` peak then fall,
-t_peak ordering, collapsed-then-banded), read on the seed-mean curves, on the same training on the
-label-shuffled data set (`regime.shuffled_labels`, seed 0, one seed), against the true task's
-signatures; the data fact (``S^(0)`` constant) is checked on the label-shuffled data set too.
-
-``full=True``: the same sizes (the paper gives none) and seeds, snapshots every 25 epochs.
-``quick=True`` (regime study): the same training and seeds, 9 snapshots instead of 23 (fewer probe
-fits; the late window keeps 700 and 1000). ``tiny=True`` (smoke run): the same five seeds (the
-paired test needs them; fewer would leave the claim not tested), ``d = 32`` for 300 epochs,
-snapshots 0, 10, 100, 200, 300 (the late window is 200 and 300), and probe fits of 100 Adam steps
-from 2 starts.
+The geometries, why only held-out probes are scored, the [R] criteria, nulls and sizes:
+theory/experiments.md, appc_task4_orders.
 """
 
 from __future__ import annotations
@@ -353,26 +312,7 @@ def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: st
     # one number per seed: the late mean of the paired difference, and the same at the init
     differences = (curves["S2_probe"] - curves["S1_probe"])[:, late].mean(1)
     init_differences = curves["S2_probe"][:, 0] - curves["S1_probe"][:, 0]
-    margins = (curves["S2_probe"] - curves["S1_probe"]).mean(0)
-    order2_note = (
-        "Per-seed late-mean held-out S^(2) - S^(1): "
-        + ", ".join(f"{v:+.4f}" for v in differences)
-        + "; seed-mean difference at the late snapshots: "
-        + ", ".join(f"{v:+.4f}@{e}" for v, e in zip(margins[late], steps[late], strict=True))
-        + f" (in-sample {curves['S2_probe_fit'][:, late].mean():.4f} vs "
-        f"{curves['S1_probe_fit'][:, late].mean():.4f}). The exact banded flattened S^(1) alone, "
-        f"with no probe, scores {curves['S1_flat'][:, late].mean():.3f} late"
-    )
-    fit1, fit2 = curves["S1_probe_fit"][:, late].mean(), curves["S2_probe_fit"][:, late].mean()
-    if paired_test(differences).outcome == "less" and fit2 > fit1:
-        order2_note += (
-            f". Why it misses: S^(1) is better held-out by {-differences.mean():.4f} on average, "
-            f"small but of one sign on {np.sum(differences < 0)} of {n_seeds} seeds, while "
-            f"in-sample S^(2) is higher ({fit2:.4f} vs {fit1:.4f}): the order-2 probe's extra "
-            "parameters fit what does not generalize across anchor pairs, the sign of an "
-            "embedding with no order-2 structure beyond order 1"
-        )
-    high_passed = min(late1, late2) >= HIGH
+    order2_note = _order2_note(curves, differences, steps, late)
     untested = (
         f"fewer than {MIN_SEEDS} seeds ({n_seeds}): the paired test over seeds needs {MIN_SEEDS}"
         if n_seeds < MIN_SEEDS
@@ -400,28 +340,60 @@ def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: st
             failure=late_failure(numbers, config),
             **scored(_order2_verdict, differences, init_differences),
         ),
-        Claim(
-            "§8.5 / App C",
-            "late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
-            f"late mean held-out S^(1) {late1:.3f}, S^(2) {late2:.3f}{seeds_text}",
-            f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]",
-            note=""
-            if high_passed
-            else "held-out S^(1) / S^(2) by epoch: "
-            + ", ".join(
-                f"{a:.2f}/{b:.2f}@{e}"
-                for a, b, e in zip(
-                    curves["S1_probe"].mean(0), curves["S2_probe"].mean(0), steps, strict=True
-                )
-            ),
-            kind="project",
-            regime=regime,
-            null=f"init: S^(1) {init['S1_probe']:.3f}, S^(2) {init['S2_probe']:.3f}",
-            **scored(
-                lambda r: min(r) >= HIGH, (late1, late2), (init["S1_probe"], init["S2_probe"])
-            ),
-        ),
+        _both_high_claim(numbers, curves, steps, seeds_text, regime),
     ]
+
+
+def _order2_note(curves: dict, differences, steps, late) -> str:
+    """The order-2 claim's note: the per-seed and seed-mean late differences, the in-sample
+    fits and the exact flattened S^(1); where S^(1) wins held-out but S^(2) in-sample, why."""
+    n_seeds = curves["S1_probe"].shape[0]
+    margins = (curves["S2_probe"] - curves["S1_probe"]).mean(0)
+    order2_note = (
+        "Per-seed late-mean held-out S^(2) - S^(1): "
+        + ", ".join(f"{v:+.4f}" for v in differences)
+        + "; seed-mean difference at the late snapshots: "
+        + ", ".join(f"{v:+.4f}@{e}" for v, e in zip(margins[late], steps[late], strict=True))
+        + f" (in-sample {curves['S2_probe_fit'][:, late].mean():.4f} vs "
+        f"{curves['S1_probe_fit'][:, late].mean():.4f}). The exact banded flattened S^(1) alone, "
+        f"with no probe, scores {curves['S1_flat'][:, late].mean():.3f} late"
+    )
+    fit1, fit2 = curves["S1_probe_fit"][:, late].mean(), curves["S2_probe_fit"][:, late].mean()
+    if paired_test(differences).outcome == "less" and fit2 > fit1:
+        order2_note += (
+            f". Why it misses: S^(1) is better held-out by {-differences.mean():.4f} on average, "
+            f"small but of one sign on {np.sum(differences < 0)} of {n_seeds} seeds, while "
+            f"in-sample S^(2) is higher ({fit2:.4f} vs {fit1:.4f}): the order-2 probe's extra "
+            "parameters fit what does not generalize across anchor pairs, the sign of an "
+            "embedding with no order-2 structure beyond order 1"
+        )
+    return order2_note
+
+
+def _both_high_claim(numbers: dict, curves: dict, steps, seeds_text: str, regime: str) -> Claim:
+    """Late, both held-out probes are high; null: the init."""
+    init = numbers["init"]
+    late1, late2 = numbers["late_mean"]["S1_probe"], numbers["late_mean"]["S2_probe"]
+    high_passed = min(late1, late2) >= HIGH
+    return Claim(
+        "§8.5 / App C",
+        "late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
+        f"late mean held-out S^(1) {late1:.3f}, S^(2) {late2:.3f}{seeds_text}",
+        f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]",
+        note=""
+        if high_passed
+        else "held-out S^(1) / S^(2) by epoch: "
+        + ", ".join(
+            f"{a:.2f}/{b:.2f}@{e}"
+            for a, b, e in zip(
+                curves["S1_probe"].mean(0), curves["S2_probe"].mean(0), steps, strict=True
+            )
+        ),
+        kind="project",
+        regime=regime,
+        null=f"init: S^(1) {init['S1_probe']:.3f}, S^(2) {init['S2_probe']:.3f}",
+        **scored(lambda r: min(r) >= HIGH, (late1, late2), (init["S1_probe"], init["S2_probe"])),
+    )
 
 
 def _constant_s0_claim(ds) -> Claim:
@@ -457,13 +429,6 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
     summary, null_summary = _summary(curves, steps), _summary(null_curves, steps)
     t_peak, null_t_peak = summary["t_peak"], null_summary["t_peak"]
     s0_curve = curves["S0_1mse"].mean(0)
-    index_of = {int(x): i for i, x in enumerate(steps)}
-    checkpoint_text = "; ".join(
-        f"epoch {e}: mean off-diag cos {curves['offdiag_cos'][:, index_of[e]].mean():.2f}, corr "
-        f"with banded S^(1)flat {curves['S1_flat'][:, index_of[e]].mean():.2f}"
-        for e in CHECKPOINTS
-        if e in index_of
-    )
     return [
         Claim(
             "§7 Fig. 13",
@@ -500,24 +465,37 @@ def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> l
             null=f"shuffled labels: t_peak {null_t_peak[0]}, {null_t_peak[1]}, {null_t_peak[2]}",
             **scored(lambda m: m["ordered"], summary, null_summary),
         ),
-        Claim(
-            "§7 Fig. 12",
-            "anchor geometry: collapsed (near-uniform cosines) first, banded later",
-            checkpoint_text,
-            "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
-            "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
-            "'banded' at the same 0.9]",
-            note=f"first collapsed snapshot: epoch {summary['first_collapsed']}; last banded: "
-            f"epoch {summary['last_banded']}; the paper's checkpoints are near-uniform / banded "
-            f"/ complex; max mean off-diag cos {curves['offdiag_cos'].mean(0).max():.2f}, max "
-            f"corr with banded S^(1)flat {curves['S1_flat'].mean(0).max():.2f}",
-            kind="paper",
-            regime=regime,
-            null=f"shuffled labels: first collapsed {null_summary['first_collapsed']}, last "
-            f"banded {null_summary['last_banded']}",
-            **scored(lambda m: m["staged"], summary, null_summary),
-        ),
+        _staged_claim(curves, steps, summary, null_summary, regime),
     ]
+
+
+def _staged_claim(curves: dict, steps, summary: dict, null_summary: dict, regime: str) -> Claim:
+    """Collapsed first, banded later (Fig. 12), at the paper's checkpoints; null: the same
+    training on the label-shuffled data."""
+    index_of = {int(x): i for i, x in enumerate(steps)}
+    checkpoint_text = "; ".join(
+        f"epoch {e}: mean off-diag cos {curves['offdiag_cos'][:, index_of[e]].mean():.2f}, corr "
+        f"with banded S^(1)flat {curves['S1_flat'][:, index_of[e]].mean():.2f}"
+        for e in CHECKPOINTS
+        if e in index_of
+    )
+    return Claim(
+        "§7 Fig. 12",
+        "anchor geometry: collapsed (near-uniform cosines) first, banded later",
+        checkpoint_text,
+        "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
+        "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
+        "'banded' at the same 0.9]",
+        note=f"first collapsed snapshot: epoch {summary['first_collapsed']}; last banded: "
+        f"epoch {summary['last_banded']}; the paper's checkpoints are near-uniform / banded "
+        f"/ complex; max mean off-diag cos {curves['offdiag_cos'].mean(0).max():.2f}, max "
+        f"corr with banded S^(1)flat {curves['S1_flat'].mean(0).max():.2f}",
+        kind="paper",
+        regime=regime,
+        null=f"shuffled labels: first collapsed {null_summary['first_collapsed']}, last "
+        f"banded {null_summary['last_banded']}",
+        **scored(lambda m: m["staged"], summary, null_summary),
+    )
 
 
 def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime):

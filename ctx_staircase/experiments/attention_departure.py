@@ -1,55 +1,23 @@
 """Beyond the paper: when does attention leave uniform? The first-order attention flow vs training.
 
-Theory (theory/attention.md §4-§6): the attention-only gradient flow with its key and query
-paths, to first order in the attention logits (eq. A6), with the exact softmax prediction at
-uniform attention (eq. A7c), as einsums over probability tables of the data (eq. A9,
-`attention_dynamics.attention_field`). It is integrated from the trained model's own
-initialization; its departure time is measured with the exact softmax on its weights.
+Integrates the attention-only gradient flow with its key and query paths, to first order in the
+attention logits (theory/attention.md §4-§6, eqs. A6, A7c, A9; `attention_dynamics`), from the
+trained model's own initialization, and compares its departure time (eq. A12: the dataset-mean
+attention on the target positions leaves its uniform value A_0 by 25%) with training's.
 
-Departure (eq. A12, fixed before any comparison with training): the dataset-mean last-row
-attention on the target positions first leaves its uniform value A_0 by 25%,
-``|A - A_0| >= 0.25 A_0``, linearly interpolated between saved states (every 5 time units, and
-every 0.5 once a chunk crosses the threshold). At first order ``a_s - 1/L = (z_s - zbar)/L``, so
-this is a logit gap of about 0.25 over the mean, where the expansion still holds to a few percent.
+Runs the attention-only model without positions on Task 3 (``anchor_parity``, L = 8, n = 1000)
+and on `selector_parity` (L = 8; the selector token names the anchor whose parity is the label,
+so attention has to move), full-batch GD at lr 0.25, ``V = 2 V_min``, d = 64, d_k = 32, float64,
+seed 0, gammas 0.5-0.8, horizon 30 t* per gamma. ``full``: n = 2000, gammas 0.5-0.9; ``tiny``
+(`TINY`): n = 400, gamma 0.5.
 
-Tasks (attention-only model, ``positional=False``: the theory has no positions):
+Claims (kind "beyond"): the selector's departure within 25% of training's at every gamma (null:
+a constant time); on Task 3 theory and training agree on whether and when attention departs
+(null: the uniform-attention flow); the theory's loss within 0.05 of training's up to the first
+departure (null: the uniform prediction term). Writes figures ``curves`` and ``times``.
 
-1. ``anchor_parity`` (Task 3, L = 8, n = 1000): the target is the anchor's position,
-   A_0 = 1/8.
-2. ``selector_parity`` (custom, `selector_parity`): the first L - 1 = 7 positions hold one
-   A-anchor (ids 1-10), one B-anchor (ids 11-20) and five noise tokens (ids 21-60) in random
-   order; the last position holds a selector (id 61 or 62), and y is the parity of the A-anchor
-   when the selector is 61, of the B-anchor when it is 62. The target is the selected anchor's
-   position, A_0 = 1/8. Uniform attention gives an additive score over the bag, which cannot
-   read "the anchor the selector names" (the four cases (selector, parity of the other anchor)
-   force contradictory signs), so here attention has to move; Task 3 is solved by an additive
-   score (noise embeddings align off the readout) and needs no attention.
-
-Regime: full-batch GD at lr 0.25 (``t = 0.25 step``), not the primary regime's lr 1
-(theory/regimes.md R1): GD at lr 1 diverges at the escape of this model (fig6's findings).
-Wide vocabulary ``V = 2 V_min`` (R2), d = 64, d_k = 32, float64, seed 0, gammas 0.5-0.8. The
-theory is integrated by explicit Euler with the same step (gradient descent on the truncated
-objective), so theory and training share the discretisation and differ only by the truncation.
-The discretisation is not negligible at this lr (setting up, selector task at gamma = 0.6: the
-trained departure moves from 164.5 at lr 0.25 to 189.1 at lr 0.5, and the theory's with it:
-158.4 and 183.2). Horizon per gamma: 30 t*, with t* the eq. A5 order-0 plateau
-(``L / (2 s_1 sqrt(u_0))``); the selector's departures were near 14 t* when setting up.
-
-Claims (kind "beyond"):
-
-- selector task: the predicted departure is within 25% of the trained one at every gamma.
-  Null: a constant departure time (the mean of the trained ones) scored by the same criterion;
-  the uniform-attention flow (eq. A3) predicts no departure at all and fails by construction.
-- Task 3: theory and training agree on whether the anchor attention departs within the horizon,
-  and where both depart, within 25%. Null: the uniform-attention flow (never departs).
-- both tasks: up to the first departure (theory or trained; the horizon if none) the theory's
-  weights give the trained loss curve, max |loss difference| <= 0.05 [R] over the common saved
-  states. Null: the same truncated flow with the uniform prediction term p = 1/V (eq. A7a),
-  which departs (or blows up) at the value-path escape; it must reach the same time to pass.
-
-``full=True``: n = 2000 and gammas 0.5-0.9 (not timed; the gamma = 0.9 Task 3 lane alone runs a
-horizon of about 4100 time units, so expect well over ten minutes). ``tiny`` (a smoke run,
-`TINY`): n = 400 and gamma 0.5 only (horizon 150; the constant null is then vacuous).
+The tasks, the departure rule, why lr 0.25 and the horizon: theory/experiments.md,
+attention_departure.
 """
 
 from __future__ import annotations
@@ -94,7 +62,8 @@ REGIME = (
 
 
 def selector_parity(n: int = 1000, L: int = 8, seed: int = 0) -> tuple[TokenDataset, np.ndarray]:
-    """The selector task (module docstring) in the wide vocabulary, and its target ``[n, L]``.
+    """The selector task (theory/experiments.md, attention_departure) in the wide vocabulary,
+    and its target ``[n, L]``.
 
     Draw order: noise ``[n, L]``, A-anchors ``[n]``, B-anchors ``[n]``, the order of the first
     L - 1 positions ``[n, L-1]``, selectors ``[n]``.

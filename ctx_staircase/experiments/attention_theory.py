@@ -1,31 +1,22 @@
 """Attention-only theory against GD training: the uniform-attention flow and the plateau law.
 
-Beyond the paper (reconstructions [R]: theory/attention.md A3, A5, A5b). Attention-only
-model without positions (the theory has none), d = 128, d_k = 64, on ``add`` and ``sub``
-(N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}. ``tiny`` (a smoke run, `TINY`): ``add``
-only, N = 8, d = 32, gamma in {0.6, 0.7}.
+Beyond the paper (reconstructions [R]: theory/attention.md A3, A5, A5b). Checks the
+uniform-attention flow (A3), integrated per gamma lane from the same initial weights, and the
+plateau law ``t* = T_Z d^{2 gamma} - c`` (A5b, from one unit-scale solve) against training.
 
-Regime: gradient descent by definition, as `theory_vs_training`: full-batch GD at lr 0.2 (the
-theory is gradient flow and GD at a small lr is its Euler step; at lr 1 this model diverges at
-its escape, see fig6_attention), float64, minimal label vocabulary. Not in the regime study.
+Runs the attention-only model without positions, d = 128, d_k = 64, on ``add`` and ``sub``
+(N = 20), seed 0, gamma in {0.6, 0.65, 0.7, 0.75, 0.8}, full-batch GD at lr 0.2, float64, the
+minimal label vocabulary; not in the regime study. ``tiny`` (`TINY`): ``add`` only, N = 8,
+d = 32, gamma in {0.6, 0.7}.
 
-Both sides measure escape with the attention logits: training with the model's own forward
-pass (`train.Trajectory.logit_scale`), the theory with the uniform-attention readout
-``W_U W_O W_V (1/L) sum_s w_{x_s}`` (`flows.uniform_attention_logit_scale`); escape is the
-largest centred logit reaching 0.5 nats (C7). The horizon is 1.25x the latest predicted escape.
+Measures ``W_E(t)`` before escape, the escape times (largest centred attention logit reaching
+0.5 nats, C7; horizon 1.25x the latest predicted escape) and their log-slope in gamma. Claims
+(kind "beyond"), each with its null: the flow's weights (null: nothing moves), the flow's and
+the law's escape times (nulls: a constant, the single-mode law of A5) and the slope ``2 ln d``
+(null: the FFN's exponential escape, C8). Writes figures ``TASK_escape`` and ``TASK_overlay``.
 
-Theories:
-
-- the uniform-attention flow (A3), integrated per gamma lane from the same initial weights;
-- the plateau law ``t* = T_Z d^{2 gamma} - c`` (A5b): the flow is homogeneous of degree 3, so
-  ``T_Z`` (the blow-up time from the unit-scale draw) and ``c = sqrt(A / kappa)`` come from one
-  solve; its log-slope in gamma tends to ``2 ln d``.
-
-Nulls (theory/regimes.md): for ``W_E(t)``, "nothing moves" ``W_E(t) = W_E(0)``; for the escape
-times, a constant (the mean measured time) and the single-mode power law of A5 with rate
-``s_1 / L`` and balanced layers ``u_0 = (eps sqrt d)^4`` (the textbook law, without the draw's
-geometry); for the log-slope, the FFN's exponential escape (C8), ``t ∝ (2 gamma - 1) ln d +
-ln 2``, whose log-slope is what a non-power-law plateau would give.
+Why GD at lr 0.2, how each side reads its logits, and the nulls: theory/experiments.md,
+attention_theory.
 """
 
 from __future__ import annotations
@@ -98,31 +89,6 @@ def _claims(task: str, experiment: comparison.TheoryVsTraining, regime: str) -> 
     law_ratios = np.asarray(escape.of(law)) / measured
     constant = measured.mean() / measured
     single_mode = np.asarray(law.single_mode_a5) / measured
-    slopes = experiment.escape_slope
-    law_gap = abs(slopes.of(law) / slopes.simulation - 1)
-    power_gap = abs(slopes.analytic / slopes.simulation - 1)
-    gammas = np.asarray(escape.gamma, dtype=np.float64)
-    d = np.exp(slopes.analytic / 2)
-    exponential = np.polyfit(gammas, np.log((2 * gammas - 1) * np.log(d) + np.log(2)), 1)[0]
-    exponential_gap = abs(exponential / slopes.simulation - 1)
-
-    def within(ratios) -> bool:
-        return bool(np.all(np.abs(np.asarray(ratios) - 1) <= ESCAPE_RATIO))
-
-    # each criterion also needs the theory's solves to have succeeded (a null has none)
-    def small_error(case) -> bool:
-        errors, ok = case
-        return max(errors) <= WEIGHT_ERROR and ok
-
-    def escapes_with_training(case) -> bool:
-        ratios, ok = case
-        return within(ratios) and ok
-
-    def near_slope(gap: float) -> bool:
-        return gap <= SLOPE_GAP
-
-    def listed(values) -> str:
-        return ", ".join(f"{v:.3f}" for v in values)
 
     # every claim here is beyond the paper, measured in this regime; the solver failures are
     # their note unless a claim gives its own
@@ -131,40 +97,76 @@ def _claims(task: str, experiment: comparison.TheoryVsTraining, regime: str) -> 
         claim(
             f"A3 / {task}",
             "uniform-attention flow W_E(t) matches training before escape",
-            "max rel. error " + listed(errors),
+            "max rel. error " + _listed(errors),
             f"<= {WEIGHT_ERROR} on t <= t_esc/2, every gamma; solver ok",
-            null="W_E(t) = W_E(0): " + listed(nulls),
-            **scored(small_error, (errors, solved), (nulls, True)),
+            null="W_E(t) = W_E(0): " + _listed(nulls),
+            **scored(_small_error, (errors, solved), (nulls, True)),
         ),
         claim(
             f"A3 / {task}",
             "uniform-attention flow escapes when training does (attention logits)",
-            "ratios " + listed(flow_ratios) + f" (measured t: {listed(measured)})",
+            "ratios " + _listed(flow_ratios) + f" (measured t: {_listed(measured)})",
             f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma",
-            null=f"constant t = {measured.mean():.1f}: ratios " + listed(constant),
-            **scored(escapes_with_training, (flow_ratios, solved), (constant, True)),
+            null=f"constant t = {measured.mean():.1f}: ratios " + _listed(constant),
+            **scored(_escapes_with_training, (flow_ratios, solved), (constant, True)),
         ),
         claim(
             f"A5b / {task}",
             "plateau law t* = T_Z d^(2γ) − c from one unit-scale solve",
             f"T_Z = {law.blowup_time_T_Z:.4g}, c = {law.offset_c:.3g}; ratios "
-            + listed(law_ratios),
+            + _listed(law_ratios),
             f"|ratio - 1| <= {ESCAPE_RATIO}, every gamma",
-            null="A5 single balanced mode, rate s_1/L: ratios " + listed(single_mode),
-            **scored(escapes_with_training, (law_ratios, solved), (single_mode, True)),
+            null="A5 single balanced mode, rate s_1/L: ratios " + _listed(single_mode),
+            **scored(_escapes_with_training, (law_ratios, solved), (single_mode, True)),
         ),
-        claim(
-            f"A5b / {task}",
-            "log t* is linear in γ with slope 2 ln d (a power law in the init scale)",
-            f"d ln t/dγ measured {slopes.simulation:.2f}; law T_Z d^(2γ) − c {slopes.of(law):.2f}",
-            f"2 ln d = {slopes.analytic:.2f} within {100 * SLOPE_GAP:.0f}% of measured",
-            note=f"the offset c lifts the slope over this range; the law with it is "
-            f"{100 * law_gap:.1f}% off",
-            null=f"FFN-type exponential escape, t ∝ (2γ−1) ln d + ln 2 (C8): d ln t/dγ "
-            f"{exponential:.2f}, {100 * exponential_gap:.0f}% off",
-            **scored(near_slope, power_gap, exponential_gap),
-        ),
+        _slope_claim(task, experiment, claim),
     ]
+
+
+def _slope_claim(task: str, experiment: comparison.TheoryVsTraining, claim) -> Claim:
+    """A5b's log-slope in gamma against 2 ln d; null: the FFN's exponential escape (C8).
+    ``claim`` is `_claims`'s `Claim` with the note, kind and regime filled in."""
+    slopes, law = experiment.escape_slope, experiment.law
+    law_gap = abs(slopes.of(law) / slopes.simulation - 1)
+    power_gap = abs(slopes.analytic / slopes.simulation - 1)
+    gammas = np.asarray(experiment.escape.gamma, dtype=np.float64)
+    d = np.exp(slopes.analytic / 2)
+    exponential = np.polyfit(gammas, np.log((2 * gammas - 1) * np.log(d) + np.log(2)), 1)[0]
+    exponential_gap = abs(exponential / slopes.simulation - 1)
+    return claim(
+        f"A5b / {task}",
+        "log t* is linear in γ with slope 2 ln d (a power law in the init scale)",
+        f"d ln t/dγ measured {slopes.simulation:.2f}; law T_Z d^(2γ) − c {slopes.of(law):.2f}",
+        f"2 ln d = {slopes.analytic:.2f} within {100 * SLOPE_GAP:.0f}% of measured",
+        note=f"the offset c lifts the slope over this range; the law with it is "
+        f"{100 * law_gap:.1f}% off",
+        null=f"FFN-type exponential escape, t ∝ (2γ−1) ln d + ln 2 (C8): d ln t/dγ "
+        f"{exponential:.2f}, {100 * exponential_gap:.0f}% off",
+        **scored(_near_slope, power_gap, exponential_gap),
+    )
+
+
+def _within(ratios) -> bool:
+    return bool(np.all(np.abs(np.asarray(ratios) - 1) <= ESCAPE_RATIO))
+
+
+# each criterion also needs the theory's solves to have succeeded (a null has none)
+def _small_error(case) -> bool:
+    errors, ok = case
+    return max(errors) <= WEIGHT_ERROR and ok
+
+
+def _escapes_with_training(case) -> bool:
+    ratios, ok = case
+    return _within(ratios) and ok
+
+
+def _near_slope(gap: float) -> bool:
+    return gap <= SLOPE_GAP
+
+
+def _listed(values) -> str:
+    return ", ".join(f"{v:.3f}" for v in values)
 
 
 def _solver(run: comparison.RunComparison) -> dict:

@@ -1,39 +1,23 @@
 """Fig. 2B–F: early embedding geometry follows the zero-order signature (paper Fig. 2B–F).
 
-Task 2 (paper App. A) ``add``, ``sub``, ``mul`` with ``N = 20`` (all 400 pairs). At epoch 100 the
-embedding cosine matrix of the number tokens ``S^emb`` (paper eq. 4) is compared with the
-zero-order signature geometry ``S^{sig,(0)}`` (eq. 5) by Pearson (``rho_0``, eq. 6) and Spearman
-over the off-diagonal pairs (``metrics.alignment``); PCA of the embeddings and of the signature
-vectors ``phi^{y;0}_a`` (``metrics.pca``).
+Reproduces claim §8.3 on Task 2 (paper App. A): at epoch 100 the number tokens' embedding
+cosine matrix ``S^emb`` (eq. 4) is aligned with the zero-order signature geometry
+``S^{sig,(0)}`` (eq. 5), and the PCA of the embeddings is ordered as the signatures'.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
-is full-batch GD at lr 1, so epoch 100 is gradient-flow time t = 100. In the wide regimes the
-three tasks share **one** label vocabulary, ``V = 2 V_min(mul) = 802`` (theory/regimes.md R2:
-a vocabulary shared with other tasks has ids that are never labels of the task at hand); in the
-minimal regimes each task keeps its own ``V_min`` (41, 21, 401). The regime study also runs
-full-batch and minibatch Adam (lr 1e-3).
+Runs ``add``, ``sub`` and ``mul`` with N = 20 (all 400 pairs) on a ReLU FFN (paper §4.1),
+d = 128, gamma = 1.0, float32, 300 epochs, seeds 0, 1, 2 in one vmapped sweep (``full``: 0..4;
+seed 0 is the primary run), in a `regime.Regime` (primary: full-batch GD at lr 1, one wide
+vocabulary ``V = 2 V_min(mul) = 802`` for the three tasks). ``quick``: seed 0 only; ``tiny``:
+seed 0 at N = 10, d = 32, 100 epochs.
 
-Conventions ([GAP] choices, also in ``config``):
+Measures ``rho_0`` (Pearson, eq. 6) and Spearman over the off-diagonal pairs
+(``metrics.alignment``), the PCA of the embeddings and of ``phi^{y;0}_a`` (``metrics.pca``), and
+mul's mean ``S^emb`` within and across odd-part clusters. Claims (kind "paper", [R] thresholds):
+``rho_0 >= 0.9`` for add and sub, ``>= 0.5`` for mul, and "PCA ordered" (``|Spearman| >= 0.9``
+of PC1 against a for add, against the distance from the centre for sub, whose signature
+geometry is folded); null: the untrained initialization. Writes one figure per task.
 
-- Model: ReLU FFN (paper §4.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, float32;
-  300 epochs (snapshots in epochs). Seeds 0, 1, 2 in one vmapped sweep (``full``: 0..4); seed 0
-  is the primary run (figures, criteria), the others are reported.
-- ``S^{sig,(0)}`` uses the label axis restricted to the labels that occur (``ds.groups["labels"]``).
-- Every claim is the paper's (claim §8.3, kind "paper"; theory/regimes.md says which claims the
-  headline counts). Thresholds [R]: ``rho_0 >= 0.9`` for add and sub (claim §8.3's); for mul,
-  where §8.3 asks only for "positive and high", we use ``rho_0 >= 0.5``.
-- "PCA ordered" ([R]: the threshold is ours): for add,
-  ``|Spearman(PC1 score, a)| >= 0.9``. For sub, ``phi_a`` and ``phi_{N+1-a}`` are identical
-  (``|a - z|`` has the same law for ``z`` uniform), so the signature geometry is folded (the "X"
-  of the heatmap) and the order is that of the distance from the centre:
-  ``|Spearman(PC1 score, |a - (N+1)/2|)| >= 0.9``.
-- mul's "odd-part clusters" are described, not thresholded: we report the mean ``S^emb`` of pairs
-  with the same odd part (``a / 2^{v_2(a)}``) against the other pairs.
-- Null: every criterion is also scored on the untrained initialization (the epoch-0 snapshot of
-  the same run, seed 0).
-
-``quick=True`` (regime study): seed 0 only. ``tiny=True`` (smoke run): seed 0 at ``N = 10``,
-``d = 32``, 100 epochs (the three tasks still compile one training run each).
+The [GAP] conventions and the thresholds: theory/experiments.md, fig2_geometry.
 """
 
 from __future__ import annotations
@@ -57,7 +41,7 @@ TINY = (10, 32, EPOCH, (0, 25, 50, EPOCH))  # a smoke run's N, d, epochs, snapsh
 
 
 def _order_variable(task: str, alphas: np.ndarray, N: int) -> np.ndarray | None:
-    """The quantity the PCA should be ordered by ([R]; see the module docstring)."""
+    """The quantity the PCA should be ordered by ([R]; theory/experiments.md, fig2_geometry)."""
     if task == "add":
         return alphas.astype(np.float64)
     if task == "sub":

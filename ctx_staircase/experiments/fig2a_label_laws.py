@@ -1,39 +1,22 @@
 """Fig. 2A: the anchor embedding of Task 1 encodes its prescribed label law (paper Fig. 2A).
 
-Task 1 (paper App. A): inputs ``(a, x1, x2)`` with anchor ``a = 100`` and ``x_i in X = {0..50}``,
-all 2601 pairs, one label per input drawn once from ``p_a`` (``labels="sampled"``), for the four
-laws uniform / normal(25, 1) / Poisson(10) / exponential(rate 5). After 200 epochs the model's
-prediction for the anchor is compared with ``p_a`` over the label vocabulary ``X``
-(``metrics.distribution_match``: Pearson r, KL(p_a || p̂_a), JSD).
+Reproduces claim §8.4 on Task 1 (paper App. A): inputs ``(a, x1, x2)``, anchor a = 100,
+``x_i in {0..50}``, all 2601 pairs, one label per input drawn once from ``p_a`` for the laws
+uniform, normal(25, 1), Poisson(10) and exponential(rate 5).
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
-is full-batch GD at lr 1, so epoch 200 is gradient-flow time t = 200, with a wide label
-vocabulary ``V = 2 V_min = 202`` (ids 101..201 are never inputs or labels); the regime study also
-runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 101``.
+Runs a ReLU FFN (paper §4.1), d = 128, gamma = 1.0, seed 0 (``full``: seeds 0, 1, 2), float32,
+200 epochs, in a `regime.Regime` (primary: full-batch GD at lr 1, ``V = 2 V_min = 202``).
+``quick``: laws uniform and normal only; ``tiny``: those at d = 32, the 200 epochs kept.
 
-Conventions ([GAP] choices, also in ``config``):
+Measures, after 200 epochs, the model's prediction for the anchor alone,
+``p̂_a = softmax(W^U σ(w^E_a))`` over X, against ``p_a`` (``metrics.distribution_match``:
+Pearson r, KL, JSD); the paper's literal ``softmax(W^U w^E_a)`` is reported too. Claims: per
+law, Pearson >= 0.9 and JSD <= 0.05 ([R], kind "paper"), and for the uniform law the readout's
+Pearson with the empirical ``phi^{y;0}_a`` (kind "project"); null: the untrained
+initialization, which makes the uniform law's JSD claim vacuous. Writes the figure ``panels``.
 
-- Model: ReLU FFN (paper §4.1), ``d = 128``, std ``d^{-gamma}`` init with ``gamma = 1.0``, seed 0
-  (``full``: seeds 0, 1, 2), float32, 200 epochs in the regime's optimizer.
-- Readout [GAP/R]: the paper writes ``p̂_a = softmax(W^U w^E_a)``, which skips the activation the
-  model applies. The primary readout is the anchor alone passed through the model's FFN,
-  ``p̂_a = softmax(W^U σ(w^E_a))`` restricted to the logits of X (the model's prediction for the
-  one-token input ``(a)``). The paper's literal formula ``softmax(W^U w^E_a)`` is reported too, and
-  the FFN readout at temperature ``1/L`` (``L = 3`` tokens per input) where a law fails.
-- Criteria: claim §8.4's [R] Pearson ≥ 0.9 and JSD ≤ 0.05 (kind "paper"). The uniform law has a
-  constant ``p_a``, so its Pearson r is undefined (``metrics`` reports 0) and only the JSD
-  decides; the r against the empirical zero-order signature ``phi^{y;0}_a`` (sampled labels, not
-  constant) is reported instead.
-- Null: the same criterion on the untrained initialization (the run's epoch-0 snapshot). The
-  softmax of the small-init logits is already uniform, so the uniform law's JSD criterion passes
-  at init: that claim is *vacuous* by construction. A further claim (kind "project") tests what
-  training does add for the uniform law: the readout's Pearson r (≥ 0.9) with the empirical
-  ``phi^{y;0}_a`` of the 2601 sampled labels, whose fluctuations around the uniform law only a
-  trained model can follow.
-
-``quick=True`` (regime study): laws uniform and normal only (one seed; each law is a separate
-compiled training run); ``full=True`` adds seeds 1 and 2. ``tiny=True`` (smoke run): the quick
-laws at ``d = 32``, the 200 epochs kept (compilation, one per law, dominates).
+The readout [GAP], the uniform law's criteria and the sizes: theory/experiments.md,
+fig2a_label_laws.
 """
 
 from __future__ import annotations

@@ -1,61 +1,23 @@
 """Fig. 3: the staircase in one run, add and mod with N = 40 (paper Fig. 3, §4.2–§4.5).
 
-Task 2 (paper App. A) ``add`` (``y = x1 + x2``) and ``mod`` (``y = (x1 + x2 + 1) mod N``),
-``N = 40``, all 1600 pairs, 1200 epochs. Measured over training:
+Reproduces Fig. 3A–C and claims §8.3, §8.5: ``rho_0`` peaks early and declines (add), the
+first-order probe beats zero order after the early phase, and the mod embeddings make no
+progress and collapse to one direction early.
 
-- loss and accuracy (Fig. 3A);
-- ``rho_0(t)``: ``S^emb`` of the number tokens vs ``S^{sig,(0)}`` (``metrics.alignment``; Pearson
-  for add; for mod ``S^{sig,(0)}`` is constant, so it is ``1 - MSE`` and labelled as such);
-- the MSE between ``S^emb`` and ``S^{sig,(0)}`` over the off-diagonal pairs;
-- the optimized first-order probe ``S~^{sig,(1)}`` (``metrics.probe_fit``: Adam lr 0.01, 300
-  steps, 5-fold over pairs, held-out correlation and MSE) at 12 snapshots (Fig. 3C);
-- early (epoch 100) and late (epoch 1100) geometry: heatmap and PCA (Fig. 3B).
+Runs Task 2 ``add`` and ``mod`` (N = 40, all 1600 pairs) on a ReLU FFN (paper §4.1), d = 128,
+gamma = 1.0, seed 0, float32, 1200 epochs (``full`` changes nothing), in a `regime.Regime`
+(primary: full-batch GD at lr 1, ``V = 2 V_min``). ``quick``: 7 probe snapshots, no figures;
+``tiny``: N = 8, d = 16, 120 epochs.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime is full-batch
-GD at lr 1, so the paper's epochs are gradient-flow times (epoch 100 is t = 100), with a wide label
-vocabulary ``V = 2 V_min`` (add: 162, mod: 82), which switches on the common order-0 drive that
-collapses the mod embeddings early (theory/closed_form.md C1). The regime study also runs full-batch
-and minibatch Adam (lr 1e-3) and ``V = V_min``. The horizon stays the paper's 1200 epochs in every
-regime.
+Measures over training the loss and accuracy, ``rho_0(t)`` (``metrics.alignment``; ``1 - MSE``
+for mod, whose ``S^{sig,(0)}`` is constant), the off-diagonal MSE, the held-out first-order probe
+(``metrics.probe_fit``) at 12 snapshots, and the geometry at epochs 100 and 1100. The claims and
+their [R] thresholds are `staircase_claims`' (the flagship scores them with the same functions);
+nulls: the init for checkpoint geometries and the probe comparisons, the label-shuffled data for
+the trajectory statistics. Writes figures ``curves`` and ``geometry``.
 
-Conventions ([GAP] choices, also in ``config``):
-
-- Model: ReLU FFN (paper §4.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, seed 0,
-  float32. ``full`` changes nothing: the default already has the paper's sizes.
-- The probe's ``phi^{y;1}`` uses the number tokens for alpha, the occurring labels for nu and the
-  input tokens for the context axis (as ``geometry.alignment_curves``); its restarts are the
-  library default (4).
-- Kinds: the rho_0 peak-and-decline (§8.3), both probe comparisons (§8.5) and the mod collapse
-  (Fig. 3A/B) are the paper's claims ("paper"), judged by the [R] readings below where the
-  paper states them only qualitatively; ``t^peak_0 <= t^peak_1`` is the project's own [R] summary
-  statistic, not a claim of the paper ("project").
-- Thresholds ([R]: the paper states these claims qualitatively) are those of
-  `staircase_claims`, which the flagship scores with the same functions: ``rho_0(t)`` "peaks
-  near 1 early and declines later" (add) means ``max_t rho_0 >= 0.9``, reached by epoch 400, and
-  ``rho_0(1200) <= max - 0.05``. "The first-order probe beats zero order after the early phase"
-  means that at every probe epoch from the first snapshot with training accuracy ≥ 50%, the
-  probe closes at least half of the gap ``rho_0`` leaves, ``(p - rho_0)/(1 - rho_0) >= 0.5``,
-  with ``p`` on ``rho_0``'s own scale (held-out Pearson for add, ``1 - MSE`` for mod, whose
-  ``S^{sig,(0)}`` is constant). The probe's family contains the zero-order geometry, so the
-  former "probe > rho_0" held by construction (add passed by +0.001). ``t^peak_0 <= t^peak_1``:
-  the epoch of the largest ``rho_0`` is no later than that of the largest probe correlation.
-  Fig. 3A/3B for mod ("no progress early", "collapsed to one direction early"): accuracy at
-  epoch 100 ≤ 2/N and mean off-diagonal ``S^emb`` at epoch 100 ≥ 0.9.
-- Nulls: a geometry at a checkpoint (the mod collapse) and the probe-versus-zero-order
-  comparisons are scored on the untrained initialization (epoch 0 of the same run; the probe is
-  fitted there too). The trajectory statistics (add's ``rho_0`` peak and decline, ``t^peak``)
-  are scored on the same training on the label-shuffled data set (`regime.shuffled_labels`,
-  seed 0), against the true data set's signatures.
-- The former GELU diagnostic is dropped: it tested whether ReLU's scale-free gate kept the mod
-  embeddings from collapsing, and the regime axis answers that (under GD with the wide vocabulary
-  the ReLU run collapses).
-
-``quick=True`` (regime study): 7 probe snapshots instead of 12 and no figures; N = 40, the 1200
-epochs and the checkpoints are kept. (N = 20 would save less than half of the time, which
-compilation dominates, and it changes the verdicts: at N = 20 the mod embeddings are collapsed at
-epoch 100 and add's rho_0 declines by epoch 1200, at N = 40 neither.) ``tiny=True`` (smoke run):
-N = 8, d = 16 and a tenth of the horizon: 120 epochs, the probe at 4 snapshots, the checkpoints
-at epochs 10 and 110 (scaled as the claims scale ``EARLY``), figures drawn.
+The conventions, thresholds, nulls and why quick keeps N = 40: theory/experiments.md,
+fig3_staircase.
 """
 
 from __future__ import annotations

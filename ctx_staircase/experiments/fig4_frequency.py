@@ -1,60 +1,23 @@
 """Fig. 4 and App. D: frequency-resolved first-order alignment (paper §4.5).
 
-Task 2 (paper App. A) ``add`` and ``mod`` with ``N = p = 40``. For every snapshot,
-``rho_{(1),k}(t)`` (paper §4.5, App. A.1.6) correlates ``S^emb`` of the number tokens with the
-cosine matrix of ``h_{alpha,k} = phi^{y;1}_alpha c^cos_k``, ``k = 0..20``
-(``metrics.frequency_alignment``, ``phi^{y;1}`` from ``signatures.label_signature(ds, 1,
-alphas=numbers, labels=occurring labels, context=numbers)``). Figures: the (epoch, k) heatmaps
-(Fig. 4A,B); PCA of ``w^E`` at epochs 100 and 1000 next to PCA of ``h_{alpha,k}`` at ``k = 0``
-and at the late frequency (``k = 20`` for add, the run's own ``k*`` for mod; Fig. 4C,D); and the
-App. D seed study: 10 seeds in one vmapped sweep, ``rho`` against ``k`` at epoch 1000 and
-``k* = argmax_{k > 10} rho_{(1),k}``.
+Reproduces Fig. 4A–D and App. D: ``rho_{(1),k}(t)`` (paper §4.5, App. A.1.6), the alignment of
+the number tokens' ``S^emb`` with the cosines of ``h_{alpha,k} = phi^{y;1}_alpha c^cos_k``,
+k = 0..20 (``metrics.frequency_alignment``), is small-k early and seed-dependent late.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
-is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min`` (162 for add,
-82 for mod); the regime study also runs full-batch and minibatch Adam (lr 1e-3) and
-``V = V_min``. The seed study runs in every regime.
+Runs Task 2 ``add`` and ``mod`` (N = p = 40) on a ReLU FFN (paper §4.1), d = 128, gamma = 1.0,
+float32, 1000 epochs (``full``: 1200), 10 seeds in one vmapped sweep (seed 0 the primary run),
+in a `regime.Regime` (primary: full-batch GD at lr 1, ``V = 2 V_min``); plus a GELU re-run of
+mod. ``quick``: 3 seeds, no GELU run; ``tiny``: 2 seeds at d = 16 for 200 epochs.
 
-Conventions ([GAP] choices, also in ``config``):
+Measures the (epoch, k) spectra, the PCA of ``w^E`` and of ``h_{alpha,k}``, and per seed
+``k* = argmax_{k > 10} rho_{(1),k}`` at epoch 1000. Claims ([R] thresholds): the early argmax
+``<= 2``, add's ``rho_{(1),20} >= 0.5`` late, k* depends on the seed, the ring order of the
+eligible seeds (theory/signatures.md eq. S6), the Procrustes own-k* match, the GELU diagnostic;
+null: the untrained initialization. Writes figures ``heatmaps``, ``pca``, ``seeds`` and
+``seed_pca``.
 
-- Model: ReLU FFN (paper §4.1), ``d = 128``, init std ``d^{-gamma}``, ``gamma = 1.0``, float32;
-  1000 epochs (1200 with ``full``, the paper's run length; its Fig. 4 snapshots are at 100 and
-  1000), snapshots every 100 plus 10, 25, 50, 75. The GD horizon is the paper's: under GD the
-  mod collapse plateau ends by epoch ~800, inside it. Seed 0 is the primary run for the heatmaps
-  and the PCA figure. ``quick=True`` (regime study): 3 seeds instead of 10, no GELU diagnostic.
-  ``tiny=True`` (smoke run): 2 seeds at ``d = 16`` for 200 epochs (the seed study at epoch
-  200), the GELU diagnostic and every figure kept; N = 40 stays (the frequencies k = 0..20 and
-  k > 10 are those of p = 40).
-- The k = 0 entry for mod: ``S^{sig,(1)}_0 = S^{sig,(0)}`` is constant there, so a correlation is
-  undefined; `metrics.frequency_alignment` scores it ``1 - MSE`` (as ``rho_0``, the paper's
-  Fig. 3C): a collapsed embedding geometry scores ≈ 1 at k = 0, an untrained one ≈ 0. That entry
-  is on another scale than the Pearson entries; `metrics.constant_frequencies` says which, and
-  tables and figures mark it "k=0 (1−MSE)". The argmax over k compares the two scales as they
-  are.
-- Thresholds [R]: early (epoch 100) ``argmax_k rho_{(1),k} <= 2`` ("small"); late add
-  ``rho_{(1),20}(1000) >= 0.5`` ("high"); seed-dependent ``k*`` means at least 2 distinct ``k*``
-  over the seeds.
-- Ring order (theory/signatures.md eq. S6) [R]: a seed is eligible when ``gcd(k*, N) = 1`` and
-  ``rho_{k*} >= 0.5`` (its ``k*`` component dominates). Its tokens are ordered by angle in the (PC1,
-  PC2) plane of ``w^E`` at epoch 1000; the ring fraction is the share of cyclically adjacent pairs
-  whose ids differ by ``±k*^{-1} mod N``. Pass: every eligible seed has fraction ``>= 0.8``, and
-  there is at least one.
-- Own-``k*`` match (App. D) [R]: the 2-D PCA of ``w^E`` (epoch 1000) is compared with the 2-D PCA
-  of ``h_{alpha,k}`` by Procrustes (`metrics.procrustes_similarity`: rotation, reflection and scale
-  allowed; similarity ``1 - disparity``). A seed passes when its own ``k*`` matches better than
-  every distinct ``k*`` of the other seeds; pass when ≥ 80% of the testable seeds do. A seed
-  is testable when its ``k*`` component dominates (``rho_{k*} >= 0.5``, as for the ring) and some
-  other seed has a different ``k*``. Not testable (no verdict) when no seed is, e.g. when all
-  seeds share one ``k*``; its init null likewise.
-- Kinds: the early, add-k=20 and seed-dependence claims are the paper's (Fig. 4, App. D, with its
-  "small"/"high" made numeric); the ring fraction and the Procrustes own-match use thresholds the
-  project chose (kind "project"); the GELU re-run of mod (all seeds) is a diagnostic variant
-  (kind "project"): GELU is analytic at 0, so the small-init order hierarchy of the paper
-  §4.4 applies; ReLU's gate ``1{w_a + w_b > 0}`` is scale-free.
-- Nulls: every criterion is also scored on the untrained initialization (the epoch-0 snapshot of
-  the same runs). For "k* depends on the seed" that null is expected to pass (a random geometry
-  has a random argmax), so that claim is vacuous on its own; the own-``k*`` match is the test
-  that carries App. D.
+The k = 0 entry for mod, the ring and own-k* tests, the kinds and nulls: theory/experiments.md,
+fig4_frequency.
 """
 
 from __future__ import annotations
@@ -298,7 +261,8 @@ def _early_claim(d: dict, task: str, tag: str, item: str, kind: str, regime: Reg
 
 
 def _ring(seeds: list[dict], N: int) -> tuple[list[dict], bool]:
-    """The seeds eligible for the ring test, and whether it passes on them (module docstring)."""
+    """The seeds eligible for the ring test, and whether it passes on them (theory/experiments.md,
+    fig4_frequency)."""
     eligible = [
         s for s in seeds if math.gcd(s["k_star"], N) == 1 and s["rho_k_star"] >= RING_RHO_MIN
     ]

@@ -1,61 +1,23 @@
 """Fig. 5: activation order gates learnability (the paper §4.7: the activation order caps the
 accessible signature order).
 
-Task ``modsum``: all ``(x_1..x_L) in {1..N}^L``, ``y = 1 + (sum_i x_i mod N)``, for
-``L in {2, 3, 4}``; FFN (paper §4.1) with the monomial activation ``sigma(z) = z^K``,
-``K in {1..6}``. With ``z^K`` only signature orders ``m <= min(L-1, K-1)`` enter the gradient, and
-for the length-L modular sum every order below ``L-1`` is the same for every token, so the
-prediction is: learnable iff ``K >= L``; for ``K < L`` chance accuracy and embeddings collapsed to
-one direction.
+Reproduces claim §8.7 on ``modsum`` (all ``(x_1..x_L) in {1..N}^L``, ``y = 1 + (sum_i x_i mod
+N)``, L in {2, 3, 4}) under an FFN with ``sigma(z) = z^K``, K in {1..6}: learnable iff K >= L;
+for K < L chance accuracy and embeddings collapsed to one direction.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary regime
-is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 2 (N + 1)``;
-the regime study also runs full-batch and minibatch Adam and ``V = V_min``. Adam uses **lr 1e-2**
-(this experiment's Adam lr: at lr 1e-3 the K = 6 gradients, of order ``s^6`` at entry scale s,
-sit below Adam's epsilon). d = 128, init std ``d^{-gamma}``, gamma = 1.0, seed 0, **1000 epochs
-in every regime** (the paper's), snapshots every 10 epochs (25 when full).
+Runs d = 128, gamma = 1.0, seed 0, 1000 epochs in every regime, snapshots every 10, in a
+`regime.Regime` (primary: full-batch GD at lr 1, ``V = 2 (N + 1)``; Adam at lr 1e-2). N = 8 on
+CPU (``full``: the paper's N = 50); ``quick``: L in {2, 3}, K in {1, 2, 3}; ``tiny``: N = 4,
+d = 32, L = 2, K in {1, 2}, 200 epochs. GD horizon: the z^K plateau ends in a blow-up at
+``t* ~ s0^(1-K)`` that GD at lr 1 cannot follow, so the paper's 1000 epochs are kept and a
+probe of the K = 3 cells at 6000 epochs shows it (``long_gd_cells``); while a K >= L cell is on
+its plateau the learnability claim is *not tested*.
 
-GD horizon, from the theory (not lengthened): with ``sigma = z^K`` every gradient is of degree K
-in the weights (``dW^E ~ W^{U,T}(p - y) K h^{K-1}``, ``dW^U ~ (p - y) h^K``), so at scale s the
-flow is ``ds/dt ~ c s^K``: for ``K >= 2`` no exponential escape as for ReLU, but a polynomial
-plateau that ends in a finite-time blow-up at ``t* ~ s_0^{1-K} / ((K-1) c)``, a factor
-``~1/s_0 ~ d^gamma / sqrt(L)`` later per extra power of K. Under GD the ``K >= 3`` cells have not
-left the plateau after 1000 epochs (loss unchanged to 4 digits; ``||W^E||`` +0.3 to 1% at K = 3,
-not grown at K >= 4). A longer horizon does not rescue them: the K = 3 escape *is* the blow-up,
-which GD at lr 1 cannot follow (it diverges), and the K >= 4 plateaus are longer still. So the
-paper's 1000 epochs are kept, and the GD run adds a probe of the K = 3 cells of rows L = 2, 3 at
-6000 epochs that shows this (`note`, ``numbers["long_gd_cells"]``). Adam escapes the plateau in
-``~s_0 / lr`` steps whatever K. A K >= L cell that never left its plateau (`on_plateau`:
-``||W^E||`` moved by at most `PLATEAU_MOVED`, accuracy within 2/N) cannot show whether it is
-learnable, so while any is left the learnability claim is *not tested* (theory/regimes.md), with
-its criterion on the cells that can be read in the note.
-
-Sizes: the paper uses N = 50 (6.25M sequences at L = 4; ``full=True``). The CPU default uses
-**N = 8** (4096 sequences at L = 4; one compiled run per cell, two at a time). The reduction
-keeps the mechanism, and the run checks it exactly (`mechanism`, ``numbers["mechanism"]``):
-every signature order below ``L - 1`` is the same for every token and order ``L - 1`` is not, at
-N = 8 and at the paper's N = 50 (L <= 3). ``quick=True``
-(regime study): ``L in {2, 3}``, ``K in {1, 2, 3}`` (6 cells), no lengthened-horizon probe;
-epochs unchanged; the L's of each K train as lanes of one sweep padded to L = 3's 512 samples
-(one compiled program per K). The default sizes keep one sweep per cell: padding L = 2's 64
-samples to L = 4's 4096 costs more than the compilations it saves (``context_sweep``).
-``tiny=True`` (a smoke run; it wins over ``quick``): N = 4, d = 32, ``L = 2``, ``K in {1, 2}``,
-200 epochs, the null at ``L = K = 2`` and the lengthened-horizon probe moved to that cell at 400
-epochs.
-
-[R] criteria: "≈ 1" is max training accuracy >= 0.95; "near chance" is max training accuracy
-<= 2/N (chance = 1/N); "near rank-1" is a top-eigenvalue share >= 0.9 of the number tokens'
-embedding cosine matrix ``S^emb`` (final snapshot; the last finite one when a run diverged),
-i.e. ``lambda_max / trace`` (1 for a rank-1 cosine matrix, 1/N for orthogonal embeddings). The
-learnability claim is the paper's (kind "paper"); the rank-1 share is a claim beyond the paper
-with the project's threshold (kind "beyond").
-
-Nulls: the learnability criterion is also scored on the same training on the label-shuffled
-data set (`regime.shuffled_labels`, seed 0) in the boundary cells ``K = L`` of every row (only
-``L = K = 2`` when quick): the
-criterion needs every ``K >= L`` cell to learn, so cells that fail it settle the null, and cells
-that meet it are reported as a pass of the null (conservative). The rank-1 share is also scored on
-the untrained initialization (epoch 0) of the same runs.
+Measures per cell the max training accuracy and the top-eigenvalue share of ``S^emb``, and checks
+the mechanism exactly (`mechanism`). Claims: learnability (kind "paper"; null: the shuffled
+labels in the K = L cells), near rank-1 in the K < L cells (kind "beyond"; null: the init).
+Writes figures ``grid`` and ``cosines``. The horizon from the theory, the sizes and the [R]
+criteria: theory/experiments.md, fig5_activation_order.
 """
 
 from __future__ import annotations
@@ -395,27 +357,32 @@ def claims(numbers: dict, config: dict) -> list[Claim]:
                 numbers["null_cells"],
             ),
         ),
-        Claim(
-            "§8.7",
-            "embedding cosine matrices are near rank-1 in the failing (K < L) cells",
-            "top-eigenvalue share, K<L: "
-            + ", ".join(_cell_text(c, "top_share", 2) for c in failing)
-            + " | K>=L (contrast): "
-            + ", ".join(_cell_text(c, "top_share", 2) for c in learnable),
-            f"lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every K<L "
-            f"cell [R: 'near rank-1' read as within {1 - RANK1_SHARE:.1f} of rank 1's share, 1 "
-            "(orthogonal: 1/N)]",
-            note=_rank_note(failing, config["N"]),
-            kind="beyond",
-            regime=regime.name,
-            null="init: " + ", ".join(_cell_text(c, "top_share_init", 2) for c in failing),
-            **scored(
-                lambda shares: all(share >= RANK1_SHARE for share in shares),
-                [c["top_share"] for c in failing],
-                [c["top_share_init"] for c in failing],
-            ),
-        ),
+        _rank1_claim(learnable, failing, config, regime),
     ]
+
+
+def _rank1_claim(learnable: list, failing: list, config: dict, regime: Regime) -> Claim:
+    """§8.7's near-rank-1 embeddings in the failing (K < L) cells; null: the init."""
+    return Claim(
+        "§8.7",
+        "embedding cosine matrices are near rank-1 in the failing (K < L) cells",
+        "top-eigenvalue share, K<L: "
+        + ", ".join(_cell_text(c, "top_share", 2) for c in failing)
+        + " | K>=L (contrast): "
+        + ", ".join(_cell_text(c, "top_share", 2) for c in learnable),
+        f"lambda_max/trace of S^emb (numbers, final epoch) >= {RANK1_SHARE} in every K<L "
+        f"cell [R: 'near rank-1' read as within {1 - RANK1_SHARE:.1f} of rank 1's share, 1 "
+        "(orthogonal: 1/N)]",
+        note=_rank_note(failing, config["N"]),
+        kind="beyond",
+        regime=regime.name,
+        null="init: " + ", ".join(_cell_text(c, "top_share_init", 2) for c in failing),
+        **scored(
+            lambda shares: all(share >= RANK1_SHARE for share in shares),
+            [c["top_share"] for c in failing],
+            [c["top_share_init"] for c in failing],
+        ),
+    )
 
 
 def _cell_text(c: dict, key: str, digits: int = 3) -> str:

@@ -1,67 +1,23 @@
 """Fig. 6: the staircase in the attention-only model, and attention routing on Task 3.
 
-The paper's Fig. 6A–H and 6I–L (§5), and the attention-weighted flow of §5.2 (Theorem 3).
+Reproduces the paper's Fig. 6A–H and 6I–L (§5, claim §8.9) and the attention-weighted flow of
+§5.2 (Theorem 3), on the attention-only model (paper §5.1), d = 128, d_k = 64, seed 0, in a
+`regime.Regime` (primary: full-batch GD at lr 1, ``V = 2 V_min``; Adam at lr 1e-3).
 
-(a) Attention-only model (paper §5.1) on ``add`` and ``mod`` (N = 20): the embedding geometry
-    ``S^emb`` early (the paper's epoch 100) and late, next to ``S^{sig,(0)}`` and the order-1
-    frequency components ``S^{sig,(1)}_k`` (paper §4.5, App. A.1.6), with ``rho_0(t)``, the
-    frequency spectrum ``rho_{(1),k}(t)`` and the fitted first-order probe (paper eq. 7).
-(b) Task 3 (``anchor_parity``, L = 8): anchor and noise cosine matrices, the dataset-mean
-    attention on the anchor vs on the noise tokens, and the mean embedding norms of the two groups
-    over training.
+(a) ``add`` and ``mod`` (N = 20), gamma = 0.75 (claims) with gamma = 1.0 beside it, 3000 epochs
+    (``full``: 10000): ``S^emb`` early and late next to ``S^{sig,(0)}`` and ``S^{sig,(1)}_k``,
+    with ``rho_0(t)``, ``rho_{(1),k}(t)`` and the first-order probe.
+(b) Task 3 (``anchor_parity``, L = 8), gamma = 1.0, n = 2000 (``full``: 10000), 200 epochs or
+    1.5 t* of the depth-4 plateau (eq. A5) where longer: anchor and noise cosines, per-token
+    attention on the anchor and on the noise, and the two groups' embedding norms.
 
-Conventions (theory/regimes.md): the run takes a `regime.Regime`; the primary regime (the
-headline) is full-batch GD at lr 1 (an epoch is one step and one unit of gradient-flow time) with
-a wide label vocabulary ``V = 2 V_min``. d = 128, d_k = 64, seed 0; the Adam regimes use lr 1e-3.
+Each GD run takes the stable step (halved at most `HALVINGS` times, flow time kept; a verdict
+the halving changes is *not tested*), and a claim about the end of a diverged run is *not
+tested*. Null of every claim: the untrained initialization. ``quick``: one gamma, 1000 epochs
+for (a), n = 500 for (b); ``tiny``: d = 32, d_k = 16, (a) N = 10 for 300 epochs, (b) n = 200.
 
-- (a) gamma = 0.75 is the primary run (claims); gamma = 1.0 runs alongside it (a second lane,
-  reported in the notes and ``numbers``). CPU default: 3000 epochs (the paper's 10000 with
-  ``full``). The early phase is judged over epochs <= 300 (three times the paper's early epoch).
-- (b) gamma = 1.0; CPU default n = 2000 samples (the paper's 10000 with ``full``). The paper runs
-  200 epochs. Under GD the depth-4 plateau of uniform attention lasts
-  ``t* = 1 / (2 s sqrt(u0))`` (theory/attention.md eq. A5, `closed_form.attention_plateau_time`)
-  with ``s`` the top singular value of ``M / L`` (`flows.drive_matrix`) and ``u0 = (eps sqrt d)^4``
-  (each of the four layers starts with amplitude ``eps sqrt d``, eps = d^-gamma), i.e.
-  ``t* ∝ u0^{-1/2} = d^{2 gamma - 1}``. Where ``1.5 t*`` exceeds the paper's epochs the GD
-  horizon is lengthened to it (rounded up to 100; theory/regimes.md R1); the config records
-  ``t*`` and the horizon.
-  For (a) at gamma = 0.75, t* ≈ 160 epochs, far inside the horizon.
-- ``traj.attention_group`` is the *total* attention mass on a group per sample. Task 3 has one
-  anchor and L - 1 = 7 noise tokens per sample, so the per-token masses compared here are
-  ``A_anchor = mass(anchors)`` and ``A_noise = mass(noise) / 7`` (uniform attention gives 1/8
-  to each).
-- The GD step (theory/regimes.md, "The stable step"): each run starts at the regime's lr and is
-  halved, the flow time kept, at most `HALVINGS` times until every lane ends finite; its claims
-  are scored on that run and again on the same flow at half its step, and a verdict the halving
-  changes is *not tested*. A run still diverging after the halvings is measured on its snapshots
-  before the divergence, up to the last one whose loss is at most the initial
-  (uniform-prediction) loss; a claim about its end is *not tested* (it has no finite end to
-  read), never a FAIL.
-- ``mod``: ``S^{sig,(0)} ≡ 1``, so rho_0 is ``1 − MSE`` (the paper's Fig. 3C), and so is the
-  ``k = 0`` entry of the frequency spectrum (`metrics.constant_frequencies`; marked
-  "k=0 (1−MSE)" in ``numbers``). Claims use ``k >= 1``.
-
-Null controls (theory/regimes.md): every claim here is about a geometry or an attention pattern
-at a checkpoint, so its null is the untrained initialization (the run's epoch-0 snapshot) scored
-by the same criterion.
-
-``quick`` (the regime study): one gamma lane, 1000 epochs for (a), n = 500 for (b). ``tiny`` (a
-smoke run; it wins over ``quick``): d = 32, d_k = 16, (a) one gamma lane on N = 10 for 300
-epochs (the early window), (b) on n = 200 (its horizon set as above: 300 epochs at d = 32).
-
-Findings while setting this up (primary regime, seed 0; not rerun here):
-
-- GD at lr 1 is unstable at the escape from the order-0 plateau of this depth-4 model: ``add``
-  at gamma = 0.75 leaves the plateau near epoch 400 (loss 3.40 → 2.67 at epoch 440) and
-  diverges at step 466 (loss 9.1 at 460, then NaN). Over the CPU default's 3000 epochs it
-  diverges at lr 1/2 and 1/4 too (steps 2353 and 5502) and is stable at 1/8. Task 3 diverges
-  the same way at its escape: step 71 at gamma = 0.75 (n = 10000) and step 444 at gamma = 1.0
-  (n = 2000), stable at lr 1/2. Under the stable step Task 3 is fitted to 51% with its
-  attention uniform to 5 decimals (0.125 on every token at every snapshot): the anchors grow
-  and split by parity, and attention does not move.
-- ``mod`` at gamma = 0.75 fits the label marginal by epoch 100 (loss ln 20) without a complete
-  collapse (mean off-diagonal cosine 0.18) and then stays on that plateau: loss 2.996 and
-  accuracy 0.05 at epoch 10000, ``|W_E|`` 1.91 → 2.00.
+Conventions, the horizon, and what was found while setting this up (GD at lr 1 diverges at the
+escape): theory/experiments.md, fig6_attention.
 """
 
 from __future__ import annotations
@@ -880,9 +836,15 @@ def _task3_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
 
 
 def _task3_end_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
-    end, uniform, late, init = _task3_end(m), 1.0 / m.L, m.geometry["late"], m.geometry["init"]
+    end = _task3_end(m)
+    return [*_task3_attention_claims(m, setup, end), *_task3_embedding_claims(m, end)]
+
+
+def _task3_attention_claims(m: Task3Measures, setup: Task3Setup, end: str) -> list[Claim]:
+    """§8.9's attention claims at the end of the run: the anchor's rises above the noise's, the
+    noise's decays to about 0; null: the init."""
+    uniform = 1.0 / m.L
     init_null = f"init: A_anchor {m.A_anchor[0]:.3f}, A_noise {m.A_noise[0]:.4f}"
-    growth = (m.E_anchor[-1] / m.E_anchor[0], m.E_noise[-1] / m.E_noise[0])
     return [
         Claim(
             "§8.9",
@@ -913,6 +875,15 @@ def _task3_end_claims(m: Task3Measures, setup: Task3Setup) -> list[Claim]:
                 lambda a: a <= NOISE_NEAR_ZERO * uniform, m.A_noise[-1], m.A_noise[0], m.finite
             ),
         ),
+    ]
+
+
+def _task3_embedding_claims(m: Task3Measures, end: str) -> list[Claim]:
+    """§8.9 and Fig. 6I's embedding claims at the end of the run: the anchors grow faster than
+    the noise, split by parity, and the noise aligns along one direction; null: the init."""
+    late, init = m.geometry["late"], m.geometry["init"]
+    growth = (m.E_anchor[-1] / m.E_anchor[0], m.E_noise[-1] / m.E_noise[0])
+    return [
         Claim(
             "§8.9",
             "Task 3: anchor embeddings grow faster than noise embeddings",

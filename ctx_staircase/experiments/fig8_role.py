@@ -1,81 +1,23 @@
 """Fig. 8: structure is not sufficient (A–C), and signature embeddings speed learning (D).
 
-The paper's Fig. 8A–C and 8D (claims §8.10 and §8.11). Task ``mod`` (L = 2, N = 40, labels
-``(x1 + x2 + 1) mod N``), all 1600 pairs, the paper's 1000 epochs (under GD: the horizon below).
+Reproduces the paper's Fig. 8A–C and 8D (claims §8.10 and §8.11) on ``mod`` (L = 2, N = 40,
+all 1600 pairs), in a `regime.Regime` (primary: full-batch GD at lr 1, ``V = 2 V_min = 82``;
+Adam at lr 1e-3), d = 128, seed 0.
 
-(A–C) ReLU FFN (paper §4.1) vs attention-only (paper §5.1): final training accuracy, the
-    first-order structure of the attention model's embeddings (best Fourier component
-    ``rho_{(1),k}``, k = 1..N/2, and the held-out first-order probe, paper eq. 7), and the PCA of
-    both models' final number embeddings.
-(D) FFN with (i) a fixed first-order-signature embedding ``w_alpha = lambda R phi^{y;1}_alpha v``,
-    (ii) a trainable embedding, (iii) a fixed random embedding ``w_alpha = lambda v_alpha``;
-    (i) and (iii) train only the scalar lambda and W_U (``models.FixedEmbeddingFFN``, model name
-    ``"ffn_fixed"``). Arm (ii) is the FFN run of (A–C) (the same model, data and training).
+(A–C) ReLU FFN (gamma = 1.0) vs attention-only (d_k = 64, gamma = 0.75): final training
+    accuracy, the attention model's first-order structure (best ``rho_{(1),k}``, held-out probe)
+    and the PCA of both models' final number embeddings.
+(D) FFN with (i) a fixed first-order-signature embedding ``lambda R phi^{y;1}_alpha v``, (ii) a
+    trainable one (the FFN run of A–C), (iii) a fixed random one ``lambda v_alpha``; (i) and
+    (iii) train only lambda and W_U (``"ffn_fixed"``). Measures: the first epoch with 95%
+    training accuracy, and the loss at epoch 100.
 
-Conventions (theory/regimes.md): the run takes a `regime.Regime`; the primary regime (the
-headline) is full-batch GD at lr 1 (an epoch is one step and one unit of gradient-flow time) with a
-wide label vocabulary ``V = 2 V_min = 82``. d = 128 (d_k = 64), seed 0; the Adam regimes use
-lr 1e-3. The FFN uses gamma = 1.0; the attention-only model gamma = 0.75, the primary gamma of
-``fig6_attention``. The optimizer decides Fig. 8D's order (under full-batch Adam every embedding
-coordinate of the trainable arm moves at rate lr from the first step, while the fixed arms move
-only W_U and one scalar): the old Adam-vs-GD pair of this module is now the regime study.
+Horizon (`horizon`): under GD, 2 x the second escape that L2 predicts from the FFN's initial
+weights, rounded up to 100 (at most 5000); under Adam the paper's 1000 epochs. Nulls: shuffled
+labels (§8.10's FFN), the init (the attention model), a mismatched-signature arm (i) (§8.11,
+`MISMATCHED_NULL`). ``quick``: snapshots every 25; ``tiny``: at most 100 epochs, every 5.
 
-Fig. 8D construction ([GAP] choices, documented):
-
-- ``phi^{y;1}_alpha`` is the exact order-1 label signature over labels nu in the whole
-  vocabulary and context tokens beta in X = {1..40}: ``[V, |X|]``. ``v ~ N(0, I_|X|)`` and
-  ``R ~ N(0, 1)^{d x V}`` are drawn once (NumPy seed 0), so ``E_alpha = R (phi_alpha v)`` for the
-  40 number tokens; the other rows (labels only, or unused ids) are 0.
-- (iii) ``E_alpha = v_alpha`` with ``v_alpha ~ N(0, I_d)`` for the numbers, 0 otherwise.
-- Both fixed matrices are rescaled so that their number rows have mean norm 1, and lambda starts
-  at 1: the two fixed arms have the same scale, and only the direction structure differs. W_U is
-  gamma-initialized (gamma = 1.0) and identical in all three arms (same seed).
-- ``FrozenArray`` wraps E so it passes through ``sweep.train_sweep`` (hashable kwargs) and stays
-  out of the trained state.
-- Measures: the first epoch with training accuracy >= 95% (snapshots every 10 epochs), and the
-  loss at the early epoch 100 (10% of the paper's 1000 epochs).
-
-Horizon (theory/regimes.md, "A horizon from the theory"): under GD every run trains to
-``2 t^_1`` rounded up to 100 epochs (at most 5000), where ``t^_1`` is the second escape that the
-law L2 (theory/second_escape.md §6, `second_escape.predict_second_escape` from ``t0 = 0``)
-predicts from the FFN's initial weights (seed 0, gamma 1.0): the end of the collapse plateau the
-paper's 1000 epochs fall inside. The attention model and the fixed arms train to the same horizon,
-so Fig. 8D's arms stay comparable. §8.10's FFN claim missing there is false in this regime (the
-effect is absent at twice its predicted time). Under Adam, whose flow L2 is not, the horizon stays
-the paper's 1000 epochs. The early epoch of Fig. 8D stays 100, 10% of the paper's horizon.
-
-Null controls (theory/regimes.md): §8.10's FFN accuracy is rerun on a label-shuffled data set; the
-attention model's "low accuracy despite structure" is scored on its untrained initialization.
-The shuffle permutes the labels across the 820 *unordered* pairs, so ``(a, b)`` and ``(b, a)``
-keep one shared label, as they have in ``mod`` (`regime.shuffled_labels(..., unordered=True)`).
-The FFN sees its two tokens through ``w_a + w_b``, so a per-sample shuffle caps its accuracy near
-52% (one of the two labels of each unordered pair), which it reaches under Adam; that cap, not a
-failure to memorize, would keep the null from reaching 100%.
-
-§8.11's two claims share one null (`MISMATCHED_NULL`): arm (i) built from a *mismatched*
-signature, ``R phi'^{y;1}_alpha v`` with the same ``R``, ``v`` and row norms and ``phi'`` the
-order-1 signature of the label-shuffled data set, trained on the true ``mod`` labels, against the
-run's own arms (ii) and (iii). It keeps the embedding's scale, rank and norms and removes the
-claimed mechanism (the rows carry another label table, not the task's), so it can fail the claim.
-The former null, every arm trained on the shuffled data with the signature recomputed there,
-kept the claimed property (over a complete enumeration of pairs ``phi^{y;1}`` encodes any label
-table, the shuffled one included), so it passed whenever the run did; it is still run and
-reported in the notes as an observation.
-
-``quick`` (the regime study): snapshots every 25 epochs instead of 10; otherwise the paper sizes.
-``tiny`` (a smoke run; it wins over ``quick``): at most 100 epochs (L2 runs to 50, predicts no
-collapse there, and the horizon stays 100), snapshots every 5, the early epoch at 10; the data as
-in the paper.
-
-Findings (primary regime, seed 0, ``python sims/fig8_role.py``): L2 predicts the collapse at
-``t^_c = 120`` and the second escape at ``t^_1 = 881`` (5-6 s), so the horizon is 1800 epochs;
-training collapses at 120 and escapes at 877. The paper's 1000 epochs end early in the climb
-(train accuracy 0.027 / 0.054 / 0.123 / 0.203 at epochs 250 / 500 / 750 / 1000); the FFN reaches
-95% at 1550 and 100% by 1800; the same FFN on the shuffled labels reaches 95% at 1160 and 100%
-too, so §8.10's "about 100%" is vacuous (the FFN memorizes the 820 unordered pairs whatever their
-labels). Fig. 8D: 95% at epoch 540 for (i), 1550 for (ii), never for (iii) (0.818 at 1800); the
-mismatched null never (0.773), so (i) < (ii) passes with a null that fails. Loss at epoch 100:
-(i) 3.156 < (iii) 3.445 < (ii) 4.316, the mismatched arm 3.452, just above (iii).
+The Fig. 8D construction [GAP], the nulls and the findings: theory/experiments.md, fig8_role.
 """
 
 from __future__ import annotations
@@ -209,22 +151,7 @@ def horizon(ds, config: dict, regime: Regime) -> dict:
             seconds=0.0,
             text=f"{whose} {paper} epochs (Adam: L2 is the law of the gradient flow, not of Adam)",
         )
-    graphdef, state = train.init_state(
-        "ffn", ds, gamma=config["gamma_ffn"], seed=config["seed"], d=config["d"]
-    )
-    ffn = nnx.merge(graphdef, state)
-    W_E, W_U = np.asarray(ffn.W_E[...]), np.asarray(ffn.W_U[...])
-    start = time.perf_counter()
-    with jax.enable_x64(True):
-        predicted = second_escape.predict_second_escape(
-            W_E,
-            W_U,
-            second_escape.plateau_problem(ds),
-            horizon=cap / HORIZON_FACTOR,
-            band_modes=None,
-        )
-    seconds = time.perf_counter() - start
-    t_c, t1 = float(predicted.t_collapse), float(predicted.t1)
+    t_c, t1, seconds = _predicted_escape(ds, config)
     entry |= dict(
         t1_predicted=t1 if np.isfinite(t1) else None,
         t_collapse_predicted=t_c if np.isfinite(t_c) else None,
@@ -253,6 +180,27 @@ def horizon(ds, config: dict, regime: Regime) -> dict:
         text=f"{whose} {paper} epochs (L2 predicts no collapse, so no plateau to end, by "
         f"{cap / HORIZON_FACTOR:.0f}; {cost})"
     )
+
+
+def _predicted_escape(ds, config: dict) -> tuple[float, float, float]:
+    """``(t_c, t1, seconds)``: L2's collapse and second escape from the FFN's initial weights
+    (`horizon`), run to half the cap, and what the prediction cost in seconds."""
+    graphdef, state = train.init_state(
+        "ffn", ds, gamma=config["gamma_ffn"], seed=config["seed"], d=config["d"]
+    )
+    ffn = nnx.merge(graphdef, state)
+    W_E, W_U = np.asarray(ffn.W_E[...]), np.asarray(ffn.W_U[...])
+    start = time.perf_counter()
+    with jax.enable_x64(True):
+        predicted = second_escape.predict_second_escape(
+            W_E,
+            W_U,
+            second_escape.plateau_problem(ds),
+            horizon=config["horizon_cap"] / HORIZON_FACTOR,
+            band_modes=None,
+        )
+    seconds = time.perf_counter() - start
+    return float(predicted.t_collapse), float(predicted.t1), seconds
 
 
 def _train(ds, null_ds, config: dict, regime: Regime) -> dict:

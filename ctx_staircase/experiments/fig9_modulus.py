@@ -1,47 +1,23 @@
 """Fig. 9: zero-order informativeness sets when learning starts (paper §7.1, Fig. 9).
 
-Task ``modulus``: all ``(x1, x2) in {1..20}^2``, ``y = (x1 + x2) mod M`` for every ``M`` in
-``2..20`` [GAP: the paper does not list its M; slow runs are reported for M = 4, 5, 10, 20]. For
-``M | N`` the zero-order signature is the same for every token (``S^{sig,(0)} ≡ 1``); the paper
-reports that exactly these runs need thousands of epochs to reach 95% training accuracy while the
-others need a few hundred.
+Reproduces the paper's claim that exactly the ``modulus`` runs with ``M | N`` (whose zero-order
+signature is the same for every token, ``S^{sig,(0)} ≡ 1``) need thousands of epochs to reach
+95% training accuracy while the others need a few hundred.
 
-Conventions (theory/regimes.md): the run takes a `regime.Regime`; the primary regime (the
-headline) is full-batch GD at lr 1 (an epoch is one step and one unit of gradient-flow time) with
-a wide label vocabulary: one ``V = 2 V_min = 42`` for every M (``V_min = 21``, the largest token
-id + 1), so ids ``M..41`` are never labels. FFN (paper §4.1) with ReLU, d = 128, init std
-``d^{-gamma}`` with gamma = 1.0, seed 0; the Adam regimes use lr 1e-3. Every ``M`` has the same
-shapes, so one compiled training run serves the whole M loop (two M at a time, one per CPU
-core; the first two may compile side by side). Snapshots every 10 epochs; the learning speed is the
-first snapshot with training accuracy >= 95% (the paper's threshold, Fig. 9). Runs that never
-reach it are *censored* at the epoch budget and reported as "> max epochs", never dropped.
+Runs ``modulus`` (all ``(x1, x2) in {1..20}^2``, ``y = (x1 + x2) mod M``) for every M in 2..20
+[GAP] on a ReLU FFN (paper §4.1), d = 128, gamma = 1.0, seed 0, in a `regime.Regime` (primary:
+full-batch GD at lr 1, one ``V = 2 V_min = 42`` for every M; Adam at lr 1e-3), one compiled run
+for the whole M loop, at most 6000 epochs, snapshots every 10. ``full``: seeds 0, 1, 2 and
+10000 epochs; ``quick``: M in {3, 4, 5, 7, 19, 20}, 2000 epochs; ``tiny``: M in {4, 7}, 300.
 
-CPU default: seed 0 only and 6000 epochs at most. ``full=True``: seeds 0, 1, 2 and 10000 epochs.
-``quick`` (the regime study): M in {3, 4, 5, 7, 19, 20} (three divisors of 20, three not) and
-2000 epochs. ``tiny`` (a smoke run; it wins over ``quick``): M in {4, 7} (one divisor, one not:
-the permutation null has one other relabelling) and 300 epochs.
+Measures the first snapshot with training accuracy >= 95% (runs that never reach it are censored
+at the budget) and the mean off-diagonal embedding cosine at epoch 50. The four claims: the
+signature identity, M | N slow ("thousands", >= 1000 epochs) iff, the log-jump ``>= log 3`` [R],
+the early collapse; nulls: the M | N indicator permuted over the M values (exactly enumerated),
+the shuffled labels, the init. Writes figures ``epochs`` and ``curves_heatmaps``.
 
-Criteria: "thousands" means >= 1000 epochs (censored runs count as thousands), "hundreds" means
-< 1000 (the paper's words). [R] the jump of log(epochs) regressed on 1[M | N] must be >= log 3.
-
-Censoring: censored runs enter the log-jump at the horizon. That value is a lower bound on the
-jump only when every censored run has M | N; a censored M ∤ N run makes it an upper bound (its
-true time is longer), and then the criterion cannot pass. The jump over uncensored runs alone is
-reported next to it.
-
-Null controls (theory/regimes.md): the speed claims are scored with the M | N indicator permuted
-over the M values (every other relabelling with the same number of divisors, enumerated
-exactly): the null passes when at least 5% of them meet the same criterion. With the 19 M values
-there are 11627 other relabellings; ``quick``'s 6 M values leave 19, too few for a 5% test (one
-passing relabelling is 5.3%). The signature identity is
-checked on the label-shuffled data; the collapse diagnostic on the untrained initialization.
-
-Diagnostic [R]: the mean off-diagonal embedding cosine of the number tokens at epoch 50 (early
-collapse to one direction, the mechanism the paper gives for the slow runs).
-
-Findings while setting this up (Adam lr 1e-3, V = 21, seed 0, 6000 epochs; the old convention):
-M = 2..5 never reached 95% and time fell smoothly with M (M = 20: 210 epochs), so the log-jump
-passed on censored runs (M = 3 ∤ 20 among them) while the iff pattern failed.
+Censoring, the permutation null and what was found with the old convention:
+theory/experiments.md, fig9_modulus.
 """
 
 from __future__ import annotations

@@ -5,22 +5,17 @@ The built-in corpus (`text.builtin_corpus`, 40 000 sentences of a probabilistic 
 known structure: numbers with order relations, weekdays and months in cycles, and categories
 (colors, animals, family roles) in category-typical contexts. The vocabulary keeps every word.
 
-- Data side (exact counts): PCA of the next-token signatures ``phi^{y;nt}_alpha`` of each group.
-  Acceptance: PC1 orders the numbers (|Spearman| >= 0.9) and adjacent weekdays are nearest
-  neighbours in the top-2 PCA plane in >= 6 of 7 cases.
-- Model side: the GPT of `lm_text` (d = 128, 2 layers, AdamW, warmup-cosine) trained for 1000
-  steps on batches of 32 windows of 64 tokens, at gamma = 1 and 0.5 (one compiled program); the same
-  measures on the rows of the final ``W_E``, plus the `lm_text` curves and claims on this corpus.
-  [R] "keeps the structure measurably", fixed before the run: numbers |Spearman| >= 0.7,
-  weekday cycle >= 5 of 7 (chance about 2), category purity >= 0.7 (chance about 0.3).
+- Data side (exact counts): PCA of the next-token signatures ``phi^{y;nt}_alpha`` of each group;
+  PC1 orders the numbers, adjacent weekdays are nearest neighbours (Fig. 11, kind "paper").
+- Model side: the GPT of `lm_text` trained for 1000 steps on batches of 32 windows of 64 tokens,
+  at gamma = 1 and 0.5 (one compiled program); the same measures on the final ``W_E`` (kind
+  "project"), plus the `lm_text` curves and claims on this corpus.
 
-Claims: the signature structure is Fig. 11's (kind "paper", with the acceptance thresholds above,
-which the project set); the embedding structure is the project's addition (kind "project"); the LM
-curves' claims are `lm_text`'s. All are measured in one fixed setting (``regime``; the FFN regime
-axis does not apply). Nulls: the signature structure is scored also on a shuffled training stream
-(the word order permuted: every next-token signature becomes the unigram distribution plus counting
-noise), the embedding structure on the untrained embeddings (the step-0 draw, shared by both gamma
-lanes up to scale).
+All are measured in one fixed setting (``regime``; the FFN regime axis does not apply). Nulls: a
+shuffled training stream for the signatures, the untrained embeddings for the model. Writes
+figures ``semantics`` and ``curves``.
+
+The [R] acceptance thresholds and the nulls: theory/experiments.md, lm_builtin.
 """
 
 from __future__ import annotations

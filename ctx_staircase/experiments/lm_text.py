@@ -1,39 +1,22 @@
 """Language model on real text: signature alignment over GPT training (the paper §6.1 and
 Fig. 7, scaled down [R]).
 
-A `models.GPT` (pre-norm RMSNorm, SwiGLU, RoPE; d = 128, 2 layers, 4 heads, untied) is trained
-on a word-level text with AdamW (peak lr 3e-3, betas 0.9/0.95, decay 0.1 on matrices, warm-up
-3 %, cosine to 0.1 of the peak), batches of 32 windows of 64 tokens, 2000 steps, at two initial
-scales in one compiled program (`sweep.sweep_map` layout): small (gamma = 1, std d^-1) and
-standard (gamma = 0.5, std d^-1/2), same seed and batches. A snapshot every 25 steps records
-what `lm.train_lm` lists; `lm.lm_metrics` gives the curves (definitions: theory/lm.md):
+Reproduces Fig. 7 and claim §8.16: ``rho_next`` rises to an early peak, then settles lower, and
+a rank-one prefix probe with a linear readout fits the embeddings. A `models.GPT` (d = 128,
+2 layers, 4 heads, untied) is trained on a word-level text with AdamW warm-up-cosine (peak lr
+3e-3), batches of 32 windows of 64 tokens, 2000 steps, at gamma = 1 and 0.5 in one compiled
+program (same seed and batches), a snapshot every 25 steps.
 
-- rho_next: the tracked W_E cosines against the next-token signature cosines (200 most frequent
-  eligible tokens);
-- the rank-one prefix probe with its linear readout (eq. 20 signature over the 100 most frequent
-  tokens; the paper's "shared projection along the context-token dimension together with a
-  linear readout"), fitted by MSE on half of the tracked tokens and scored on the pairs of the
-  other half against the best constant (the held-out pairs' variance);
-- rho^l_attn per layer: value-path cosines against the attention-path signature (eq. 22) from
-  the model's own attention;
-- rho_pre: the tracked W_U cosines against the previous-token signature.
-
-[R] criteria, fixed before the runs (the paper states its LM claims only qualitatively):
-rise = |rho_next(0)| <= 0.1 and peak >= 0.3; early peak = a real peak (>= 0.3) whose step lies in
-the first half of training; settles lower = final <= peak - 0.05 and final >= 0.1; small init
-clearer = its peak exceeds the standard-init peak by >= 0.05; probe MSE low = held-out MSE below
-the held-out pairs' variance (the best constant) at the median snapshot after step 0.
-
-Claims: the rho_next shape and the probe are the paper's (Fig. 7, claim §8.16, kind "paper"); "small
-init is clearer" is the project's addition (kind "project"). Every claim is measured in one fixed
-setting (``regime``: AdamW warm-up-cosine on the text's vocabulary; the FFN regime axis does not
-apply) and scored also on its null, the untrained init: the rho_next criteria on the curve that
-stays at its step-0 value, the small-vs-standard margin at step 0 (the two lanes share one draw, so
-the init cosines are equal), and the probe fitted to the step-0 embeddings.
+Measures with `lm.lm_metrics` (definitions: theory/lm.md) ``rho_next``, the held-out prefix
+probe, ``rho^l_attn`` per layer and ``rho_pre``. Claims: the rho_next shape and the probe (kind
+"paper") and "small init is clearer" (kind "project"), with [R] criteria fixed before the runs,
+in one fixed setting (``regime``); null: the untrained init. Writes the figure ``curves``.
 
 ``run(text_path=PATH)`` uses that file: the package reads nothing outside itself unless given
 a path (``sims/lm_text.py`` passes ``../shared/data/tinyshakespeare.txt``). `lm_builtin` runs
 the same analysis on the built-in corpus and adds the semantic structure claims.
+
+The model and metrics in detail, the [R] criteria and the nulls: theory/experiments.md, lm_text.
 """
 
 from __future__ import annotations
@@ -77,7 +60,8 @@ def lm_config(full: bool = False, tiny: bool = False) -> lm.LMConfig:
 
 def claims(summary: dict, steps: int, regime: str) -> list[Claim]:
     """The item-16 claims for the small-init lane (``"1"``) against standard init (``"0.5"``),
-    each with its init null (module docstring); ``regime`` names the fixed setting."""
+    each with its init null (theory/experiments.md, lm_text); ``regime`` names the fixed
+    setting."""
     small, standard = summary["1"], summary["0.5"]
     return [
         *_curve_claims(small, steps, regime),

@@ -1,44 +1,23 @@
 """Min-max selection by zero-order signature superposition (paper §7.2, Fig. 10).
 
-Task ``minmax`` (N = 20): all ``2 N^2`` inputs ``(c, x1, x2)``, control ``c in {a, b}``
-(ids 21, 22), numbers ``1..20``; ``y = max(x1, x2)`` if ``c = a`` else ``min(x1, x2)``
-[GAP: complete enumeration, the paper gives no data protocol].
+Reproduces §7.2 on ``minmax`` (N = 20): all ``2 N^2`` inputs ``(c, x1, x2)``, control ``c in
+{a, b}`` (ids 21, 22), ``y = max(x1, x2)`` if ``c = a`` else ``min(x1, x2)`` [GAP: complete
+enumeration]; and trains on it a ReLU FFN (paper §4.1), d = 128, gamma = 1.0, seed 0, 1000
+epochs, in a `regime.Regime` (primary: full-batch GD at lr 1, ``V = 2 V_min = 46``).
+``full`` is the same run; ``quick``: 11 snapshots instead of 20; ``tiny``: d = 32, 200 epochs.
 
-Regime (theory/regimes.md): the experiment takes a `regime.Regime`. The primary
-regime is full-batch GD at lr 1 (t = epoch) with a wide label vocabulary ``V = 2 V_min = 46``;
-the regime study also runs full-batch and minibatch Adam (lr 1e-3) and ``V = V_min = 23``.
+The four claims ([R] criteria, `criteria`):
 
-1. **Superposition check** (§8.12, a pure data check, kind "paper"): ``argmax_nu sum_s
-   phi^{y;0}_{x_s}(nu)`` with the exact zero-order signatures must equal the label on every
-   input (100%). We also report whether the argmax is unique on every input and the smallest
-   margin. Null: the same check on the label-shuffled data set (signatures and labels shuffled
-   together), which must fail.
-2. **A trained FFN** (no protocol in the paper): FFN (paper §4.1) with ReLU, d = 128, init std
-   ``d^{-gamma}`` with gamma = 1.0, seed 0, 1000 epochs, in the regime's optimizer. Measured
-   over training:
-   - training accuracy (kind "project": the paper makes no training claim here);
-   - ``rho_0`` (Pearson over the strict upper triangle, paper eq. 6) between ``S^emb`` and
-     ``S^{sig,(0)}`` over **all 22 input tokens** (numbers and controls) (kind "beyond": the paper's
-     min-max example is analytic only and makes no claim about trained embeddings). Over the numbers
-     alone ``S^{sig,(0)}`` has a constant off-diagonal (``3/(N+3)``: every number's signature is a
-     spike at itself on a flat floor), so only ``1 - MSE`` is defined there; it is reported in
-     ``numbers`` but not used for a claim;
-   - the learned zero-order readout ``q_alpha = softmax(W_U w^E_alpha)`` (the Task 1 readout of
-     paper Fig. 2A): its Pearson correlation and JSD with ``phi^{y;0}_alpha`` (mean over the 22
-     input tokens), and its superposition accuracy ``argmax_nu sum_s q_{x_s}(nu)`` on all inputs
-     (kind "project").
+1. §8.12 (kind "paper", a data check): ``argmax_nu sum_s phi^{y;0}_{x_s}(nu)`` equals the label
+   on every input; null: the label-shuffled data set.
+2. The FFN learns the task, accuracy >= 0.99 (kind "project"); null: shuffled labels.
+3. Early ``rho_0`` (Pearson over all 22 input tokens) peaks >= 0.9 by epoch 200 (kind
+   "beyond"); null: the untrained initialization.
+4. The learned readouts ``softmax(W_U w^E_alpha)`` superpose to solve the task, peak accuracy
+   >= 0.9 (kind "project"); null: shuffled labels.
 
-Criteria [R]: trained accuracy >= 0.99 by epoch 1000; early ``rho_0`` peak (epochs <= 200)
->= 0.9 (the §8.3 threshold for add/sub, borrowed); readout superposition peak accuracy >= 0.9.
-
-Nulls: "learned" claims (accuracy, readout superposition) are scored on the same training on
-the label-shuffled data set (`regime.shuffled_labels`, seed 0; scored against its own labels);
-the ``rho_0`` claim on the untrained initialization (the run's epoch-0 snapshot).
-
-``full=True`` is the same run (the default is already the paper-scale N = 20; no reduction).
-``quick=True`` (regime study): the same training and claims, with 11 snapshots instead of 20
-(fewer readout evaluations). ``tiny=True`` (smoke run): ``d = 32`` for 200 epochs (the early
-window only), 9 snapshots; N = 20 is kept.
+Writes figures ``superposition`` and ``training``. Why ``rho_0`` spans the controls, and the
+readout: theory/experiments.md, minmax.
 """
 
 from __future__ import annotations
@@ -290,7 +269,7 @@ def _claims(data: DataFacts, training: Training, config: dict, regime: Regime) -
     t = training
     criterion = criteria(config)
     steps, accuracy, rho0 = t.steps, t.accuracy, t.rho0_values
-    i_peak, i_read = t.i_peak, t.i_read
+    i_peak = t.i_peak
     reached = np.flatnonzero(accuracy >= TRAINED)
     return [
         Claim(
@@ -333,28 +312,35 @@ def _claims(data: DataFacts, training: Training, config: dict, regime: Regime) -
             null=f"init: rho_0 {rho0[0]:.3f}",
             **scored(lambda value: value >= RHO0_EARLY, rho0[i_peak], rho0[0]),
         ),
-        Claim(
-            "§7.2 [R]",
-            "the learned zero-order readouts softmax(W_U w^E) superpose to solve the task",
-            f"superposition accuracy peak {t.readout_accuracy[i_read]:.3f} at epoch "
-            f"{steps[i_read]} (model accuracy there {accuracy[i_read]:.3f}); readout vs "
-            f"phi^(y;0): mean Pearson {t.readout_pearson[i_read]:.3f}, JSD "
-            f"{t.readout_jsd[i_read]:.3f} there; best JSD {t.readout_jsd.min():.3f} at epoch "
-            f"{steps[int(np.argmin(t.readout_jsd))]}",
-            criterion[3],
-            note="" if t.readout_accuracy[i_read] >= READOUT else _readout_note(data, t),
-            kind="project",
-            regime=regime.name,
-            # read at its peak over a run that fits the task; else by whether it was learning
-            failure="false" if accuracy[-1] >= TRAINED else failure_class(accuracy),
-            null=f"shuffled labels: peak {t.null_readout_accuracy.max():.3f}",
-            **scored(
-                lambda peak: peak >= READOUT,
-                t.readout_accuracy[i_read],
-                t.null_readout_accuracy.max(),
-            ),
-        ),
+        _readout_claim(data, t, criterion[3], regime),
     ]
+
+
+def _readout_claim(data: DataFacts, t: Training, criterion: str, regime: Regime) -> Claim:
+    """The learned zero-order readouts superpose to solve the task (at their peak); null: the
+    same training on the label-shuffled data."""
+    steps, accuracy, i_read = t.steps, t.accuracy, t.i_read
+    return Claim(
+        "§7.2 [R]",
+        "the learned zero-order readouts softmax(W_U w^E) superpose to solve the task",
+        f"superposition accuracy peak {t.readout_accuracy[i_read]:.3f} at epoch "
+        f"{steps[i_read]} (model accuracy there {accuracy[i_read]:.3f}); readout vs "
+        f"phi^(y;0): mean Pearson {t.readout_pearson[i_read]:.3f}, JSD "
+        f"{t.readout_jsd[i_read]:.3f} there; best JSD {t.readout_jsd.min():.3f} at epoch "
+        f"{steps[int(np.argmin(t.readout_jsd))]}",
+        criterion,
+        note="" if t.readout_accuracy[i_read] >= READOUT else _readout_note(data, t),
+        kind="project",
+        regime=regime.name,
+        # read at its peak over a run that fits the task; else by whether it was learning
+        failure="false" if accuracy[-1] >= TRAINED else failure_class(accuracy),
+        null=f"shuffled labels: peak {t.null_readout_accuracy.max():.3f}",
+        **scored(
+            lambda peak: peak >= READOUT,
+            t.readout_accuracy[i_read],
+            t.null_readout_accuracy.max(),
+        ),
+    )
 
 
 def _rho0_note(t: Training) -> str:

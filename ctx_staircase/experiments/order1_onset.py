@@ -6,21 +6,15 @@ Task `add` (N = 20), FFN d = 128 with sigma(z) = z + C_2 z^2, full-batch GD in f
 gamma in {0.6, .., 1.4}, for C_2 = 0.5 (the project's default polynomial) and C_2 = 5 (onset
 brought earlier). For every gamma it reports (definitions: theory/order1_onset.md, eqs. O1-O9):
 
-- predicted onsets (theory trajectories, no training input):
-  P1  the truncated signature flow (m <= 1, uniform softmax; `comparison.theory_vs_training`):
-      first t with R(t) >= 1, R = RMS order-1 / RMS order-0 drive (`flows.order_contributions`);
-      continued past the library's guard to its blow-up to get the ceiling R_inf (eq. O4);
-  P2  the same flow with the linear-softmax correction of Remark 1 (prediction="linear");
-  P3  the [R] heuristic (eq. O5) t_1 = ln(1 / (c_1 s_E(0))) / (C_1 s_1), c_1 = 2 C_2 (L-1) / C_1;
-- semi-theoretical onset S1: R(t) >= 1 evaluated on the *trained* weights (Theorem 1 is exact);
-- measured onsets on the trained embeddings:
-  M1  the centred first-order probe (v orthogonal to 1) beats rho_0 by delta = 0.01, persistently;
-  M2  max_{k>=1} rho_{(1),k} >= rho_0 (frequency-resolved);
-  M3  rho_0 falls 0.05 below its running maximum (the zero-order geometry breaks);
-  M1-M3 and S1 are repeated at lr = 0.05 to separate gradient-flow behaviour from GD step size.
+- predicted onsets P1 (the truncated signature flow, continued to its blow-up for the ceiling
+  R_inf), P2 (with the linear-softmax correction) and P3 (the [R] heuristic, eq. O5);
+- the semi-theoretical onset S1: R(t) >= 1 on the *trained* weights;
+- measured onsets M1 (the centred first-order probe beats rho_0), M2 (frequency-resolved) and
+  M3 (rho_0 breaks), with M1-M3 and S1 repeated at lr = 0.05.
 
 Everything runs in float64 (scoped with ``jax.enable_x64``). ``tiny``: two gammas, short
-horizons at N = 8, d = 32 (`TINY`). The 25% goal: |P / M1 - 1| <= 0.25 for every gamma.
+horizons at N = 8, d = 32 (`TINY`). The 25% goal: |P / M1 - 1| <= 0.25 for every gamma. Writes
+the figure ``onset``. Each onset's definition in one line: theory/experiments.md, order1_onset.
 """
 
 from __future__ import annotations
@@ -845,6 +839,18 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         )
         for key in BLOCKS
     )
+    numbers = _numbers(main_block, default_block, cfg)
+    return Outcome(
+        claims=claims(numbers, cfg),
+        figures={"onset": figure(main_block, default_block, cfg)},
+        numbers=numbers,
+        config=cfg,
+    )
+
+
+def _numbers(main_block: dict, default_block: dict, cfg: dict) -> dict:
+    """The run's ``numbers``: each block without its curves, and the main block's curves
+    (every fifth snapshot; the probe's own grid) per gamma."""
     numbers = {
         block_key: {k: v for k, v in block.items() if k != "curves"}
         for block_key, block in (("C2_main", main_block), ("C2_default", default_block))
@@ -862,12 +868,7 @@ def run(full: bool = False, tiny: bool = False) -> Outcome:
         }
         for g, c in zip(cfg["gammas"], main_block["curves"], strict=True)
     ]
-    return Outcome(
-        claims=claims(numbers, cfg),
-        figures={"onset": figure(main_block, default_block, cfg)},
-        numbers=numbers,
-        config=cfg,
-    )
+    return numbers
 
 
 def run_config(*, full: bool = False, tiny: bool = False) -> dict:

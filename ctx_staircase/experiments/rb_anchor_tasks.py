@@ -1,59 +1,22 @@
 """[RB] reasoning vs memory anchors: the init scale decides which is learned first.
 
 [RB] = Yao, Zhang, Xu, arXiv 2502.04375: its anchor-function composite task (Fig. 3 there) and
-its embedding flow of a one-layer transformer (Props. 2–3 there).
+its embedding flow of a one-layer transformer (Props. 2–3 there); claim §8.15.
 
 A sequence holds a key ``z_p`` in Z = {21..120} followed by q = 2 anchors; reasoning anchors
 (11..20) give ``y = z_p + a_1 + a_2``, memory anchors (1..10) a fixed random label per
-``(z_p, a_1, a_2)``. The held-out reasoning pairs (11, 13) and (13, 11) form ``rsn_test`` (weight
-0, never trained on). We train at gamma in {0.3, 0.5, 0.8} and follow the loss on the three
-data subsets (``traj.sample_loss``) and the cosine geometry of the two anchor groups.
+``(z_p, a_1, a_2)``; the held-out reasoning pairs (11, 13), (13, 11) form ``rsn_test``. Runs
+`models.OneLayerTransformer` (d = 128, d_ff = 512) on L = 3, n = 20000, AdamW lr 1e-3 with
+minibatches of 200 for 3000 steps, at gamma in {0.3, 0.5, 0.8}, plus a gamma = 0.8 run with
+``memory_labels="local"`` (F_mem,2). ``full``: n = 200000, 30000 steps (a GPU); ``tiny``:
+n = 400, 60 steps. Not in the regime study.
 
-Substitutions and reductions (state them with any result):
-
-- Model: ``"transformer"`` (`models.OneLayerTransformer`: one attention layer and one ReLU FFN,
-  residuals, no LayerNorm, d = 128, d_ff = 512, learned positions), not [RB]'s 2-layer 1-head
-  decoder.
-- Sequence: the [RB] "Emb-MLP case" L = q + 1 = 3 with the key always first (p = 1), not L = 9
-  with noise keys. With L = 9 the key sits at a random position among 6 noise keys; finding it
-  (the key *just before* the anchors) needs a previous-token step that one attention layer does
-  not have, so no subset becomes learnable in a CPU budget (checked: after 1000 steps all
-  losses stay above 4 at every gamma).
-- Data: n = 20000 rows (100 per anchor tuple) instead of 200000; AdamW lr 1e-3 (weight decay
-  0.01), minibatches of 200, 3000 steps = 30 epochs instead of 1000 epochs of batch 100.
-  ``full=True`` uses n = 200000 and 30000 steps (3 passes); it needs a GPU. ``tiny=True`` (a
-  smoke run) uses n = 400 (2 rows per anchor tuple), 60 steps (the same 30 epochs) and
-  11 snapshots.
-- Init: std d^{-gamma} for every matrix (the Context Staircase default), so gamma = 0.3 starts with
-  large logits (initial losses ~100 nats).
-
-Measures ([R] definitions):
-
-- "Falls faster": lower loss, by more than ``MARGIN`` = 0.05 nats, at the early checkpoint
-  t_e = 25% of training (all subsets share the model and inputs of the same kind, so they start
-  from the same loss level: at gamma = 0.8 the three subset losses at init agree to 3e-4 nats,
-  and the margin keeps such noise from deciding a comparison).
-- "About equally" at gamma = 0.3: both losses fell (by more than ``MARGIN`` from init) and
-  |L_rsn_train(t_e) - L_mem(t_e)| <= 10% of L_mem(t_e).
-- "rsn_test barely improves": its final loss is still >= ln|Z| = ln 100, the loss of guessing
-  uniformly over the 100 labels z + 24 that the held-out anchor sum allows.
-- Anchor geometry at the end of training, gamma = 0.8: Spearman correlation of the reasoning-anchor
-  cosine with |s_i - s_j| (<= -0.7 for "decays"), and the mean pairwise cosine of the memory
-  anchors (>= 0.3 for "mutually similar"; random init gives about 0).
-- F_mem,2 vs F_mem,1 ([RB]'s label-distribution control, Fig. 8 there): a second run at gamma = 0.8
-  with ``memory_labels="local"``; "learned faster" = lower memory loss (by more than ``MARGIN``) at
-  t_e and at the end.
-
-Claim kinds and regime (theory/regimes.md): the comparisons of claim §8.15 ("falls faster", "F_mem,2
-is learned faster") are kind "paper"; the claims that rest on a threshold we chose (10% "about
-equally", Spearman <= -0.7, mean cosine >= 0.3) are kind "project". This experiment is not part of
-the regime study (a one-layer transformer in [RB]'s own setting, no ``REGIMES``); every claim names
-that fixed setting as its regime.
-
-Nulls: every criterion is also scored on the untrained initialization (the step-0 snapshot of
-the same run, with the final checkpoint also replaced by step 0): at init the losses of the
-subsets are equal up to the init's noise (gamma >= 0.5) so no "falls faster" comparison may
-pass, and the anchor cosines have no structure.
+Measures the loss on the three subsets (``traj.sample_loss``) and the anchor groups' cosines.
+Claims ([R] definitions, margin `MARGIN` nats): which subset falls faster at t_e = 25% of
+training, "about equally" at gamma = 0.3, rsn_test barely improves, the anchor geometry at
+gamma = 0.8, F_mem,2 learned faster; null: the untrained initialization (at t_e and the end).
+Writes figures ``losses`` and ``anchors``. The substitutions and reductions against [RB] (state
+them with any result), the [R] measures and claim kinds: theory/experiments.md, rb_anchor_tasks.
 """
 
 from __future__ import annotations
@@ -354,7 +317,8 @@ def _memory_labels_claim(numbers: dict, i_early: int) -> Claim:
         kind="paper",
         regime=REGIME,
         null=f"init: local {local[0]:.4f} vs uniform {uniform[0]:.4f}",
-        # the null replaces both checkpoints, t_e and the end, by the init (module docstring)
+        # the null replaces both checkpoints, t_e and the end, by the init
+        # (theory/experiments.md, rb_anchor_tasks)
         **scored(
             lambda at: all(_faster(local[i], uniform[i]) for i in at),
             (i_early, -1),

@@ -1,28 +1,19 @@
 """Training regimes and null controls shared by the reproduction experiments (theory/regimes.md).
 
-The paper leaves two settings open that decide its early dynamics ([GAP]; theory/regimes.md R1, R2):
-
-- **the label vocabulary** ``V``. Its size sets the common order-0 drive
-  ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` of theory/closed_form.md C1, which vanishes when every id is a
-  label;
-- **the optimizer**. The theory is gradient flow. Full-batch Adam moves every coordinate by
-  about ``lr`` per step whatever its gradient, so it erases a small initialization within tens of
-  steps.
-
-A :class:`Regime` fixes both. The primary regime, fixed *before* any result was looked at
-(theory/regimes.md), is the one the gradient-flow theory describes:
-
-- **full-batch GD** at constant ``lr = 1``, so gradient-flow time ``t = lr * step`` equals the
-  epoch count the paper quotes (an epoch over a complete enumeration is one full-batch step);
-- **a wide label vocabulary**, ``V = 2 V_min`` (``V_min = 1 +`` the largest id the task uses),
-  so at least half the softmax ranges over ids that never occur as labels and the common drive
-  is present.
+The paper leaves two settings open that decide its early dynamics ([GAP]; theory/regimes.md R1,
+R2): the label vocabulary ``V``, whose size sets the common order-0 drive of
+theory/closed_form.md C1, and the optimizer (the theory is gradient flow). A :class:`Regime`
+fixes both. The primary regime, fixed *before* any result was looked at, is the one the
+gradient-flow theory describes: full-batch GD at constant ``lr = 1`` (``t = lr * step`` is the
+epoch count the paper quotes) with a wide label vocabulary ``V = 2 V_min``.
 
 The regime study runs every FFN and attention-only claim under the 2 x 3 grid of
 ``vocab in {"minimal", "wide"}`` x ``optimizer in {"gd", "adam", "adam_minibatch"}``.
 
 Null controls: a claim's criterion is also scored on a null (the untrained initialization, a
 label-shuffled dataset, ...); a claim whose null passes too is reported as *vacuous*.
+
+Why each setting matters: theory/experiments.md, regime.
 """
 
 from __future__ import annotations

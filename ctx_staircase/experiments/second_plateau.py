@@ -1,63 +1,23 @@
 """The end of the collapse plateau: the second escape predicted against training.
 
 Beyond the paper (theory/second_escape.md). On ``mod`` the number embeddings collapse onto one
-direction (rho_0 = 1 − MSE reaches 1) and stay there for hundreds of epochs; the second step of
-the staircase is the escape from that plateau. The escape is carried by the hidden units whose
-ReLU gates split the samples; the split-unit flow (eq. S6: those units move with the exact
-gradient, so the deviations' feedback on the prediction is kept, the other units stay on the
-plateau manifold) predicts it, at two levels:
+direction and stay there for hundreds of epochs; the second step of the staircase is the escape
+from that plateau, carried by the hidden units whose ReLU gates split the samples. The
+split-unit flow (eq. S6) predicts it at two levels: **L1** from the training state at
+``t_0 = t_c + 100`` (a replay, kept as a diagnostic; ablation L1-S5: the plateau flow alone) and
+**L2** from the initial weights through the plateau flow (eq. S5) (a law).
 
-- **L1** from the training state at ``t_0 = t_c + 100`` (``t_c``: rho_0 first ≥ 0.99);
-- **L2** from the initial weights: the plateau flow (eq. S5) carries them onto the plateau and
-  predicts the collapse, the split-unit flow takes over at its ``t_c + 100``. L2 is a law (data
-  and initial weights only); L1 is a replay (it reads a training state), kept as a diagnostic.
+Runs an FFN, ReLU, d = 128, full-batch GD at lr 1, float64, ``V = 2 V_min``, 3000 epochs, gamma
+in {1.0, 1.1, 1.2, 1.4}, seeds 0–4, on ``mod`` N = 40, Task 4 (``n_x = 20``, ``n_a = 10``) and
+``modulus`` N = 40, M = 4; held out (`HELD_OUT`): ``mod`` N = 32, Task 4 ``n_x = 16, n_a = 12``,
+``modulus`` N = 32, M = 5, seeds 0–2. ``tiny`` (`TINY`): ``mod`` N = 20, d = 32, gamma = 1,
+seeds 0 and 1, 300 epochs.
 
-As an ablation, L1 is also predicted by the plateau flow alone (level ``L1-S5``), which drops the
-deviations' feedback.
-
-``t_1`` is the first time after the collapse that rho_0 < 0.9 (`second_escape.LEVEL`, fixed
-before any comparison). L1's score is ``(t^_1 − t_0) / (t_1 − t_0)``; L2's is the remaining
-plateau ``(t^_1 − t_c) / (t_1 − t_c)``, with ``t_c`` training's collapse, so the time before the
-collapse, which every level gets nearly right, does not pad the score.
-
-Setup: FFN, ReLU, d = 128, full-batch GD at lr 1 (t = epoch), float64, the wide label vocabulary
-``V = 2 V_min``, 3000 epochs, gamma in {1.0, 1.1, 1.2, 1.4}, seeds 0–4. Tasks:
-
-- ``mod`` N = 40, the numbers' geometry (the flagship's task);
-- Task 4 (``n_x = 20``, ``n_a = 10``), the anchors' geometry (their collapse is App. C's Fig. 13);
-- ``modulus`` N = 40, M = 4 (``y = (x_1 + x_2) mod 4``), the numbers' geometry: a short plateau
-  with four labels, where the units held on the plateau learn too (theory/second_escape.md §6).
-
-Held out (`HELD_OUT`, committed before the law was compared on them): ``mod`` N = 32, Task 4
-with ``n_x = 16, n_a = 12``, ``modulus`` N = 32, M = 5; the same gammas, seeds 0–2.
-
-``tiny`` (a smoke run, `TINY`): ``mod`` N = 20 only, d = 32, gamma = 1, seeds 0 and 1, 300
-epochs (collapse near epoch 70, second escape near 250), the sigma = z + z²/2 control on it.
-
-Claims (kind "beyond"), each scored with its null by one criterion (`common.scored`):
-
-- L1 (every cell, held-out ones too): ``|ratio − 1| ≤ 0.20`` in at least 90% of the cells;
-  null: the constant plateau (every cell of a task predicted at that task's mean measured
-  ``t_1 − t_0``); the measured text also gives the ablation L1-S5's share;
-- L2 (every cell): the remaining plateau within 10% in at least 90% of the cells; null: each
-  task's mean measured remaining plateau ``t_1 − t_c``;
-- L2's gamma-slope (the least-squares slope of ``t_1`` against gamma over a task's cells)
-  within 10% of training's on every task; null: the proportional plateau, ``t_1 − t_c`` equal to
-  gamma times the task's mean of ``(t_1 − t_c) / gamma`` (a fixed rate from an amplitude
-  ``d^−gamma``);
-- the escaping Fourier k: L1's predicted k is training's in at least 90% of the cells; null: the
-  k predicted for the next seed of the same (task, gamma);
-- the log-amplitude ledger (theory/second_escape.md §8) of training, from ``t_0`` halfway to
-  ``t_1``: the integral of the realized rate of the gated drives (with the plateau's residual,
-  the gates re-read at each save) within 10% of the deviation's log-gain in at least 90% of the
-  lanes that escaped; null: the integral of the frozen-gate band's top rate, by the same
-  criterion. Halfway, because the linear theory is meant for the small deviation of the
-  plateau's first part; near ``t_1`` the feedback takes over by definition;
-- sigma = z + z²/2 (mod, gamma = 1, seeds 0 and 1): no second escape within the horizon, in
-  prediction and in training; null: the ReLU lanes of the same cells, by the same criterion. A
-  smooth unit is affine on no interval, so every unit is split: the split-unit flow is the whole
-  gradient flow there, and the theory's side of the claim is the band (eq. S3), which the
-  measured text reports at t_0 for both activations.
+Measures ``t_1``, the first time after the collapse that rho_0 < 0.9 (`second_escape.LEVEL`).
+Claims (kind "beyond", each with its null, `common.scored`): L1's ratio, L2's remaining plateau
+and gamma-slope, the escaping Fourier k, the log-amplitude ledger, no second escape under
+sigma = z + z²/2. Writes the figure ``escape``. Scores, criteria and nulls:
+theory/experiments.md, second_plateau.
 """
 
 from __future__ import annotations

@@ -11,24 +11,12 @@ off-diagonal MSE between ``S^emb`` and ``S^{sig,(0)}``), ``mean_offdiag_S_emb`` 
 ``probe_steps``, ``probe_corr``, ``probe_mse`` (``[P]``, held out) and ``init_probe`` (the probe's
 held-out ``(corr, MSE)`` at epoch 0).
 
-Thresholds ([R]: the paper states these claims qualitatively):
-
-- §8.3, add's ``rho_0`` "peaks near 1 early and declines later": ``max_t rho_0 >= PEAK_MIN``,
-  reached by ``PEAK_BY`` (scaled to the horizon), and ``rho_0(end) <= max - DECLINE``.
-- §8.5, "the first-order probe beats zero order after the early phase": at every probe epoch
-  from the first snapshot with training accuracy ``>= ACC_PHASE``, the probe closes at least
-  ``GAP_CLOSED`` of the gap ``rho_0`` leaves to a perfect score, ``(p - rho_0) / (1 - rho_0)``,
-  where ``p`` is the probe on ``rho_0``'s own scale (held-out Pearson for add; ``1 - MSE`` for
-  mod, whose ``S^{sig,(0)}`` is constant so that ``rho_0`` is ``1 - MSE``). The probe's family
-  contains the zero-order geometry (``v = 1`` sums the context axis of ``phi^{y;1}`` back to
-  ``phi^{y;0}``), so "probe > rho_0" holds by construction up to the held-out noise; only a
-  margin measured against what zero order leaves unexplained can fail.
-- Fig. 3A/B, mod "no progress and one collapsed direction early": at the collapse the plateau
-  flow predicts from the init (`collapse_epoch`; ``EARLY`` where there is none) accuracy
-  ``<= 2/N`` and mean off-diagonal ``S^emb >= COLLAPSE``.
-- §8.6, "low frequencies dominate early": ``argmax_k rho_(1),k <= EARLY_K_MAX`` at ``EARLY``.
-- ``t^peak_0 <= t^peak_1`` (the project's summary statistic): the epoch of the largest ``rho_0``
-  is no later than that of the largest probe correlation.
+The claims and their thresholds ([R]: the paper states these claims qualitatively): §8.3 add's
+``rho_0`` peaks near 1 early and declines (`PEAK_MIN`, `PEAK_BY`, `DECLINE`); §8.5 the
+first-order probe closes `GAP_CLOSED` of the gap ``rho_0`` leaves (from `ACC_PHASE`); Fig. 3A/B
+mod's early collapse (`COLLAPSE`); §8.6 low frequencies early (`EARLY_K_MAX`); and
+``t^peak_0 <= t^peak_1``. Each reading, and why the probe needs a margin: theory/experiments.md,
+staircase_claims.
 """
 
 from __future__ import annotations

@@ -5,25 +5,17 @@ Beyond the paper. Every built-in task with two or more input tokens: ``add``, ``
 ReLU and sigma = z + z²/2, in the primary regime (full-batch GD, V = 2 V_min; FFN d = 128,
 float64), gamma in {1.0, 1.4}, seed 0, to flow time 3000.
 
-Each lane is trained twice, at lr 1 and lr 1/4 (flow time ``t = lr * step``), and its step is
-read on rho_0(t), the alignment with the order-0 signature geometry (`steps.step_time`: the
-first time after rho_0 >= 0.9 from which it stays 0.1 below its running maximum). A step
-*exists in the flow limit* when both step sizes take it and agree within 5% (`steps.existence`);
-otherwise it is a step-size effect, absent, or not tested (a run diverged or never reached the
-order-0 geometry).
-
-Where the order-0 geometry is the collapsed one (``mod``, ``modulus``, Task 4: every token of the
-group has the same order-0 signature) and sigma is ReLU, the state on it is a saddle whose
-unstable band is carried by the units whose gates split the samples; the split-unit flow from the
-initial weights (theory/second_escape.md, level L2, a law) predicts the departure. Its path's
-step time (the same `steps.step_time`) is scored against lr 1/4's, within 20%. Elsewhere the row
-says why there is no law. The null of every row is the constant step: the mean measured step time
-over the rows whose step exists.
-
-What the law's predictions cost is saved beside the lr-1 training of the lanes they predict
-(`Outcome.cost`).
+Each lane is trained at lr 1 and lr 1/4 (flow time ``t = lr * step``) and its step read on
+rho_0(t) (`steps.step_time`); a step *exists in the flow limit* when both step sizes take it and
+agree within 5% (`steps.existence`). On the collapsed order-0 geometry under ReLU (``mod``,
+``modulus``, Task 4) the split-unit flow from the initial weights (theory/second_escape.md,
+level L2) predicts the step, scored against lr 1/4's within 20%; elsewhere the row says why
+there is no law. Null of every row: the constant step. Writes the figure ``steps``; the law's
+cost is saved beside the lr-1 training (`Outcome.cost`).
 
 ``tiny`` (a smoke run): ``mod`` N = 20 only, d = 32, gamma 1, to flow time 300.
+
+The step rule and why the collapsed geometry has a law: theory/experiments.md, staircase_steps.
 """
 
 from __future__ import annotations

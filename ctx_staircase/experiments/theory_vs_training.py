@@ -6,21 +6,15 @@ claims of the paper), with the project's acceptance thresholds: FFN with sigma(z
 `add` N = 8, d = 32, gamma in {0.8, 1.2}, 200 GD steps (a smoke run; d = 32 puts gamma = 0.6
 past the threshold at t = 0).
 
-Regime: gradient descent by definition. The theory is gradient flow, and the check compares it
-with its Euler discretisation, full-batch GD at a small lr (0.2, so ``t = 0.2 * step``), float64,
-minimal label vocabulary (`tasks.make`'s default). This experiment is therefore not part of the
-regime study (no ``REGIMES``): changing the optimizer would leave nothing to compare. Every
-claim is kind "beyond" (a theory check beyond the paper).
+Regime: gradient descent by definition, full-batch GD at lr 0.2 (``t = 0.2 * step``), float64,
+minimal label vocabulary; not in the regime study. Every claim is kind "beyond".
 
-Nulls (theory/regimes.md): each theory prediction is scored against a predictor that knows
-nothing of the theory, by the same criterion:
+Claims, each with a null scored by the same criterion (`null_numbers`): the closed-form
+``W_E(t)`` before escape (null: ``W_E(t) = W_E(0)``); the predicted escape times, closed form
+and with the softmax feedback (nulls: a constant, the plain closed form C3); the escape-time
+slope (null: ``t_esc ∝ gamma`` through the origin). Writes figures ``overlay`` and ``escape``.
 
-- the closed-form ``W_E(t)``: the "nothing moves" predictor ``W_E(t) = W_E(0)``; if it also
-  stays within 5% before escape, the match says nothing about the dynamics;
-- the predicted escape times: a constant, the mean measured escape time over gamma; for the
-  closed form with the softmax feedback (theory/escape_feedback.md), the plain closed form (C3)
-  scored by the same 5% criterion;
-- the escape-time slope: ``t_esc ∝ gamma`` through the origin, fitted to the measured times.
+Why gradient descent, and the nulls: theory/experiments.md, theory_vs_training.
 """
 
 from __future__ import annotations
@@ -100,12 +94,10 @@ def _claims(experiment: comparison.TheoryVsTraining, nulls: dict, regime: str) -
     errors = [c.weight_rel_error_max for c in closed]
     ratios = [c.escape_ratio for c in closed]
     feedback = [c.escape_ratio for c in experiment.comparisons(theories.CLOSED_FORM_FEEDBACK)]
-    slopes = experiment.escape_slope
     static_errors, constant_ratios = (
         nulls["static_weight_rel_error_max"],
         nulls["constant_escape_ratio"],
     )
-    origin_slope = nulls["origin_escape_slope"]
     mean_escape = float(np.mean(experiment.escape.simulation))
     # (claim, escape ratios, bound, note, null, null ratios): escape times against training
     escape_table = (
@@ -151,22 +143,28 @@ def _claims(experiment: comparison.TheoryVsTraining, nulls: dict, regime: str) -
             )
             for claim, values, bound, note, null, null_values in escape_table
         ),
-        Claim(
-            "§8.14",
-            "escape steps linear in gamma, slope ln d / (C_1 s_1)",
-            f"measured {slopes.simulation:.1f}, closed form "
-            f"{slopes.of(theories.CLOSED_FORM):.1f}, analytic {slopes.analytic:.1f}",
-            f"closed-form and analytic slopes within {100 * SLOPE_GAP:.0f}% of measured",
-            kind="beyond",
-            regime=regime,
-            null=f"t_esc ∝ γ through the origin (fitted): slope {origin_slope:.1f}",
-            **scored(
-                within(SLOPE_GAP),
-                [s / slopes.simulation for s in (slopes.of(theories.CLOSED_FORM), slopes.analytic)],
-                [origin_slope / slopes.simulation],
-            ),
-        ),
+        _slope_claim(experiment.escape_slope, nulls["origin_escape_slope"], regime),
     ]
+
+
+def _slope_claim(slopes, origin_slope: float, regime: str) -> Claim:
+    """§8.14's escape-time slope, closed form and analytic; null: ``t_esc ∝ gamma`` through the
+    origin (`null_numbers`)."""
+    return Claim(
+        "§8.14",
+        "escape steps linear in gamma, slope ln d / (C_1 s_1)",
+        f"measured {slopes.simulation:.1f}, closed form "
+        f"{slopes.of(theories.CLOSED_FORM):.1f}, analytic {slopes.analytic:.1f}",
+        f"closed-form and analytic slopes within {100 * SLOPE_GAP:.0f}% of measured",
+        kind="beyond",
+        regime=regime,
+        null=f"t_esc ∝ γ through the origin (fitted): slope {origin_slope:.1f}",
+        **scored(
+            within(SLOPE_GAP),
+            [s / slopes.simulation for s in (slopes.of(theories.CLOSED_FORM), slopes.analytic)],
+            [origin_slope / slopes.simulation],
+        ),
+    )
 
 
 def _listed(values) -> str:
