@@ -17,7 +17,9 @@ applies):
   acceptance grid, sims/relu_escape): the law, (R4) and the C_1 = 1/2 law;
 - every configuration of that grid at seed 0, gamma 0.8 .. 1.4 (``grid ...``): the law alone,
   against training stopped at 1.25 times the law's latest escape, the horizon the law itself sets
-  (the command's own horizon is sized by the C_1 = 1/2 law, twice late for ReLU).
+  (the command's own horizon is sized by the C_1 = 1/2 law, twice late for ReLU); and on the same
+  problem, the law's escape times alone (`relu_escape.escape_law_times`, no weights evaluated,
+  checked equal to the law's) and the time to write arrays the size of its trajectories once.
 
 Ratios are a theory's seconds over training's; a law is cheaper than the training it predicts
 where the ratio is below 1. No speed is asserted.
@@ -29,12 +31,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from pathlib import Path
 
 import jax
+import numpy as np
 from _machine import other_busy_processes
 
-from ctx_staircase import comparison, results, tasks
+from ctx_staircase import comparison, results, tasks, theories
+from ctx_staircase import relu_escape as law
 from ctx_staircase.experiments import relu_escape
 
 #: The theories of the ReLU escape law's acceptance grid (sims/relu_escape).
@@ -96,6 +101,29 @@ def law_horizon(ds, keywords: dict) -> int:
     return math.ceil(LAW_HORIZON * max(first.escape.theories["relu_escape_law"]) / LR)
 
 
+class EscapeTimesAlone:
+    """Installed as the escape law's solve for a grid setting: it solves the law as registered
+    and also times, on the same problem, `relu_escape.escape_law_times` (the escape times with
+    no weights evaluated) and writing arrays the size of the law's trajectories once (the floor
+    of any method that outputs them)."""
+
+    def __init__(self):
+        self.solve = theories.RELU_ESCAPE_LAW.solve
+        self.seconds = {"escape times alone": [], "writing the trajectories' size": []}
+        self.times = []
+
+    def __call__(self, problem):
+        lanes = self.solve(problem)
+        start = time.perf_counter()
+        self.times.append(law.escape_law_times(problem))
+        middle = time.perf_counter()
+        for trajectory in lanes.trajectories:
+            np.full_like(trajectory.W_E, 1.0), np.full_like(trajectory.W_U, 1.0)
+        self.seconds["escape times alone"].append(middle - start)
+        self.seconds["writing the trajectories' size"].append(time.perf_counter() - middle)
+        return lanes
+
+
 def measure(task: str, params: dict, keywords: dict, repeats: int) -> dict:
     """Each part's seconds per call, ``{"simulation": [...], name: [...]}``, over ``repeats``
     calls of `comparison.theory_vs_training` (the first compiles), and the roles. A grid
@@ -103,12 +131,28 @@ def measure(task: str, params: dict, keywords: dict, repeats: int) -> dict:
     ds = tasks.make(task, **params)
     if "steps" not in keywords and keywords.get("theories") == _LAW:
         keywords = keywords | {"steps": law_horizon(ds, keywords)}
-    calls = [comparison.theory_vs_training(ds, d=128, lr=LR, **keywords) for _ in range(repeats)]
+    alone = EscapeTimesAlone() if keywords.get("theories") == _LAW else None
+    if alone:  # the registry's record is frozen: swap its solve for this run only
+        object.__setattr__(theories.RELU_ESCAPE_LAW, "solve", alone)
+    try:
+        calls = [
+            comparison.theory_vs_training(ds, d=128, lr=LR, **keywords) for _ in range(repeats)
+        ]
+    finally:
+        if alone:
+            object.__setattr__(theories.RELU_ESCAPE_LAW, "solve", alone.solve)
     parts = calls[0].cost.as_json()
     seconds = {part: [c.cost.as_json()[part] for c in calls] for part in parts}
+    roles = {k: v.value for k, v in calls[0].roles.items()}
+    if alone:
+        law_times = calls[0].escape.theories["relu_escape_law"]
+        if not np.array_equal(alone.times[0], law_times, equal_nan=True):
+            raise SystemExit(f"{task}: the escape times alone differ from the law's: {law_times}")
+        seconds |= alone.seconds
+        roles |= {part: "law" for part in alone.seconds}
     return {
         "seconds": seconds,
-        "roles": {k: v.value for k, v in calls[0].roles.items()},
+        "roles": roles,
         "steps": round(calls[0].ts[-1] / LR),
         "escape_ratios": [
             law / sim

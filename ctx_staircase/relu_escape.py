@@ -32,19 +32,22 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 
-from ctx_staircase import theory
+from ctx_staircase import closed_form, theory
 from ctx_staircase.dataset import TokenDataset, merged_bags
 from ctx_staircase.internal import check_int, check_real
 
 __all__ = [
     "Clock",
     "GateData",
+    "LaneStatistic",
     "UnitFlow",
     "clock",
     "escape_law_bytes",
     "escape_law_lanes",
+    "escape_law_times",
     "gate_data",
     "lane_clock",
+    "lane_statistic",
     "statistic_and_feedback",
     "unit_flow",
 ]
@@ -381,8 +384,29 @@ def lane_clock(nodes: Clock, eps: float, ts, substeps: int = 16) -> np.ndarray:
     return np.interp(np.asarray(ts, np.float64), elapsed, fine[:last])
 
 
-def _lane(flow: UnitFlow, nodes: Clock, eps: float, ts: np.ndarray, threshold: float):
-    """One lane's `theory.WeightTrajectory` and `theory.SolverStatus` (module docstring)."""
+class LaneStatistic(NamedTuple):
+    """One lane's unit-flow time and escape statistic on a time grid (eq. R9).
+
+    Attributes:
+        tau: ``[T]`` the lane's unit-flow time at each grid time (`lane_clock`).
+        statistic: ``[T]`` the lane's escape statistic ``eps^2 S(tau)`` (C7): exact at the two
+            grid times around its crossing of the threshold and at the clock's nodes,
+            log-linear between nodes elsewhere.
+        crossed: the index of the first grid time at or over the threshold, or -1.
+        status: `theory.SolverStatus`: escaped (with ``tau`` and the largest ``eps^2 pi``), or
+            why not.
+    """
+
+    tau: np.ndarray
+    statistic: np.ndarray
+    crossed: int
+    status: theory.SolverStatus
+
+
+def lane_statistic(flow: UnitFlow, nodes: Clock, eps: float, ts, threshold: float) -> LaneStatistic:
+    """Lane ``eps``'s `LaneStatistic` on the grid ``ts [T]``: its clock, its statistic and its
+    crossing of ``threshold``, without its weights."""
+    ts = np.asarray(ts, np.float64)
     tau = lane_clock(nodes, eps, ts)
     target = threshold / eps**2
     scale = nodes.statistic(tau)  # the unit statistic between nodes, exact where it decides
@@ -396,34 +420,28 @@ def _lane(flow: UnitFlow, nodes: Clock, eps: float, ts: np.ndarray, threshold: f
         return exact[i]
 
     above = np.flatnonzero(scale >= target)
-    crossed = above.size > 0
-    if crossed:  # the first snapshot at or over the threshold, by the exact statistic
-        i = int(above[0])
+    i = int(above[0]) if above.size else len(ts)
+    if above.size:  # the first snapshot at or over the threshold, by the exact statistic
         while i < len(ts) and exact_at(i) < target:
             i += 1
         while i > 0 and exact_at(i - 1) >= target:
             i -= 1
-        crossed = i < len(ts)
-    W_E, W_U = flow.at(tau, eps)
-    trajectory = theory.WeightTrajectory(ts, W_E, W_U, eps**2 * scale)
+    crossed = i < len(ts)
     reached = tau[i] if crossed else tau[-1]
     slowing = eps**2 * float(nodes.rate(np.linspace(0.0, reached, 64)).max())
-    if not crossed:
+    if crossed:
+        status = theory.SolverStatus(
+            True, f"escape at tau = {reached:.2f}, eps^2 pi <= {slowing:.2f}"
+        )
+    else:
         why = "stopped by the feedback" if slowing >= 1.0 else "no escape within the unit flow"
-        return trajectory, theory.SolverStatus(False, f"{why} (largest eps^2 pi {slowing:.3f})")
-    escaped = f"escape at tau = {reached:.2f}, eps^2 pi <= {slowing:.2f}"
-    return trajectory, theory.SolverStatus(True, escaped)
+        status = theory.SolverStatus(False, f"{why} (largest eps^2 pi {slowing:.3f})")
+    return LaneStatistic(tau, eps**2 * scale, i if crossed else -1, status)
 
 
-def escape_law_lanes(problem: theory.Problem) -> theory.TheoryLanes:
-    """The ReLU escape law (eq. R9) of every lane of ``problem``: one unit flow from the seed's
-    draw ``Z``, run until the latest lane escapes, one clock along it, and per lane a quadrature.
-
-    Each lane's weights are ``eps y~(tau(t))`` on the run's grid. Its escape statistic is exact
-    at the two snapshots around its crossing (so the crossing is the law's) and at the clock's
-    nodes, and log-linear between nodes elsewhere; past the unit flow's end the lane holds the
-    state it escaped with.
-    """
+def _law(problem: theory.Problem) -> tuple[UnitFlow, list[LaneStatistic]]:
+    """The unit flow of ``problem``, run until its latest lane escapes, and every lane's
+    `LaneStatistic` on the run's grid."""
     ts = np.asarray(problem.ts, np.float64)
     W_E, W_U = problem.unit["W_E"], problem.unit["W_U"]
     data = gate_data(problem.ds, W_E.shape[0])
@@ -431,10 +449,35 @@ def escape_law_lanes(problem: theory.Problem) -> theory.TheoryLanes:
     stop = problem.threshold / float(eps.min()) ** 2
     flow = unit_flow(data, W_E, W_U, float(ts[-1]), _PIECE / problem.top, stop=stop)
     nodes = clock(flow, _NODES_PER_PIECE)
-    lanes = [_lane(flow, nodes, float(e), ts, problem.threshold) for e in eps]
-    return theory.TheoryLanes(
-        tuple(trajectory for trajectory, _ in lanes), tuple(status for _, status in lanes)
-    )
+    return flow, [lane_statistic(flow, nodes, float(e), ts, problem.threshold) for e in eps]
+
+
+def escape_law_times(problem: theory.Problem) -> np.ndarray:
+    """Every lane's escape time ``[G]`` by the ReLU escape law (eq. R9), NaN where a lane does not
+    escape within the grid: the crossing of its statistic as the comparison reads it from
+    `escape_law_lanes` (`closed_form.crossing_time`, log-linear between grid times), with no
+    weights evaluated."""
+    ts = np.asarray(problem.ts, np.float64)
+    _, lanes = _law(problem)
+    threshold = problem.threshold
+    return np.asarray([closed_form.crossing_time(ts, lane.statistic, threshold) for lane in lanes])
+
+
+def escape_law_lanes(problem: theory.Problem) -> theory.TheoryLanes:
+    """The ReLU escape law (eq. R9) of every lane of ``problem``: one unit flow from the seed's
+    draw ``Z``, run until the latest lane escapes, one clock along it, and per lane a quadrature.
+
+    Each lane's weights are ``eps y~(tau(t))`` on the run's grid, with its `LaneStatistic`; past
+    the unit flow's end the lane holds the state it escaped with.
+    """
+    ts = np.asarray(problem.ts, np.float64)
+    flow, lanes = _law(problem)
+    eps = problem.d ** -np.asarray(problem.setting.gammas, np.float64)
+    trajectories = []
+    for e, lane in zip(eps, lanes, strict=True):
+        W_E, W_U = flow.at(lane.tau, float(e))
+        trajectories.append(theory.WeightTrajectory(ts, W_E, W_U, lane.statistic))
+    return theory.TheoryLanes(tuple(trajectories), tuple(lane.status for lane in lanes))
 
 
 def escape_law_bytes(size: theory.Size) -> int:

@@ -5,6 +5,8 @@ training with the C_1 = 1/2 null."""
 
 from __future__ import annotations
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,7 +14,7 @@ import pytest
 import scipy.linalg
 from helpers import gated_operator, random_weights, tiny_dataset
 
-from ctx_staircase import comparison, relu, relu_escape, tasks, theories
+from ctx_staircase import comparison, relu, relu_escape, tasks, theories, theory, train
 
 
 @pytest.fixture(autouse=True)
@@ -164,6 +166,18 @@ def test_unit_flow_refuses_bad_settings():
         relu_escape.gate_data(ds, vocab_size=4)
 
 
+def law_problem(ds, experiment, gammas, seed: int = 0, d: int = 128) -> theory.Problem:
+    """The `theory.Problem` the escape law was solved on in ``experiment`` (what it reads of it:
+    the grid, the seed's unit draw, the gammas, the width, the drive's top rate, the threshold)."""
+    state = train.init_state(
+        "ffn", ds, gamma=0.0, seed=seed, d=d, activation="relu", dtype=jnp.float64
+    )[1]
+    unit = {k: np.asarray(state[k][...], np.float64) for k in ("W_E", "W_U")}
+    setting = types.SimpleNamespace(gammas=np.asarray(gammas, np.float64))
+    top, threshold = experiment.top_singular_value, experiment.threshold
+    return theory.Problem(setting, ds, d, unit, None, None, top, threshold, experiment.ts, None, {})
+
+
 def test_the_law_escapes_with_training_and_the_half_slope_law_does_not():
     # in the law's measured regime (d = 128, N >= 20; theory/relu.md §8), at its criterion
     ds = tasks.make("sub", N=20)
@@ -181,6 +195,10 @@ def test_the_law_escapes_with_training_and_the_half_slope_law_does_not():
         assert law.weight_rel_error_max <= 0.05
         assert run.solver["relu_escape_law"].ok
         assert abs(run.comparisons["closed_form_feedback"].escape_ratio - 1) > 0.02  # C_1 = 1/2
+    # the escape times alone, with no weights evaluated, are the ones the comparison read
+    times = relu_escape.escape_law_times(law_problem(ds, experiment, gammas=[0.8, 1.4]))
+    read = [run.comparisons["relu_escape_law"].escape_time.theory for run in experiment.runs]
+    np.testing.assert_array_equal(times, read)
     # every theory has its cost and role, and the law is one
     assert set(experiment.cost.theories) == set(experiment.runs[0].comparisons)
     assert all(seconds > 0 for seconds in experiment.cost.theories.values())
