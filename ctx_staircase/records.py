@@ -4,7 +4,8 @@ strings, NumPy arrays, tuples, dicts, enums and other records.
 `encode` turns a record into plain JSON values (`results.write_json` writes them); `decode`
 reads them back into the type named, guided by its annotations, so a record saved by one run is
 the same record when a later one loads it (``decode(T, encode(x)) == x``, arrays equal with NaN
-in the same places). Nothing is renamed between the two: the JSON keys are the field names.
+in the same places). Nothing is renamed between the two: the JSON keys are the field names. A
+dataclass field with ``metadata={"saved": False}`` (and a default) is left out of both.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def encode(value: Any) -> Any:
     array as nested lists, an enum as its value, a NumPy scalar as a Python number, tuples and
     lists as lists, dicts with string keys as dicts."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: encode(getattr(value, f.name)) for f in _saved_fields(type(value))}
     if _is_named_tuple(type(value)):
         return {name: encode(getattr(value, name)) for name in type(value)._fields}
     if isinstance(value, enum.Enum):
@@ -79,12 +80,16 @@ def decode(kind: Any, data: Any) -> Any:
     raise TypeError(f"cannot decode into {kind!r}")
 
 
+def _saved_fields(kind: type) -> list[dataclasses.Field]:
+    """A dataclass's fields but those marked ``metadata={"saved": False}`` (what a run keeps
+    for its figures, not for its record)."""
+    return [f for f in dataclasses.fields(kind) if f.metadata.get("saved", True)]
+
+
 def _decode_record(kind: type, data: dict) -> Any:
     hints = typing.get_type_hints(kind)
     names = (
-        [f.name for f in dataclasses.fields(kind)]
-        if dataclasses.is_dataclass(kind)
-        else kind._fields
+        [f.name for f in _saved_fields(kind)] if dataclasses.is_dataclass(kind) else kind._fields
     )
     missing = [name for name in names if name not in data]
     if missing:

@@ -44,6 +44,7 @@ class Nested:
     maybe: float | None
     other: Point | None
     pair: tuple[int, str]
+    kept: object = dataclasses.field(default=None, compare=False, metadata={"saved": False})
 
 
 def _nested() -> Nested:
@@ -56,10 +57,12 @@ def _nested() -> Nested:
         maybe=None,
         other=Point(0.5, "z"),
         pair=(4, "four"),
+        kept="for the figures only",
     )
 
 
 def test_a_record_comes_back_as_it_was_saved(tmp_path):
+    assert "kept" not in records.encode(_nested())
     saved = results.write_json(tmp_path / "r.json", records.encode(_nested()))
     back = records.decode(Nested, results.read_json(saved))
     want = _nested()
@@ -68,7 +71,7 @@ def test_a_record_comes_back_as_it_was_saved(tmp_path):
     assert back.points == want.points and isinstance(back.points[0], Point)
     assert back.by_name == want.by_name and type(back.by_name["second"]) is float
     assert back.colour is Colour.BLUE and back.count == 3 and back.maybe is None
-    assert back.pair == (4, "four") and isinstance(back.other, Point)
+    assert back.pair == (4, "four") and isinstance(back.other, Point) and back.kept is None
 
 
 def test_records_name_what_they_cannot_hold():
@@ -101,7 +104,7 @@ def test_the_toy_runs_through_execute_rescore_and_report(tmp_path):
     (claim,) = saved["claims"]
     assert claim["passed"] is True and claim["null_passed"] is False
     assert verdict(claim) is Verdict.PASS
-    assert saved["config"]["N"] == 6 and saved["config"]["size"] == "tiny"
+    assert saved["config"] == {"N": 6, "tasks": ["add", "mod"], "regime": "exact (no training)"}
     # the spread on add is a real number, and mod's is zero to rounding
     assert saved["numbers"]["spread"] > 0.1 and saved["numbers"]["null_spread"] < 1e-12
     rebuilt = rescore(toy_experiment.SPEC, saved["numbers"], saved["config"])
@@ -114,22 +117,23 @@ def test_a_claim_is_scored_on_its_null_with_the_same_criterion():
     spec = ClaimSpec(
         item="x",
         claim="above one",
-        statistic=lambda r: r.x,
-        measured=lambda r: f"{r.x}",
+        statistic=lambda r, c: r.x,
+        measured=lambda r, c: f"{r.x}",
         criterion=Criterion("> 1", lambda v: v > 1),
-        null=lambda r: -r.x,
+        null=lambda r, c: -r.x,
         null_text="the negative",
         kind=Kind.BEYOND,
-        note=lambda r: f"label {r.label}",
-        untested=lambda r: "" if r.x < 10 else "too large to test",
-        failure=lambda r: "false",
+        note=lambda r, c: f"label {r.label} under {c}",
+        untested=lambda r, c: "" if r.x < 10 else "too large to test",
+        failure=lambda r, c: "false",
     )
-    passed = spec.score(Point(1.5, "a"), "here")
+    passed = spec.score(Point(1.5, "a"), "config", "here")
     assert (passed.passed, passed.null_passed) == (True, False)
-    assert passed.note == "label a" and passed.regime == "here" and passed.kind is Kind.BEYOND
-    vacuous = spec.score(Point(-2.0, "b"), "here")  # fails; its null (2.0) passes
+    assert passed.note == "label a under config" and passed.regime == "here"
+    assert passed.kind is Kind.BEYOND
+    vacuous = spec.score(Point(-2.0, "b"), "config")  # fails; its null (2.0) passes
     assert (vacuous.passed, vacuous.null_passed) == (False, True) and vacuous.failure == "false"
-    assert verdict(spec.score(Point(20.0, "c"), "")) is Verdict.NOT_TESTED
+    assert verdict(spec.score(Point(20.0, "c"), "config")) is Verdict.NOT_TESTED
 
 
 def test_measure_must_return_the_declared_record():

@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -540,7 +541,7 @@ def test_fig9_jump_is_no_lower_bound_with_a_censored_non_divisor():
     from ctx_staircase.experiments import fig9_modulus as fig9
 
     def entry(divides, hit):
-        return dict(divides=divides, epochs_to_95=[hit], censored=[hit is None])
+        return SimpleNamespace(divides=divides, epochs_to_95=[hit], censored=[hit is None])
 
     per_M = {"4": entry(True, 5000), "5": entry(True, 5000), "7": entry(False, 100)}
     speeds = fig9.Speeds.of({**per_M, "9": entry(False, None)}, max_epochs=6000)
@@ -571,8 +572,8 @@ def test_fig9_censored_runs_bound_the_jump_from_the_side_they_are_on():
 
     def speeds(censored):
         return fig9.Speeds.of(
-            {str(M): dict(divides=M in (4, 5), epochs_to_95=[None if M in censored else 99],
-                          censored=[M in censored]) for M in (3, 4, 5, 7)},
+            {str(M): SimpleNamespace(divides=M in (4, 5), epochs_to_95=[None if M in censored
+                          else 99], censored=[M in censored]) for M in (3, 4, 5, 7)},
             max_epochs=6000,
         )  # fmt: skip
 
@@ -1296,14 +1297,19 @@ def test_the_saved_records_were_run_with_the_configuration_the_code_gives(name):
     configuration `run_config` gives for its options is the one it recorded, key by key."""
     import importlib
 
-    from ctx_staircase import experiments, results
+    from ctx_staircase import experiments, records, results
 
     module = importlib.import_module(f"ctx_staircase.experiments.{name}")
     for record in _records(name):
         options = dict(full=record["full"], tiny=record["tiny"])
         if experiments.get(name).regimes:
             options.update(regime=regimes.parse(record["regime"]), quick=record["quick"])
-        config = module.run_config(**options)
+        if hasattr(module, "SPEC"):
+            regime = options.pop("regime", None)
+            size = declarative.Size.of(**options)
+            config = records.encode(module.SPEC.config(size, regime))
+        else:
+            config = module.run_config(**options)
         config = results.loads(results.dumps(config))  # tuples as the JSON's lists
         assert config == {key: record["config"][key] for key in config}, record["regime"]
 
@@ -1315,17 +1321,16 @@ def test_fig9_speeds_of_a_modulus_take_the_median_run_and_censor_by_the_majority
     from ctx_staircase.experiments import fig9_modulus as fig9
 
     half = fig9.Speeds.of(
-        {"4": {"epochs_to_95": [100, None], "censored": [False, True], "divides": True}}, 6000
+        {"4": SimpleNamespace(epochs_to_95=[100, None], censored=[False, True], divides=True)},
+        6000,
     )
     assert half.epochs.tolist() == [3050.0] and half.censored.tolist() == [False]
     assert half.any_censored.tolist() == [True] and half.Ms.tolist() == [4]
     most = fig9.Speeds.of(
         {
-            "5": {
-                "epochs_to_95": [100, None, None],
-                "censored": [False, True, True],
-                "divides": False,
-            }
+            "5": SimpleNamespace(
+                epochs_to_95=[100, None, None], censored=[False, True, True], divides=False
+            )
         },
         6000,
     )

@@ -539,7 +539,7 @@ def _experiment_figures():
                 np.array([False, True, False, False]),
                 np.array([True, False, True, True]),
                 np.array([0.95, 0.2, 0.9, 0.92]),
-                {"d": 16, "gamma": 1.0, "regime_label": primary.label, "max_epochs": 5000},
+                fig9_modulus.Config(d=16, max_epochs=5000, regime_label=primary.label),
             ),
         ),
         (
@@ -549,7 +549,7 @@ def _experiment_figures():
                 {int(M): curve() for M in Ms[:3]},
                 {int(M): (np.ones((N, N)) if M == 4 else cosines(N)) for M in Ms[:3]},
                 {int(M): cosines(N) for M in Ms[:3]},
-                {"N": N, "regime_label": primary.label},
+                fig9_modulus.Config(N=N, regime_label=primary.label),
             ),
         ),
         (

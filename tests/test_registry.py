@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ctx_staircase import cli, experiments, paths
+from ctx_staircase.experiments.declarative import Size
 
 ROOT = Path(__file__).resolve().parents[1]
 SIMS = ROOT / "sims"
@@ -94,13 +95,19 @@ def test_each_record_agrees_with_its_modules_run(name):
     carries its own NAME, TITLE or REGIMES (the record is the one place that says them)."""
     experiment = experiments.get(name)
     module = experiment.load()
+    assert not {"NAME", "TITLE", "REGIMES"} & set(vars(module)), name
+    if hasattr(module, "SPEC"):  # declarative: its sizes say what it takes
+        sizes = set(module.SPEC.configs)
+        assert Size.TINY in sizes and Size.CPU in sizes  # a smoke run and a default one
+        assert (Size.QUICK in sizes) == experiment.regimes  # quick: the regime study's size
+        assert not experiment.inputs  # `Spec.outcome` takes no text or folder
+        return
     accepts = set(inspect.signature(module.run).parameters)
     assert "full" in accepts
     assert "tiny" in accepts  # every experiment has a smoke run
     assert ("text_path" in accepts) == ("corpus" in experiment.inputs)
     assert ("root" in accepts) == ("root" in experiment.inputs)
     assert ({"regime", "quick"} <= accepts) == experiment.regimes
-    assert not {"NAME", "TITLE", "REGIMES"} & set(vars(module)), name
 
 
 def test_records_are_frozen_and_check_their_inputs():

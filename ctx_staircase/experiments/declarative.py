@@ -51,72 +51,79 @@ class Criterion:
     test: Callable[[Any], bool | None]
 
 
-def _text(value: Callable[[Any], str] | str, record: Any) -> str:
-    return value(record) if callable(value) else value
+def _text(value: Callable[[Any, Any], str] | str, record: Any, config: Any) -> str:
+    return value(record, config) if callable(value) else value
 
 
 @dataclasses.dataclass(frozen=True)
 class ClaimSpec:
-    """One claim of an experiment, as a function of its record.
+    """One claim of an experiment, as a function of its record and config: every callable takes
+    ``(record, config)``.
 
     Attributes:
         item: the paper's figure or prediction (§8.n), or the project's label.
         claim: what is claimed.
-        statistic: ``record -> value`` the criterion reads on the run.
-        measured: ``record -> str``, the measured text.
+        statistic: the value the criterion reads on the run.
+        measured: the measured text.
         criterion: the pass rule, applied to the run's statistic and to the null's (``None``:
             a descriptive row, no verdict).
-        null: ``record -> value`` of the null control (of the statistic's kind, or a
-            `common.Draws` or `common.NoNull`), or ``None`` when it has none.
-        null_text: what the null is and measured (a text, or ``record -> str``); without a
-            ``null``, why there is none.
+        null: the null control's value (of the statistic's kind, or a `common.Draws` or
+            `common.NoNull`), or ``None`` when it has none.
+        null_text: what the null is and measured (a text or a callable); without a ``null``,
+            why there is none.
         kind: whose claim it is (`Kind`).
-        note: what else was seen (a text, or ``record -> str``).
-        untested: ``record -> str``, why the run cannot test the claim ("" when it can).
-        failure: the class of a FAIL (a `experiments.FAILURES` name, or ``record -> str``).
+        note: what else was seen (a text or a callable).
+        untested: why the run cannot test the claim ("" when it can), or ``None``.
+        failure: the class of a FAIL (an `experiments.FAILURES` name, or a callable).
     """
 
     item: str
     claim: str
-    statistic: Callable[[Any], Any]
-    measured: Callable[[Any], str]
+    statistic: Callable[[Any, Any], Any]
+    measured: Callable[[Any, Any], str]
     criterion: Criterion | None
-    null: Callable[[Any], Any] | None = None
-    null_text: Callable[[Any], str] | str = ""
+    null: Callable[[Any, Any], Any] | None = None
+    null_text: Callable[[Any, Any], str] | str = ""
     kind: Kind = Kind.PAPER
-    note: Callable[[Any], str] | str = ""
-    untested: Callable[[Any], str] | None = None
-    failure: Callable[[Any], str] | str = "unclassified"
+    note: Callable[[Any, Any], str] | str = ""
+    untested: Callable[[Any, Any], str] | None = None
+    failure: Callable[[Any, Any], str] | str = "unclassified"
 
-    def score(self, record: Any, regime: str) -> Claim:
-        """The `Claim` this spec makes of ``record``, measured in ``regime``."""
+    def score(self, record: Any, config: Any, regime: str = "") -> Claim:
+        """The `Claim` this spec makes of ``record`` measured under ``config``, in ``regime``."""
         texts = dict(
             item=self.item,
             claim=self.claim,
-            measured=self.measured(record),
-            note=_text(self.note, record),
+            measured=self.measured(record, config),
+            note=_text(self.note, record, config),
             kind=self.kind,
             regime=regime,
-            untested=self.untested(record) if self.untested else "",
-            failure=_text(self.failure, record),
+            untested=self.untested(record, config) if self.untested else "",
+            failure=_text(self.failure, record, config),
         )
         criterion = self.criterion or Criterion("", reported)
-        verdicts = scored(criterion.test, self.statistic(record), self._null(record))
-        null = verdicts.pop("null", _text(self.null_text, record))
-        return Claim(**texts, criterion=criterion.text, null=null, **verdicts)
+        null = self._null(record, config)
+        verdicts = scored(criterion.test, self.statistic(record, config), null)
+        null_text = verdicts.pop("null", _text(self.null_text, record, config))
+        return Claim(**texts, criterion=criterion.text, null=null_text, **verdicts)
 
-    def _null(self, record: Any) -> Any:
+    def _null(self, record: Any, config: Any) -> Any:
         if self.null is None:
-            return NoNull(_text(self.null_text, record) or "not defined for this claim")
-        return self.null(record)
+            why = _text(self.null_text, record, config) or "not defined for this claim"
+            return NoNull(why)
+        return self.null(record, config)
 
 
 def _no_figures(config: Any, record: Any) -> dict[str, Any]:
     return {}
 
 
-def _regime_name(config: Any, regime: Any) -> str:
-    return getattr(regime, "name", "") or ""
+def _as_given(config: Any, regime: Any) -> Any:
+    return config
+
+
+def _no_regime(config: Any) -> str:
+    return ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +138,9 @@ class Spec:
             experiment (``regime`` a `regime.Regime`, or ``None`` for an experiment without).
         claims: the table of `ClaimSpec`s, in report order.
         figures: ``(config, record) -> {name: Matplotlib figure}``.
-        regime_text: ``(config, regime) -> str``, the regime its claims are measured in.
+        settle: ``(config, regime) -> config``, the config with what the regime sets filled in
+            (its name, the vocabulary it gives); the config as given by default.
+        regime_text: ``config -> str``, the regime its claims name ("" by default).
     """
 
     record: type
@@ -139,18 +148,20 @@ class Spec:
     measure: Callable[[Any, Any], Any]
     claims: tuple[ClaimSpec, ...]
     figures: Callable[[Any, Any], dict[str, Any]] = _no_figures
-    regime_text: Callable[[Any, Any], str] = _regime_name
+    settle: Callable[[Any, Any], Any] = _as_given
+    regime_text: Callable[[Any], str] = _no_regime
 
-    def config(self, size: Size) -> Any:
-        """The config of ``size``; ``ValueError`` naming the sizes it has otherwise."""
+    def config(self, size: Size, regime: Any = None) -> Any:
+        """The config of ``size`` in ``regime`` (`settle`); ``ValueError`` naming the sizes it
+        has otherwise."""
         if size not in self.configs:
             allowed = ", ".join(str(s) for s in self.configs)
             raise ValueError(f"size must be one of {allowed} for this experiment; got {size}")
-        return self.configs[size]
+        return self.settle(self.configs[size], regime)
 
-    def score(self, record: Any, regime: str) -> list[Claim]:
-        """Every claim of the table, scored on ``record``."""
-        return [claim.score(record, regime) for claim in self.claims]
+    def score(self, record: Any, config: Any) -> list[Claim]:
+        """Every claim of the table, scored on ``record`` measured under ``config``."""
+        return [claim.score(record, config, self.regime_text(config)) for claim in self.claims]
 
     def outcome(self, *, full=False, tiny=False, quick=False, regime: Any = None) -> Outcome:
         """`run` at the size the command-line flags ask for (`Size.of`)."""
@@ -159,19 +170,20 @@ class Spec:
 
 def run(spec: Spec, size: Size = Size.CPU, regime: Any = None) -> Outcome:
     """Measure ``spec`` at ``size`` in ``regime``, score its claims and draw its figures. The
-    outcome's numbers are the encoded record, its config the encoded config with its size and
-    regime text, all that `rescore` needs."""
-    config = spec.config(Size(size))
+    outcome's numbers are the encoded record and its config the encoded config: all that
+    `rescore` needs."""
+    config = spec.config(Size(size), regime)
     record = spec.measure(config, regime)
     if not isinstance(record, spec.record):
         raise TypeError(f"measure must return a {spec.record.__name__}; got {type(record)}")
-    text = spec.regime_text(config, regime)
-    saved = records.encode(config) | {"size": str(size), "regime": text}
     figures = spec.figures(config, record)
-    return Outcome(spec.score(record, text), figures, records.encode(record), saved)
+    return Outcome(
+        spec.score(record, config), figures, records.encode(record), records.encode(config)
+    )
 
 
 def rescore(spec: Spec, numbers: Mapping[str, Any], config: Mapping[str, Any]) -> list[Claim]:
     """The claims of a saved run (its ``numbers`` and ``config`` as `run` wrote them), scored
     again by the same table."""
-    return spec.score(records.decode(spec.record, numbers), config["regime"])
+    kind = type(next(iter(spec.configs.values())))
+    return spec.score(records.decode(spec.record, numbers), records.decode(kind, config))
