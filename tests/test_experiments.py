@@ -55,6 +55,8 @@ def test_a_fail_shows_its_class():
     assert experiments.shown(budget) == "FAIL (budget cap reached, still learning)"
     assert verdict(budget) is experiments.Verdict.FAIL
     assert f"{verdict(budget)}" == "FAIL"  # a str: records and tables hold its text
+    assert budget.failure is experiments.Failure.BUDGET  # the name is read as the enum
+    assert dataclasses.asdict(false)["failure"] == "false"  # and saved as its text
 
 
 def test_report_headline_counts_not_tested_apart_from_fail_and_fails_by_class():

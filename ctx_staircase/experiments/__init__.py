@@ -273,9 +273,19 @@ class Verdict(enum.StrEnum):
     DESCRIPTIVE = "—"
 
 
-#: The classes of a FAIL: not yet classified (no measurement says which), the claim is false in
-#: the regime it was run in, or the run reached its budget cap while still learning.
-FAILURES = ("unclassified", "false", "budget")
+class Failure(enum.StrEnum):
+    """The class of a FAIL (a ``str``, so records hold its text)."""
+
+    #: no measurement says which
+    UNCLASSIFIED = "unclassified"
+    #: the claim is false in the regime it was run in
+    FALSE = "false"
+    #: the run reached its budget cap while still learning
+    BUDGET = "budget"
+
+
+#: Every `Failure`'s name.
+FAILURES = tuple(failure.value for failure in Failure)
 
 
 @dataclasses.dataclass
@@ -297,9 +307,9 @@ class Claim:
         untested: why the run cannot test the claim (it diverged at step k, or stopped before
             the effect could appear); a claim with a reason is *not tested*, whatever its
             criterion gave.
-        failure: the class of a FAIL, one of `FAILURES`: ``"false"`` (the claim is false in
-            this regime), ``"budget"`` (the run was still learning at its budget cap) or
-            ``"unclassified"`` (the default: nothing measured says which).
+        failure: the class of a FAIL, a `Failure` (its name, such as ``"false"``, is read as
+            one): false in this regime, the budget cap reached while still learning, or
+            unclassified (the default: nothing measured says which).
     """
 
     item: str
@@ -313,7 +323,7 @@ class Claim:
     null: str = ""
     null_passed: bool | None = None
     untested: str = ""
-    failure: str = "unclassified"
+    failure: Failure = Failure.UNCLASSIFIED
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -321,6 +331,7 @@ class Claim:
         self.kind = Kind(self.kind)
         if self.failure not in FAILURES:
             raise ValueError(f"failure must be one of {list(FAILURES)}; got {self.failure!r}")
+        self.failure = Failure(self.failure)
 
 
 def verdict(claim: dict | Claim) -> Verdict:
@@ -352,9 +363,9 @@ def shown(claim: dict | Claim) -> str:
 
 
 _FAILURE_SHOWN = {
-    "unclassified": "",
-    "false": " (false in this regime)",
-    "budget": " (budget cap reached, still learning)",
+    Failure.UNCLASSIFIED: "",
+    Failure.FALSE: " (false in this regime)",
+    Failure.BUDGET: " (budget cap reached, still learning)",
 }
 
 
