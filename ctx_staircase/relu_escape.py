@@ -1,28 +1,20 @@
 """The ReLU first escape as a law: the scale-free gated flow and its feedback clock
 (theory/relu.md §8).
 
-FFN ``f(X) = W_U relu(W_E^T c)`` (row convention, ``W_E, W_U [V, d]``), init ``eps Z`` with
-``eps = d^{-gamma}``. Three facts make the first escape of every gamma lane one computation:
+FFN ``f(X) = W_U relu(W_E^T c)`` (``W_E, W_U [V, d]``), init ``eps Z``, ``eps = d^{-gamma}``.
 
-- **The uniform gated flow is scale-free** (eq. R7). With the softmax at uniform (eq. R2) the
-  field is ``A_g y`` with gates ``g = 1[c_n . a_j > 0]`` that do not see the scale, so the flow is
-  positively homogeneous of degree one: every lane follows the *unit flow* ``y~(tau)`` from ``Z``,
-  scaled by ``eps``. It is computed once, in pieces on which the gated system is linear and solved
-  exactly by its Taylor series; each gate of a piece counts with the fraction of the piece it is
-  open (eq. R10).
-- **The feedback is a clock** (eq. R8). The softmax's linear feedback ``F`` (eq. R5) is cubic, so
-  at ``eps y~`` it is ``eps^3 F(y~)``. Its component along the flow's own velocity ``y~'`` slows
-  the lane along the unit path: lane ``eps`` is at ``eps y~(tau(t))`` with
-  ``dtau/dt = 1 - eps^2 pi(tau)``, ``pi = -<y~', F(y~)> / |y~'|^2``, a scalar of the unit flow.
-- **So the escape is a quadrature** (eq. R9). With ``S(tau)`` the escape statistic (C7) of the
-  unit flow, lane ``eps`` escapes at
+- **The unit flow** (eq. R7): with the softmax at uniform (eq. R2) the gated field does not see
+  the scale, so every gamma lane follows one path ``eps y~(tau)`` from ``Z``, computed once in
+  pieces on which the gated system is linear (solved by its Taylor series; each gate counts
+  with the fraction of the piece it is open, eq. R10): `unit_flow`, `UnitFlow.at`.
+- **The clock** (eq. R8): the softmax's cubic feedback slows lane ``eps`` along the path,
+  ``dtau/dt = 1 - eps^2 pi(tau)``, ``pi`` a scalar of the unit flow (`clock`, `lane_clock`).
+- **The escape** (eq. R9): lane ``eps`` escapes at ``t_esc = int_0^{tau*} dsigma / (1 - eps^2
+  pi(sigma))`` with ``eps^2 S(tau*) = threshold``, ``S`` the escape statistic (C7).
 
-      t_esc = int_0^{tau*} dsigma / (1 - eps^2 pi(sigma)),     eps^2 S(tau*) = threshold.
-
-`unit_flow` integrates the unit flow, `UnitFlow.at` evaluates it at any times, `clock` samples
-``S`` and ``pi`` along it, and `escape_law_lanes` is the registered theory (`theories`): a law,
-from the data and the seed's draw ``Z`` alone. The unit flow and the clock are shared by every lane;
-a lane adds a quadrature and its trajectory. Everything is NumPy: nothing is compiled.
+`escape_law_lanes` is the registered theory (a law: the data and the seed's draw ``Z`` alone),
+with each lane's weights on the run's grid; `escape_law_times` gives the escape times alone.
+Everything is NumPy: nothing is compiled.
 """
 
 from __future__ import annotations

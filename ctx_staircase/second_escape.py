@@ -1,34 +1,21 @@
 """The second step of the staircase: the collapse plateau, its unstable band and the second escape
 (theory/second_escape.md).
 
-FFN ``f(X) = W_U sigma(h)``, ``h = W_E^T c`` (``c [V]`` the token counts), loss the exact
-softmax cross-entropy ``L = sum_n p_n CE(f(X_n), y_n)`` (eq. S1). Rows are vectors: ``W_E, W_U
-[V, d]``.
+FFN ``f(X) = W_U sigma(h)``, ``h = W_E^T c`` (``c [V]`` the token counts), rows as vectors
+(``W_E, W_U [V, d]``), loss the exact softmax cross-entropy (eq. S1).
 
-- **The plateau.** On a task with the cyclic symmetry of ``mod`` (shift every number and every
-  label by one), the states with all number rows of ``W_E`` equal (``u``), all label rows of
-  ``W_U`` equal (``w_lab``) and all other rows of ``W_U`` equal (``w_out``, the ids that are
-  never labels) form an invariant manifold of the gradient flow: the fixed set of a symmetry
-  group. On it every sample has the same hidden state ``h = L u``, so the model predicts one
-  distribution and ``rho_0 = 1`` (a collapsed geometry). `reduced_flow` integrates the flow on
-  the manifold, three vectors of ``R^d`` (eq. S2).
-- **The band.** Off the manifold, the deviation ``delta = theta - P(theta)`` (``P`` =
-  `symmetric_part`) obeys ``d delta/dt = -H delta`` to first order, ``H`` the loss Hessian.
-  `band` finds the most negative eigenvalues of ``H`` by Lanczos on Hessian-vector products
-  (`hessian_vector_product`) and labels each eigenvector by the Fourier frequency ``k`` that
-  carries most of its number-row weight (eq. S3).
-  The band is a set of gated units: each is the top singular value of one unit's gated drive
-  with the plateau's residual, and it drifts as the gates realign, so a band frozen at one time
-  cannot be extrapolated.
-- **The escape.** The plateau flow (eq. S5, `plateau_field`): gradient flow with the softmax
-  held at the prediction of ``P(theta)``, the gates following the weights; it carries the
-  initial weights onto the plateau. The split-unit flow (eq. S6, `split_field`) carries a state
-  off it: the units whose gates split the samples (`split_layout`) move with the exact gradient,
-  which keeps the deviations' feedback on the prediction; the others stay on the plateau
-  manifold, at ``O(n V s)`` per call for ``s`` split units. The predicted ``t_1`` is when
-  ``rho_0`` of the path's ``W_E`` falls below `LEVEL` after the collapse (eq. S4,
-  `predict_second_escape`), from a training state on the plateau (L1) or from the initial
-  weights (L2).
+- **The plateau** (eq. S2): on a task with ``mod``'s cyclic symmetry, the states with every tied
+  row of ``W_E`` equal and the label and other rows of ``W_U`` each equal are an invariant
+  manifold; on it ``rho_0 = 1``. `reduced_flow` integrates the flow there.
+- **The band** (eq. S3): the most negative Hessian eigenvalues off the manifold (`band`, by
+  Lanczos on `hessian_vector_product`), each labelled by its Fourier frequency; a set of gated
+  units whose rates drift as the gates realign.
+- **The escape** (eq. S4): the plateau flow (eq. S5, `plateau_field`: the softmax held at the
+  plateau's prediction) carries the weights onto the plateau; the split-unit flow (eq. S6,
+  `split_field`: the units whose gates split the samples move with the exact gradient, the
+  others stay on the manifold) carries them off. ``t_1`` is when ``rho_0`` falls below `LEVEL`
+  after the collapse, predicted from a training state on the plateau (L1, a replay) or from
+  the initial weights (L2, the law): `predict_second_escape`.
 """
 
 from __future__ import annotations
