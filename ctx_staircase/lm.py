@@ -1,9 +1,11 @@
 """A small GPT trained on text, and the signature alignment of its trajectory (the paper §6,
-§6.1 and Fig. 7, scaled down).
+§6.1 and Fig. 7, scaled down to a CPU; theory/lm.md).
 
-The language-model arm, scaled to a CPU:
-
-- `eligible_tokens` picks the tracked tokens;
+- `eligible_tokens` picks the tracked tokens: the ``tracked`` most frequent *eligible* ones (the
+  paper's 200). [GAP] (theory/lm.md §2): a token is eligible when it is a word (it contains a
+  letter or a digit: punctuation and ``<unk>`` are not) and it occurs at least ``min_count`` times
+  as a predicting position of the training stream, so its next-token distribution is estimated
+  from at least that many transitions;
 - `lm_signatures` counts the data side: the next-token, previous-token and prefix (eq. 20)
   signatures of the tracked tokens;
 - `train_lm` trains one `models.GPT` per initial scale gamma, the lanes laid out by
@@ -15,12 +17,6 @@ The language-model arm, scaled to a CPU:
 - `lm_metrics` turns the trajectory into the curves ``rho_next``, ``rho_pre``, ``rho^l_attn`` and
   the held-out rank-one prefix probe with its linear readout (`prefix_probe`), scored against
   the best constant.
-
-**Eligible tokens** ([GAP]: the paper does not define them; ours, theory/lm.md §2): a token is
-eligible when it is a word (it contains a letter or a digit: punctuation and ``<unk>`` are not)
-and it occurs at least ``min_count`` times as a predicting position of the training stream, so its
-next-token distribution is estimated from at least that many transitions. The tracked set is the
-``tracked`` most frequent eligible tokens (the paper's 200).
 """
 
 from __future__ import annotations
@@ -93,7 +89,7 @@ class LMConfig:
         weight_decay: decoupled decay of the weight matrices (not of the RMSNorm scales).
         snapshot_every: k; snapshots at steps 0, k, 2k, ..., and ``steps``.
         tracked: how many eligible tokens the metrics use (the paper's 200).
-        min_count: the eligibility count (see the module docstring).
+        min_count: the eligibility count (the module docstring, theory/lm.md §2).
         probe_vocabulary: the prefix probe's next-token and context axes keep this many of the
             most frequent tokens (any token), so ``phi^{y;1}`` stays ``[tracked, K, K]``.
         signature_windows: training windows on which eq. 22 and the training loss are evaluated.

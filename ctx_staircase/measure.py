@@ -5,21 +5,19 @@
 returns one `Measurement`:
 
 - **a token stream** (ids ``[n]`` or a `checkpoints.TokenStream`): the paper's §6.1 language-model
-  measurement. ``rho_next`` is the Pearson alignment of the tracked tokens' embedding cosines
-  with the cosines of their next-token distributions ``phi^{y;nt}``; the rank-one prefix probe
-  (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked tokens and scored on
-  the pairs of the other half. The tracked tokens are the most frequent eligible ones (the
-  `lm` module docstring), or those the stream names;
+  measurement (theory/lm.md §3). ``rho_next`` is the Pearson alignment of the tracked tokens'
+  embedding cosines with the cosines of their next-token distributions ``phi^{y;nt}``; the
+  rank-one prefix probe (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked
+  tokens and scored on the pairs of the other half. The tracked tokens are the most frequent
+  eligible ones (`lm.eligible_tokens`, theory/lm.md §2), or those the stream names;
 - **a `dataset.TokenDataset`**: the controlled tasks' measurement, ``rho0`` against the
   zero-order signature, the frequency-resolved first-order alignments ``rho_(1),k`` (paper
   §4.5) and the first-order probe (eq. 7), on the dataset's default token group.
 
 Every alignment comes with its **null**, the same score after the tracked tokens' rows are
 permuted (one fixed permutation): the embedding's own cosine distribution, with the token
-identities destroyed.
-
-Snapshots are read one at a time and only their tracked rows kept, so a long list of large
-checkpoints needs the memory of one embedding.
+identities destroyed. Snapshots are read one at a time and only their tracked rows kept, so a
+long list of large checkpoints needs the memory of one embedding.
 """
 
 from __future__ import annotations

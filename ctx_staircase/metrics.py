@@ -3,29 +3,21 @@
 The embedding geometry ``S^emb`` and the signature geometries ``S^{sig,(m)}`` are uncentered cosine
 matrices (the paper's eqs. 4-5); an alignment score correlates their strict upper triangles (eq. 6).
 First-order (and higher) signature geometry is measured through a fitted linear probe on the
-context axes (eq. 7, App A.1.5) or through fixed Fourier probes (App A.1.6).
+context axes (eq. 7, App A.1.5) or through fixed Fourier probes (App A.1.6): theory/metrics.md.
 
 The numerical core (``cosine_matrix``, ``upper_triangle``, ``pearson``, ``spearman``,
 ``one_minus_mse``, ``signatures.fourier_basis``, ``frequency_alignment``, ``probe_similarity``,
-``distribution_match``, ``pca``) is pure ``jax.numpy``, jitted, vmap-safe, and accepts numpy or jax
-arrays of any real dtype (cast explicitly to their widest float dtype, so float32 embeddings meet
-float64 signatures under strict dtype promotion). ``alignment`` and
-``probe_fit`` are eager wrappers that validate their inputs and may inspect values.
+``distribution_match``, ``pca``) is pure ``jax.numpy``, jitted, vmap-safe, on numpy or jax arrays
+of any real dtype (cast to their widest float dtype, so float32 embeddings meet float64 signatures
+under strict promotion); ``alignment`` and ``probe_fit`` are eager, validate and may inspect values.
 
-**Cosines.** Every cosine matrix lies in ``[-1, 1]`` (clipped: rounding can give ``1 + eps``), and a
-row that is zero up to rounding, with norm at most ``tol`` times the largest row norm of its matrix
-(``tol`` as below: 1e-12 in float64), is an exact zero row, with cosine 0 to every row. Signature
-geometry (exact float64 statistics) uses `signature_cosine_matrix` and the signature side of
-`frequency_alignment` and `constant_frequencies`, which compute in float64 whatever JAX's x64 flag
-(a scoped ``jax.enable_x64``): in float32, cosines of signature rows that are zero in theory are
-rounding noise of any value.
-
-**Constant similarity structures.** A correlation with a constant vector is undefined. A vector
-is treated as constant when ``max - min <= tol * max(1, |max|)``, with ``tol = 1e-12`` in float64
-(``16 * eps`` of the dtype where that is larger, e.g. in float32). The jittable primitives then
-return a correlation of exactly 0 ("no pairwise structure to align with"), with a zero gradient;
-``alignment`` instead switches to ``1 - MSE`` and says so in its ``method`` field (the ``F_mod``
-case of the paper §4.2, where ``S^{sig,(0)}`` is constant). No function here returns a silent NaN.
+**Tolerance.** ``tol = 1e-12`` in float64 (``16 * eps`` of the dtype where larger, e.g. float32).
+Cosines are clipped to ``[-1, 1]`` (rounding can give ``1 + eps``); a row with norm at most ``tol``
+times the largest row norm of its matrix is an exact zero row, with cosine 0 to every row. A vector
+is constant when ``max - min <= tol * max(1, |max|)``: a correlation with it is exactly 0, with a
+zero gradient, in the jittable primitives, while ``alignment`` switches to ``1 - MSE`` and says so
+in its ``method`` field. No function here returns a silent NaN (theory/metrics.md, "Constant
+geometry"); signature geometry is float64 (theory/metrics.md, "Signature geometry in float64").
 """
 
 from __future__ import annotations

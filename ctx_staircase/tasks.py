@@ -1,26 +1,18 @@
 """The controlled tasks of the Context Staircase paper and its predecessors (paper App. A; [RB]).
 
-Every task is a pure builder registered under a public name::
+Every task is a pure builder registered under a public name: ``tasks.make("add", N=40)`` builds a
+``TokenDataset``; `names` lists the tasks, `describe` gives a task's parameters with their defaults
+(``{"N": 20, "vocab_size": None}``) and `summary` its one line of documentation. Conventions:
 
-    ds = tasks.make("add", N=40)      # TokenDataset
-    tasks.names()                     # every task name
-    tasks.describe("add")             # {"N": 20, "vocab_size": None}: parameters, defaults
-    tasks.summary("add")              # one line of documentation
-
-Conventions shared by all tasks:
-
-- **One vocabulary** for inputs and labels (the paper §3.1 takes ``y`` in the token vocabulary).
-  Its minimal size is ``1 + max(max token id, max label id, max id of a declared token group)``.
-  For every task the declared groups are exactly the token ranges the task uses, so the
-  vocabulary depends on the parameters only, never on which ids a random draw happens to hit.
-- **The label vocabulary is an axis** ([GAP]: the paper never states its size; theory/regimes.md
-  R2, theory/closed_form.md C1): every task takes ``vocab_size`` (default ``None``, the minimal
-  size). A larger value appends ids that are never inputs or labels; the softmax still ranges
-  over them, which switches on the common order-0 drive ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` that the
-  paper's early collapse rests on.
-- Tokens and labels are int32; ``groups`` hold sorted token-id arrays. ``"numbers"`` are the
-  arithmetic operand tokens and ``"labels"`` the label ids that occur; other groups are named per
-  task.
+- **One vocabulary** for inputs and labels (the paper §3.1 takes ``y`` in the token vocabulary), of
+  minimal size ``1 + max(max token id, max label id, max id of a declared token group)``. The
+  declared groups are exactly the token ranges the task uses, so the vocabulary depends on the
+  parameters only, never on which ids a random draw happens to hit.
+- **The label vocabulary is an axis** ([GAP], theory/regimes.md R2): ``vocab_size`` (default
+  ``None``, the minimal size); a larger value appends ids that are never inputs or labels, over
+  which the softmax still ranges (the common order-0 drive of theory/closed_form.md C1).
+- Tokens and labels are int32; ``groups`` hold sorted token-id arrays: ``"numbers"`` the arithmetic
+  operand tokens, ``"labels"`` the label ids that occur, other groups named per task.
 - Random tasks are deterministic functions of their ``seed`` (``np.random.default_rng(seed)``);
   complete enumerations take no seed. ``ds.params`` records every parameter, defaults filled in.
 - Bad input raises ``ValueError`` (bad value) or ``TypeError`` (bad type) naming the parameter,
