@@ -405,18 +405,8 @@ def train_lm(
     gamma = _check_gammas(gammas)
     internal.check_int(seed, "seed", 0, internal.SEED_MAX)
     _check_streams(corpus, config.context_length)
-    if tracked is None:
-        tracked = eligible_tokens(
-            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
-        )
-    tracked = _check_tracked(tracked, corpus.vocab_size)
-    store = sweep.LaneStore.create(
-        "lm",
-        out,
-        _lane_spec(corpus, config, gamma, seed, tracked),
-        done="finished.json",
-        required=_LANE_FIELDS,
-    )
+    tracked = _tracked_tokens(corpus, config, tracked)
+    store = _lane_store(out, corpus, config, gamma, seed, tracked)
     lanes = sweep.resumable_map(
         lane_function(config, corpus.vocab_size, tracked_rows(tracked, corpus.vocab_size)),
         initial_states(config, corpus.vocab_size, gamma, seed),
@@ -462,6 +452,28 @@ def tracked_rows(tracked, vocab_size: int) -> bytes:
     position = np.full(vocab_size, -1, dtype=np.int32)
     position[np.asarray(tracked)] = np.arange(len(tracked), dtype=np.int32)
     return position.tobytes()
+
+
+def _tracked_tokens(corpus: text.Corpus, config: LMConfig, tracked) -> np.ndarray:
+    """The tracked ids of a `train_lm`, int64 ``[A]``: ``tracked``, else the ``config.tracked``
+    most frequent `eligible_tokens` of the training stream; checked (`_check_tracked`)."""
+    if tracked is None:
+        tracked = eligible_tokens(
+            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
+        )
+    return _check_tracked(tracked, corpus.vocab_size)
+
+
+def _lane_store(out, corpus: text.Corpus, config: LMConfig, gamma, seed: int, tracked):
+    """The `sweep.LaneStore` of a `train_lm` (None: nothing is saved): one lane per gamma, the
+    run finished once ``finished.json`` is written."""
+    return sweep.LaneStore.create(
+        "lm",
+        out,
+        _lane_spec(corpus, config, gamma, seed, tracked),
+        done="finished.json",
+        required=_LANE_FIELDS,
+    )
 
 
 def _lane_spec(corpus: text.Corpus, config: LMConfig, gamma, seed: int, tracked) -> dict:
@@ -771,21 +783,10 @@ def prefix_probe(
     Returns:
         `PrefixProbe` (NumPy arrays).
     """
-    phi = jnp.asarray(phi, dtype=jnp.result_type(float))
-    S_emb = jnp.asarray(S_emb, dtype=phi.dtype)
-    if phi.ndim != 3:
-        raise ValueError(f"phi must have shape [A, V_nu, K]; got {phi.shape}")
+    phi, S_emb, train_ids, held_ids = _checked_probe_inputs(
+        phi, S_emb, heldout_tokens, steps=steps, lr=lr, restarts=restarts
+    )
     A, K = phi.shape[0], phi.shape[2]
-    if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
-        raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi; got {S_emb.shape}")
-    metrics.check_finite(phi=phi, S_emb=S_emb)
-    internal.check_int(steps, "steps", 0)
-    internal.check_int(restarts, "restarts", 1)
-    _check_float(lr, "lr", low=0.0, low_open=True)
-    metrics.token_split(heldout_tokens, A)  # validates the split
-    given = np.asarray(heldout_tokens)
-    held = given if given.dtype == bool else np.isin(np.arange(A), given)
-    train_ids, held_ids = np.nonzero(~held)[0], np.nonzero(held)[0]
     batch = S_emb.shape[:-2]
     S_emb = S_emb.reshape(-1, A, A)
 
@@ -808,6 +809,27 @@ def prefix_probe(
             for name, value in result.items()
         }
     )
+
+
+def _checked_probe_inputs(phi, S_emb, heldout_tokens, *, steps, lr, restarts):
+    """`prefix_probe`'s inputs checked (ValueError naming the parameter): ``phi [A, V_nu, K]``
+    and ``S_emb [..., A, A]`` as finite float arrays of one dtype, then the ids of the training
+    and of the held-out tokens (int ``[A_train]``, ``[A_held]``)."""
+    phi = jnp.asarray(phi, dtype=jnp.result_type(float))
+    S_emb = jnp.asarray(S_emb, dtype=phi.dtype)
+    if phi.ndim != 3:
+        raise ValueError(f"phi must have shape [A, V_nu, K]; got {phi.shape}")
+    A = phi.shape[0]
+    if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
+        raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi; got {S_emb.shape}")
+    metrics.check_finite(phi=phi, S_emb=S_emb)
+    internal.check_int(steps, "steps", 0)
+    internal.check_int(restarts, "restarts", 1)
+    _check_float(lr, "lr", low=0.0, low_open=True)
+    metrics.token_split(heldout_tokens, A)  # validates the split
+    given = np.asarray(heldout_tokens)
+    held = given if given.dtype == bool else np.isin(np.arange(A), given)
+    return phi, S_emb, np.nonzero(~held)[0], np.nonzero(held)[0]
 
 
 def _readout(x, s):
