@@ -14,11 +14,10 @@ of ``z`` under strict dtype promotion.
 Accepted specs (``get``):
 
 - ``"relu"``; ``"gelu"`` (the exact, erf-based GELU, as in PyTorch's default);
-- ``"identity"``, the polynomial with C = (1,);
+- ``"identity"``, the polynomial with C = (1,); an ``Activation``, returned after validation;
 - ``"poly:c1,c2,..."`` or ``("poly", (c1, c2, ...))``: σ(z) = c1 z + c2 z² + ...;
 - ``"z^K"``, ``"monomial:K"`` or ``("monomial", K)``: σ(z) = z^K, K an int in [1, 64]
-  (`_MAX_DEGREE`, also the most coefficients a polynomial may have);
-- an ``Activation``, returned after validation.
+  (`_MAX_DEGREE`, also the most coefficients a polynomial may have).
 """
 
 from __future__ import annotations

@@ -1,46 +1,23 @@
 """When attention leaves uniform: the attention-only flow with its key and query paths, from
 probability tables of the data (theory/attention.md §4-§6, eqs. A6-A12).
 
-The attention-only model (`models.AttentionOnly`, no positions) has logits
-``f = R sum_s a_s h_s`` with ``R = W_U W_O W_V [V, d]``, ``a = softmax(z)``,
-``z_s = h_s^T B h_L``, ``B = W_K^T W_Q / sqrt(d)``. At small initialization ``z = O(eps^4)``; to
-first order in z (eq. A6)
-
-    a_s = (1 + z_s - zbar) / L,   g = sum_s a_s h_s = hbar + dg,   f = f0 + f1,
-    f0 = R hbar,   f1 = R dg,   dg = sum_s (z_s - zbar) h_s / L.
-
-The flow is the gradient of a truncated log-likelihood J (eq. A7) with respect to the six
-matrices. Its label-driven part ``E[(e_y - 1/V)^T (f0 + f1)]`` is a linear functional of three
-low-order tables over the K tokens and Y labels that occur (C_a = N_a(X) / L):
-
-    label_bag          [Y, K]        T0 = E[1{y=nu} C_a]              (= r_a phi^{y;0}_a(nu))
-    label_bag_query    [Y, K, K]     T1 = E[1{y=nu} C_a 1{x_L=g}]
-    label_bag2_query   [Y, K, K, K]  T2 = E[1{y=nu} C_a C_b 1{x_L=g}]
-
-The prediction term decides what happens once the value path has escaped:
-
-- ``"uniform"``: ``p = 1/V`` (the softmax at f = 0), J is linear in f (eq. A7a); the value path
-  is then the depth-4 linear network of eq. A3 and blows up in finite time (eq. A5).
-- ``"linear"``: ``p = 1/V + (1/V) H f0`` (Remark 1 of theory/ffn.md, H = I - 11^T/V): J is the
-  log-likelihood to second order in f and first order in z (eq. A7b).
-- ``"softmax"``: ``J = E[log softmax(f0)_y + (e_y - softmax(f0))^T f1]``, the exact
-  log-likelihood at uniform attention plus its first-order attention correction (eq. A7c).
-
-The last two need the full-order bag distribution (the distinct (bag, x_L) pairs with their
-probabilities, ``bags``/``bag_weights``), as Remark 1 needs the full-order co-occurrence
-signature: a softmax of a sum over the bag is not a function of low-order marginals.
-
-`attention_field` evaluates eq. A9 with einsums and gathers over these tables (no per-sample
-pass, no autodiff); `first_order_psi` is Theorem 3's psi to first order (eq. A10).
-
-Departure of attention from uniform (eq. A12): the dataset-mean attention mass on target
-positions, with the exact softmax (`target_attention`), first leaves its uniform value by a
-relative amount fixed in advance (`departure_time`, `DEPARTURE_THRESHOLD`). `theory_descent`
-integrates eq. A9 from a given initialization (explicit Euler at the training's step, or the
-flow itself) and measures it with the exact model; `descent_path` is the shared chunked driver
-(training uses it too).
-
-Shapes: ``W_E, W_U [V, d]``, ``W_Q, W_K, W_V [d_k, d]``, ``W_O [d, d_k]`` (`models.weights`).
+The attention-only model (`models.AttentionOnly`, no positions) has logits ``f = R sum_s a_s h_s``
+with ``R = W_U W_O W_V [V, d]``, ``a = softmax(z)``, ``z_s = h_s^T B h_L``, ``B = W_K^T W_Q /
+sqrt(d)``; to first order in z, ``f = f0 + f1``, ``f0 = R hbar``, ``f1 = R sum_s (z_s - zbar) h_s /
+L`` (eq. A6). The flow is the gradient of a truncated log-likelihood J (eq. A7) whose label part
+contracts three tables over the K tokens and Y labels that occur, ``C_a = N_a(X) / L`` (eq. A8):
+``label_bag [Y, K]``, ``label_bag_query [Y, K, K]``, ``label_bag2_query [Y, K, K, K]``, i.e.
+E[1{y=nu} C_a], E[1{y=nu} C_a 1{x_L=g}] and E[1{y=nu} C_a C_b 1{x_L=g}]. The prediction term is
+``"uniform"`` (p = 1/V, eq. A7a), ``"linear"`` (Remark 1, eq. A7b) or ``"softmax"`` (exact at
+uniform attention, eq. A7c); the last two need the full-order bag distribution (the distinct
+(bag, x_L) pairs, ``bags``/``bag_weights``). `attention_field` evaluates eq. A9 with einsums and
+gathers over these tables (no per-sample pass, no autodiff); `first_order_psi` is Theorem 3's psi
+to first order (eq. A10). `target_attention` is the dataset-mean attention mass on target
+positions (exact softmax), `departure_time` when it first leaves its uniform value by
+`DEPARTURE_THRESHOLD` (eq. A12). `theory_descent` integrates eq. A9 from a given initialization
+(explicit Euler at the training's step, or the flow itself) and measures it with the exact model;
+`descent_path` is the shared chunked driver (training uses it too). Shapes: ``W_E, W_U [V, d]``,
+``W_Q, W_K, W_V [d_k, d]``, ``W_O [d, d_k]`` (`models.weights`).
 """
 
 from __future__ import annotations

@@ -4,25 +4,20 @@ Every CLI command estimates the memory its request needs, compares it with a lim
 impossible request with one line (what was asked, the estimate, the limit, the knob to turn)
 instead of failing minutes later with an XLA ``RESOURCE_EXHAUSTED``. The pieces:
 
-- the limit: `memory_limit` (``--max-memory`` if given, else the environment variable
-  ``CTX_STAIRCASE_MAX_MEMORY``, else `DEFAULT_FRACTION` of `available_bytes`), sizes written as
-  `parse_size` reads them and printed by `format_bytes`;
+- the limit: `memory_limit` (``--max-memory``, else ``CTX_STAIRCASE_MAX_MEMORY``, else
+  `DEFAULT_FRACTION` of `available_bytes`), sizes read by `parse_size`, printed by `format_bytes`;
 - the estimators, in bytes, each taking the objects the library takes: `train_bytes` (a sweep of
   `sweep.train_sweep`, from the model's own `models.ModelSpec` formulas; `train_lane_bytes` is
-  one compiled lane), `signature_bytes` (the `geometry.signature_geometry` of ``ctx-staircase
-  signatures``), `lm_bytes` (`lm.train_lm` and its metrics) and `theory_bytes`
-  (`comparison.theory_vs_training`, by stage in `theory_stages`, from each theory's own
-  `theory.Theory.nbytes`);
+  one compiled lane), `signature_bytes` (`geometry.signature_geometry` of ``ctx-staircase
+  signatures``), `lm_bytes` (`lm.train_lm` and its metrics), `theory_bytes`
+  (`comparison.theory_vs_training`, by stage in `theory_stages`, from each `theory.Theory.nbytes`);
 - the checks: `check` (the one-line refusal), `check_signature_shapes` (the per-tensor cap of
-  `signatures`, checked for every order before the first is counted); the integer bounds the
-  code can represent (int32 step counters, uint32 seeds) are `internal.INT32_MAX` and
-  `internal.SEED_MAX`.
+  `signatures`, for every order before the first is counted); the integer bounds (int32 step
+  counters, uint32 seeds) are `internal.INT32_MAX` and `internal.SEED_MAX`.
 
-The estimators are arithmetic on shapes: no JAX compilation and no backend initialization, so a
-call takes microseconds. They count the arrays that dominate (parameters, optimizer state,
-gradients, the activations of one step, recorded snapshots, signature tables) with constants
-fitted to XLA's own buffer assignment (`jax.jit(f).lower(...).compile().memory_analysis()`) on
-CPU; tests/test_budget.py holds the calibration (estimate within 0.5x-2x of XLA's number).
+The estimators are arithmetic on shapes (no JAX compilation, no backend initialization), with
+constants fitted to XLA's buffer assignment (`xla_bytes`) on CPU; what they count, what a call
+costs and the calibration: benchmarks/README.md, "Validation cost".
 """
 
 from __future__ import annotations

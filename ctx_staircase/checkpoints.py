@@ -3,8 +3,7 @@
 A *snapshot* is one file or folder holding a model's input embedding ``W_E [V, d]`` (row ``i``
 is token id ``i``, the layout of every common checkpoint):
 
-- ``.npy``: the matrix itself (memory-mapped);
-- ``.npz``: an archive of named arrays (only the chosen one is read);
+- ``.npy``: the matrix itself (memory-mapped); ``.npz``: named arrays, only the chosen one read;
 - ``.safetensors``: read with the `safetensors` package's NumPy API, which memory-maps the file
   and copies out only the chosen tensor;
 - a Hugging Face model folder: ``config.json`` beside ``model.safetensors``, or shards listed in
@@ -13,22 +12,12 @@ is token id ``i``, the layout of every common checkpoint):
 - ``.pt`` / ``.pth`` / ``.bin``: a torch state dict, loaded memory-mapped on the CPU with
   ``weights_only=True``; torch is imported only then (``pip install torch``);
 - word vectors, recognised by their content whatever their suffix (`word_vectors`): word2vec
-  text (``.vec``, ``.txt``) or binary, GloVe text, a fastText ``.bin`` model. These carry
-  their own vocabulary (`Embedding.vocabulary`), and a text is tokenized by it.
+  text (``.vec``, ``.txt``) or binary, GloVe text, a fastText ``.bin`` model, with their own
+  vocabulary (`Embedding.vocabulary`), by which a text is tokenized.
 
-The embedding is the tensor whose name is, or ends in ``.`` followed by, one of
-`_EMBEDDING_NAMES` (GPT-2 ``transformer.wte.weight``, GPT-NeoX/Pythia
-``gpt_neox.embed_in.weight``, Llama/Mistral ``model.embed_tokens.weight``, OPT
-``model.decoder.embed_tokens.weight``, BERT ``embeddings.word_embeddings.weight``,
-TransformerLens ``embed.W_E``, this package's exports ``W_E``), unless a ``key`` names it. No
-match, or several, is a ``ValueError`` that lists the tensors found.
-
-A *token stream* is int ids ``[n]``: ``.npy``, ``.npz`` (the array ``tokens``, or its only
-array; this package's exports add ``tracked`` and ``context_length``), or a UTF-8 text file
-encoded by a tokenizer: an HF ``tokenizer.json`` (read with the `tokenizers` package), the
-vocabulary of word vectors (`word_vectors.tokenize`), or, with neither, this package's word
-tokenizer (`text.prepare_corpus`'s vocabulary of the text itself). Each stream says which
-(`IdSpace`), so a measurement refuses ids that are not the rows' ids.
+The embedding is the tensor whose name is, or ends in ``.`` followed by, one of `_EMBEDDING_NAMES`
+unless a ``key`` names it (`choose_key`). A *token stream* is int ids ``[n]`` (`load_tokens`),
+and says which ids they are (`IdSpace`), so a measurement refuses ids that are not the rows' ids.
 """
 
 from __future__ import annotations
@@ -62,7 +51,11 @@ __all__ = [
     "snapshot_step",
 ]
 
-#: The trailing names of the input embedding in common checkpoints (see the module docstring).
+#: The trailing names of the input embedding in common checkpoints: GPT-2
+#: ``transformer.wte.weight``, GPT-NeoX/Pythia ``gpt_neox.embed_in.weight``, Llama/Mistral
+#: ``model.embed_tokens.weight``, OPT ``model.decoder.embed_tokens.weight``, BERT
+#: ``embeddings.word_embeddings.weight``, TransformerLens ``embed.W_E``, this package's exports
+#: ``W_E``. No match, or several, is a ``ValueError`` that lists the tensors found.
 _EMBEDDING_NAMES = (
     "wte.weight",
     "embed_in.weight",
@@ -421,12 +414,15 @@ def load_tokens(
     punctuation: bool = True,
     oov: str = "unknown",
 ) -> TokenStream:
-    """The token stream in ``path`` (module docstring).
+    """The token stream in ``path``: int ids ``[n]``.
 
-    A text file is encoded by ``tokenizer`` (an HF ``tokenizer.json``), else by ``vocabulary``
-    (the words of word vectors, `Embedding.vocabulary`: `word_vectors.tokenize` with ``case``,
-    ``punctuation`` and ``oov``), else by this package's word tokenizer. Whether the ids are
-    a snapshot's rows is `check_ids`'s to say (a measurement calls it).
+    ``path`` is ``.npy``, ``.npz`` (the array ``tokens``, or its only array; this package's
+    exports add ``tracked`` and ``context_length``), or a UTF-8 text file. A text file is encoded
+    by ``tokenizer`` (an HF ``tokenizer.json``, read with the `tokenizers` package), else by
+    ``vocabulary`` (the words of word vectors, `Embedding.vocabulary`: `word_vectors.tokenize`
+    with ``case``, ``punctuation`` and ``oov``), else by this package's word tokenizer
+    (`text.prepare_corpus`'s vocabulary of the text itself). The stream says which (`IdSpace`);
+    whether the ids are a snapshot's rows is `check_ids`'s to say (a measurement calls it).
 
     Raises:
         ValueError: a missing, unreadable or empty file, ids that are not a 1-D non-negative

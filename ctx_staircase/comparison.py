@@ -362,30 +362,14 @@ def check_theory_inputs(
     from ctx_staircase import activations, flows
 
     theory_model = registry.model(model)
-    if gammas is None:
-        gammas = theory_model.default_gammas
-    gammas = np.asarray(gammas, dtype=np.float64)
-    low, high = theory_model.gamma_range
-    if gammas.ndim != 1 or gammas.size == 0 or not np.all(np.isfinite(gammas)):
-        raise ValueError(f"gamma must be one or more finite numbers; got {gammas.tolist()}")
-    if np.any((gammas < low) | (gammas > high)):
-        raise ValueError(
-            f"gamma must lie in [{low}, {high}] for model {model!r} (the documented range of its "
-            f"theory); got {gammas.tolist()}"
-        )
+    gammas = _check_gammas(gammas, theory_model, model)
     check_int(d, "d")
     check_int(steps, "steps", none_ok=True)
     check_int(snapshot_every, "snapshot_every", none_ok=True)
     check_real(lr, "lr", low=0, low_open=True)
     check_real(threshold, "threshold", low=0, low_open=True)
     prediction = flows.Prediction(check_choice(prediction, "prediction", flows.PREDICTION_TERMS))
-    max_orders = tuple(max_orders) if np.iterable(max_orders) else (max_orders,)
-    if not max_orders:
-        raise ValueError(f"max_orders must hold at least one order in [0, L-1] = [0, {ds.L - 1}]")
-    orders = f" (orders in [0, L-1]; max_orders={list(max_orders)})"
-    for m in max_orders:
-        check_int(m, "max_orders", 0, ds.L - 1, why=orders)
-    max_orders = tuple(int(m) for m in max_orders)
+    max_orders = _check_orders(max_orders, ds.L)
     coefficients = tuple(activations.effective_coefficients(activations.get(activation)))
     setting = Setting(theory_model, gammas, max_orders, prediction, activation, coefficients)
     setting = setting._replace(theories=_check_theory_names(theories, setting))
@@ -400,6 +384,35 @@ def check_theory_inputs(
         limit=memory_limit,
     )  # fmt: skip
     return TheoryInputs(setting, needed)
+
+
+def _check_gammas(gammas, theory_model, model: str) -> np.ndarray:
+    """``gammas`` (None: the model's default gammas) as float64 ``[G]``, every one finite and
+    inside the documented range of the model's theory; ValueError naming gamma otherwise."""
+    if gammas is None:
+        gammas = theory_model.default_gammas
+    gammas = np.asarray(gammas, dtype=np.float64)
+    low, high = theory_model.gamma_range
+    if gammas.ndim != 1 or gammas.size == 0 or not np.all(np.isfinite(gammas)):
+        raise ValueError(f"gamma must be one or more finite numbers; got {gammas.tolist()}")
+    if np.any((gammas < low) | (gammas > high)):
+        raise ValueError(
+            f"gamma must lie in [{low}, {high}] for model {model!r} (the documented range of its "
+            f"theory); got {gammas.tolist()}"
+        )
+    return gammas
+
+
+def _check_orders(max_orders, L: int) -> tuple[int, ...]:
+    """``max_orders`` (one order or several) as a non-empty tuple of ints in ``[0, L-1]``;
+    ValueError naming max_orders otherwise."""
+    max_orders = tuple(max_orders) if np.iterable(max_orders) else (max_orders,)
+    if not max_orders:
+        raise ValueError(f"max_orders must hold at least one order in [0, L-1] = [0, {L - 1}]")
+    orders = f" (orders in [0, L-1]; max_orders={list(max_orders)})"
+    for m in max_orders:
+        check_int(m, "max_orders", 0, L - 1, why=orders)
+    return tuple(int(m) for m in max_orders)
 
 
 def _check_theory_names(names, setting: Setting) -> tuple[str, ...] | None:
@@ -442,29 +455,17 @@ def theory_vs_training(
     """Integrate the theory and train the same models, then `compare` them lane by lane.
 
     Every gamma uses the same seed, so the same standard-normal draw ``Z`` scaled by
-    ``d^{-gamma}``. Training is full-batch GD at ``lr`` on ``t = lr * step``, in float64. The
-    theories are those of `theories.selected` for the model and activation:
-
-    - FFN: the closed form (eq. C3), the closed form with the softmax feedback
-      (theory/escape_feedback.md) and the signature-flow ODE for every ``max_order``
-      (`flows.ffn_signature_flow` with ``prediction``; ``"linear"``, the default, keeps the
-      softmax's linear feedback, Remark 1); with ``activation="relu"`` also the gated flow and
-      the frozen-gate closed form (theory/relu.md).
-    - attention-only: the uniform-attention flow (eq. A3) per lane, and the plateau law (A5b),
-      ``t* = T_Z d^{2 gamma} - c`` from one unit-scale solve (`escape.plateau_law`).
-      Escape is measured with the attention logits on both sides.
-
-    ``theories`` solves only the named ones (e.g. ``["signature_flow_m1"]``); None, all of them.
+    ``d^{-gamma}``; training is full-batch GD at ``lr`` on ``t = lr * step``; everything runs in
+    float64. The theories are those of `theories.selected` for the model and activation
+    (theory/closed_form.md §6 lists them), or only those ``theories`` names (e.g.
+    ``["signature_flow_m1"]``). `check_theory_inputs` checks every argument first.
 
     ``gammas=None`` takes the default gammas of the model's theory; ``steps=None`` a horizon
-    covering every predicted escape (`horizon`), ``snapshot_every=None`` every 10 steps up to
-    `budget.THEORY_MAX_SNAPSHOTS` snapshots, geometric beyond (`snapshot_steps`). A given horizon
-    that misses some predicted escapes is noted in ``notes``; one that misses all of them is an
-    error. Everything runs in float64 under a scoped ``jax.enable_x64``, whatever the caller's
-    global flag. The ODE lanes run through `sweep.sweep_map`. With ``out``, each trained gamma
-    lane is saved there as it finishes and a rerun trains only the missing ones
-    (`sweep.train_sweep`). ``memory_limit`` overrides the memory limit of
-    `check_theory_inputs`.
+    covering every predicted escape (`horizon`; a given one that misses some predicted escapes
+    is noted in ``notes``, one that misses all of them is an error); ``snapshot_every=None``
+    the snapshots of `snapshot_steps`. With ``out``, each trained gamma lane is saved there as
+    it finishes and a rerun trains only the missing ones (`sweep.train_sweep`).
+    ``memory_limit`` overrides the memory limit of `check_theory_inputs`.
 
     Returns:
         A `TheoryVsTraining`: ``ts``, ``runs`` (per gamma a `RunComparison`: the trajectories
@@ -475,20 +476,10 @@ def theory_vs_training(
         ``notes`` and the theories' ``styles``.
     """
     inputs = check_theory_inputs(
-        ds,
-        model=model,
-        gammas=gammas,
-        max_orders=max_orders,
-        d=d,
-        activation=activation,
-        lr=lr,
-        steps=steps,
-        snapshot_every=snapshot_every,
-        threshold=threshold,
-        prediction=prediction,
-        theories=theories,
-        memory_limit=memory_limit,
-    )
+        ds, model=model, gammas=gammas, max_orders=max_orders, d=d, activation=activation, lr=lr,
+        steps=steps, snapshot_every=snapshot_every, threshold=threshold, prediction=prediction,
+        theories=theories, memory_limit=memory_limit,
+    )  # fmt: skip
     with jax.enable_x64(True):
         return _theory_vs_training(
             ds, inputs.setting, seed=seed, d=d, lr=lr, steps=steps,
@@ -499,7 +490,7 @@ def theory_vs_training(
 def _theory_vs_training(
     ds, setting: Setting, *, seed, d, lr, steps, snapshot_every, threshold, out
 ) -> TheoryVsTraining:
-    from ctx_staircase import sweep, train
+    from ctx_staircase import train
 
     model = setting.model
     model_kwargs = model.trained_kwargs(d, setting.activation)
@@ -514,35 +505,9 @@ def _theory_vs_training(
     ts = lr * np.asarray(snapshots, dtype=np.float64)
     problem = problem._replace(ts=ts)
     config = train.TrainConfig(optimizer="gd", lr=lr, steps=horizon_steps, snapshots=snapshots)
-    reports: list[int] = []  # lanes done at each progress report; the first are the loaded
-
-    def report(done: int, total: int) -> None:
-        reports.append(done)
-
-    start = time.perf_counter()
-    trained = sweep.train_sweep(
-        model.name, ds, config, gammas=setting.gammas, seeds=[seed], out=out, progress=report,
-        **model_kwargs,
-    )  # fmt: skip
-    simulation_seconds = None if reports and reports[0] else time.perf_counter() - start
-    solved, seconds = [], {}
-    problem.reused_seconds()  # start the ledger of shared computations at zero
-    for theory in registry.selected(setting):
-        start = time.perf_counter()
-        solved.append((theory, jax.block_until_ready(theory.solve(problem))))
-        seconds[theory.name] = time.perf_counter() - start + problem.reused_seconds()
-    runs = []
-    for i, gamma in enumerate(setting.gammas):
-        # escape in training is read off the model's own logits (ReLU, attention: not a formula)
-        traj = trained.trajectory
-        sim = WeightTrajectory(ts, traj.W_E[i], traj.W_U[i], traj.logit_scale[i])
-        lane = {theory.name: lanes.trajectories[i] for theory, lanes in solved}
-        solver = {t.name: lanes.solver[i] for t, lanes in solved if lanes.solver is not None}
-        comparisons = {
-            name: compare(theory, sim, ds, coefficients=setting.coefficients, threshold=threshold)
-            for name, theory in lane.items()
-        }
-        runs.append(RunComparison(float(gamma), trained.status[i], sim, lane, solver, comparisons))
+    trained, simulation_seconds = _train_lanes(ds, setting, config, seed, out, model_kwargs)
+    solved, seconds = _solve_theories(problem, setting)
+    runs = _run_comparisons(ds, setting, ts, trained, solved, threshold)
     escape, slopes = _escape_law(problem, runs, predicted.law)
     styles = {theory.name: theory.style for theory, _ in solved}
     roles = {theory.name: theory.role for theory, _ in solved}
@@ -567,6 +532,56 @@ def _theory_vs_training(
         roles=roles,
         cost=Cost(simulation_seconds, seconds),
     )
+
+
+def _train_lanes(ds, setting: Setting, config, seed, out, model_kwargs):
+    """``(sweep.SweepResult, seconds)``: the gamma lanes trained by `sweep.train_sweep` (with
+    ``out``, resumed from and saved there) and the training's wall seconds, None when some lanes
+    were loaded rather than trained."""
+    from ctx_staircase import sweep
+
+    reports: list[int] = []  # lanes done at each progress report; the first are the loaded
+
+    def report(done: int, total: int) -> None:
+        reports.append(done)
+
+    start = time.perf_counter()
+    trained = sweep.train_sweep(
+        setting.model.name, ds, config, gammas=setting.gammas, seeds=[seed], out=out,
+        progress=report, **model_kwargs,
+    )  # fmt: skip
+    return trained, None if reports and reports[0] else time.perf_counter() - start
+
+
+def _solve_theories(problem: Problem, setting: Setting) -> tuple[list, dict[str, float]]:
+    """Every theory `theories.selected` picks for ``setting``, solved on ``problem``:
+    ``[(theory, its lanes)]`` and each theory's wall seconds, the shared computations it
+    reused included (`Problem.reused_seconds`)."""
+    solved, seconds = [], {}
+    problem.reused_seconds()  # start the ledger of shared computations at zero
+    for theory in registry.selected(setting):
+        start = time.perf_counter()
+        solved.append((theory, jax.block_until_ready(theory.solve(problem))))
+        seconds[theory.name] = time.perf_counter() - start + problem.reused_seconds()
+    return solved, seconds
+
+
+def _run_comparisons(ds, setting: Setting, ts, trained, solved, threshold) -> list[RunComparison]:
+    """One `RunComparison` per gamma lane: the trained trajectory on ``ts`` against each solved
+    theory's lane (`compare`), with each ODE lane's solver status."""
+    runs = []
+    for i, gamma in enumerate(setting.gammas):
+        # escape in training is read off the model's own logits (ReLU, attention: not a formula)
+        traj = trained.trajectory
+        sim = WeightTrajectory(ts, traj.W_E[i], traj.W_U[i], traj.logit_scale[i])
+        lane = {theory.name: lanes.trajectories[i] for theory, lanes in solved}
+        solver = {t.name: lanes.solver[i] for t, lanes in solved if lanes.solver is not None}
+        comparisons = {
+            name: compare(theory, sim, ds, coefficients=setting.coefficients, threshold=threshold)
+            for name, theory in lane.items()
+        }
+        runs.append(RunComparison(float(gamma), trained.status[i], sim, lane, solver, comparisons))
+    return runs
 
 
 def _problem(ds, setting: Setting, seed, d, threshold, model_kwargs) -> Problem:

@@ -787,26 +787,12 @@ def context_signature_flows(problem: Problem, datasets: Sequence[TokenDataset]) 
 
     Each lane ``(dataset i, order m, gamma g)`` integrates ``ffn_signature_field`` truncated at
     m (theory/ffn.md eq. F6, F8) with the prediction term of ``problem.setting``, from
-    ``problem.y0[g]`` on ``problem.ts``; ``problem.ds`` is not read. The sequence length is a
-    traced lane value: the binomials ``C(L-1, m)``, ``C(L, m+1)`` are products over the static
-    m (eq. F11), the order loop runs to the largest order of the sweep, and each lane gathers
-    its dataset's tables from the `ContextSignatures` (given whole to every lane).
-
-    Orders ``m > L_i - 1`` are **skipped** for dataset i (no lane; ``ContextFlows.lanes``
-    holds None there); an order above every dataset's ``L-1`` is an error.
-
-    Equality with the separate solve (`signature_flow_lanes` of ``problem`` with ``ds`` set to
-    one dataset): **not bitwise; within 1e-12 relative before the blow-up event** (measured
-    <= 2e-14 on modsum L = 2, 3, 4; tests/test_context_theory.py). Why: the lane's *field* is
-    bitwise the one-L `ffn_signature_field` on the same tables given as arguments (tested):
-    every binomial is the exact integer (numerator and m! are exact integers in float64, their
-    quotient exact), the padded orders add exact zeros (``x + 0 = x``), and each dataset keeps
-    its own dense/COO form per order (`SparseLabel.use`). The separate solve, however, holds its
-    tables as constants of its program, which XLA simplifies (e.g. a uniform co-occurrence
-    table), so its field differs by a few ulp; the adaptive solver carries that to ~1e-14, and
-    at the blow-up event (`theory.BLOW_UP`, where the truncated flow grows fastest) the held
-    state amplifies it to ~1e-8. A union index set larger than a dataset's own tokens adds
-    zero rows to its contractions (the same rounding argument).
+    ``problem.y0[g]`` on ``problem.ts`` (``problem.ds`` is not read), L a traced lane value
+    (eq. F11: binomials as products over the static m, the order loop to the sweep's largest
+    order, each lane's tables gathered from the `ContextSignatures` every lane is given).
+    Orders ``m > L_i - 1`` are **skipped** (``ContextFlows.lanes`` holds None there). A lane
+    equals its dataset's separate solve (`signature_flow_lanes`) within 1e-12 relative before
+    the blow-up event, not bitwise (theory/ffn.md §3, after eq. F11).
 
     Args:
         problem: the run's `Problem` (setting: gammas, max_orders, prediction,
@@ -814,14 +800,13 @@ def context_signature_flows(problem: Problem, datasets: Sequence[TokenDataset]) 
         datasets: ``[D]`` `TokenDataset` of one vocabulary size V.
 
     Returns:
-        `ContextFlows`: per dataset and order, one `WeightTrajectory` and `SolverStatus` per
-        gamma.
+        `ContextFlows`: per dataset and order, a `WeightTrajectory` and `SolverStatus` per gamma.
 
     Raises:
-        ValueError: no datasets, vocabulary sizes that differ (or differ from y0's V), an
-            order outside ``[0, max L - 1]``, ``prediction="linear"`` with several distinct L
-            (it contracts the full order ``L-1``, a shape per L: one L per call), or no time
-            grid.
+        ValueError: no datasets, vocabulary sizes that differ (or differ from y0's V), an order
+            outside ``[0, max L - 1]`` (above every dataset's ``L-1``), ``prediction="linear"``
+            with several distinct L (it contracts the full order ``L-1``, a shape per L: one L
+            per call), or no time grid.
     """
     setting = problem.setting
     datasets, Ls = _check_context_inputs(problem, datasets)
@@ -830,22 +815,7 @@ def context_signature_flows(problem: Problem, datasets: Sequence[TokenDataset]) 
     static_L = Ls[0] if len(set(Ls)) == 1 else None
     top = signature_order(max(Ls), orders, setting.prediction)
     tables = context_signatures(datasets, top)
-    prediction = setting.prediction
-
-    def vector_field(t, y, args):
-        lane, stacked = args
-        L, sigs = stacked.select(lane.dataset)
-        if static_L is None:
-            dW_E, dW_U = context_signature_field(
-                y["W_E"], y["W_U"], sigs, coefficients, L, lane.max_order, prediction
-            )
-        else:
-            dW_E, dW_U = ffn_signature_field(
-                y["W_E"], y["W_U"], sigs, coefficients,
-                L=static_L, max_order=lane.max_order, prediction=prediction,
-            )  # fmt: skip
-        return {"W_E": dW_E, "W_U": dW_U}
-
+    vector_field = _context_vector_field(coefficients, setting.prediction, static_L)
     pairs = [(i, m) for i, L in enumerate(Ls) for m in orders if m <= L - 1]
     G = len(setting.gammas)
     gamma = np.repeat(np.arange(G), len(pairs))
@@ -864,6 +834,29 @@ def context_signature_flows(problem: Problem, datasets: Sequence[TokenDataset]) 
     return ContextFlows(
         tuple(Ls), orders, tuple(tuple(solved.get((i, m)) for m in orders) for i in range(len(Ls)))
     )
+
+
+def _context_vector_field(coefficients, prediction: str, static_L: int | None) -> Callable:
+    """The vector field ``(t, y, (lane, stacked)) -> dy`` of one `context_signature_flows` lane:
+    its dataset's ``L`` and tables gathered from ``stacked`` (`ContextSignatures`), then
+    `ffn_signature_field` at ``static_L`` when every dataset has that one L, else
+    `context_signature_field` with the traced L."""
+
+    def vector_field(t, y, args):
+        lane, stacked = args
+        L, sigs = stacked.select(lane.dataset)
+        if static_L is None:
+            dW_E, dW_U = context_signature_field(
+                y["W_E"], y["W_U"], sigs, coefficients, L, lane.max_order, prediction
+            )
+        else:
+            dW_E, dW_U = ffn_signature_field(
+                y["W_E"], y["W_U"], sigs, coefficients,
+                L=static_L, max_order=lane.max_order, prediction=prediction,
+            )  # fmt: skip
+        return {"W_E": dW_E, "W_U": dW_U}
+
+    return vector_field
 
 
 def _check_context_inputs(problem: Problem, datasets) -> tuple[list, list[int]]:

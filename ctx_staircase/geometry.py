@@ -1,6 +1,5 @@
-"""THE measurement of embedding geometry against signature geometry (the paper §4.2).
-
-One module answers "how aligned is ``S^{emb}`` with each signature order, and when":
+"""THE measurement of embedding geometry against signature geometry (the paper §4.2): how aligned
+``S^{emb}`` is with each signature order, and when.
 
 - `signature_geometry`: the geometry each signature order induces on a token group;
 - `embedding_similarity`: ``S^{emb}`` of a trajectory's token group (the paper's eq. 4);
@@ -11,19 +10,14 @@ One module answers "how aligned is ``S^{emb}`` with each signature order, and wh
 - `offdiagonal_statistics` and `probe_curve`: the pieces those share with the experiments (the
   off-diagonal MSE to ``S^{sig,(0)}``, the mean off-diagonal cosine, the probe over snapshots).
 
-Primitives (correlations, upper triangles, the probe fit itself) live in `metrics`.
-
 Order 0 is ``S^{sig,(0)}``, the cosine matrix of the zero-order signatures (paper eq. 5). For an
 order m >= 1 the signature of alpha is a tensor over (nu, beta_1..beta_m); its geometry here is the
 cosine matrix of the flattened tensors. For m = 1 the frequency-resolved matrices
 ``S^{sig,(1)}_k`` (paper §4.5, App. A.1.6) contract the context axis, restricted to the group itself
 (the paper's p = N convention), with the cosine vectors c^cos_k.
 
-Everything here is float64 whatever JAX's x64 flag: NumPy signatures, cosines by
-`metrics.signature_cosine_matrix`, PCA and alignment under a scoped ``jax.enable_x64``. In float32
-the cosines of signature rows that are zero in theory (Fourier components of norm ~1e-17) are
-noise, and cosines exceed 1. Such rows are exact zeros (`signatures.fourier_projection`), with
-cosine 0 to every row.
+Primitives (correlations, upper triangles, the probe fit itself) live in `metrics`. Everything
+here is float64 whatever JAX's x64 flag (theory/metrics.md, "Signature geometry in float64").
 """
 
 from __future__ import annotations

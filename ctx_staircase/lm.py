@@ -1,9 +1,11 @@
 """A small GPT trained on text, and the signature alignment of its trajectory (the paper §6,
-§6.1 and Fig. 7, scaled down).
+§6.1 and Fig. 7, scaled down to a CPU; theory/lm.md).
 
-The language-model arm, scaled to a CPU:
-
-- `eligible_tokens` picks the tracked tokens;
+- `eligible_tokens` picks the tracked tokens: the ``tracked`` most frequent *eligible* ones (the
+  paper's 200). [GAP] (theory/lm.md §2): a token is eligible when it is a word (it contains a
+  letter or a digit: punctuation and ``<unk>`` are not) and it occurs at least ``min_count`` times
+  as a predicting position of the training stream, so its next-token distribution is estimated
+  from at least that many transitions;
 - `lm_signatures` counts the data side: the next-token, previous-token and prefix (eq. 20)
   signatures of the tracked tokens;
 - `train_lm` trains one `models.GPT` per initial scale gamma, the lanes laid out by
@@ -15,12 +17,6 @@ The language-model arm, scaled to a CPU:
 - `lm_metrics` turns the trajectory into the curves ``rho_next``, ``rho_pre``, ``rho^l_attn`` and
   the held-out rank-one prefix probe with its linear readout (`prefix_probe`), scored against
   the best constant.
-
-**Eligible tokens** ([GAP]: the paper does not define them; ours, theory/lm.md §2): a token is
-eligible when it is a word (it contains a letter or a digit: punctuation and ``<unk>`` are not)
-and it occurs at least ``min_count`` times as a predicting position of the training stream, so its
-next-token distribution is estimated from at least that many transitions. The tracked set is the
-``tracked`` most frequent eligible tokens (the paper's 200).
 """
 
 from __future__ import annotations
@@ -93,7 +89,7 @@ class LMConfig:
         weight_decay: decoupled decay of the weight matrices (not of the RMSNorm scales).
         snapshot_every: k; snapshots at steps 0, k, 2k, ..., and ``steps``.
         tracked: how many eligible tokens the metrics use (the paper's 200).
-        min_count: the eligibility count (see the module docstring).
+        min_count: the eligibility count (the module docstring, theory/lm.md §2).
         probe_vocabulary: the prefix probe's next-token and context axes keep this many of the
             most frequent tokens (any token), so ``phi^{y;1}`` stays ``[tracked, K, K]``.
         signature_windows: training windows on which eq. 22 and the training loss are evaluated.
@@ -409,18 +405,8 @@ def train_lm(
     gamma = _check_gammas(gammas)
     internal.check_int(seed, "seed", 0, internal.SEED_MAX)
     _check_streams(corpus, config.context_length)
-    if tracked is None:
-        tracked = eligible_tokens(
-            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
-        )
-    tracked = _check_tracked(tracked, corpus.vocab_size)
-    store = sweep.LaneStore.create(
-        "lm",
-        out,
-        _lane_spec(corpus, config, gamma, seed, tracked),
-        done="finished.json",
-        required=_LANE_FIELDS,
-    )
+    tracked = _tracked_tokens(corpus, config, tracked)
+    store = _lane_store(out, corpus, config, gamma, seed, tracked)
     lanes = sweep.resumable_map(
         lane_function(config, corpus.vocab_size, tracked_rows(tracked, corpus.vocab_size)),
         initial_states(config, corpus.vocab_size, gamma, seed),
@@ -466,6 +452,28 @@ def tracked_rows(tracked, vocab_size: int) -> bytes:
     position = np.full(vocab_size, -1, dtype=np.int32)
     position[np.asarray(tracked)] = np.arange(len(tracked), dtype=np.int32)
     return position.tobytes()
+
+
+def _tracked_tokens(corpus: text.Corpus, config: LMConfig, tracked) -> np.ndarray:
+    """The tracked ids of a `train_lm`, int64 ``[A]``: ``tracked``, else the ``config.tracked``
+    most frequent `eligible_tokens` of the training stream; checked (`_check_tracked`)."""
+    if tracked is None:
+        tracked = eligible_tokens(
+            corpus.train, corpus.vocabulary, count=config.tracked, min_count=config.min_count
+        )
+    return _check_tracked(tracked, corpus.vocab_size)
+
+
+def _lane_store(out, corpus: text.Corpus, config: LMConfig, gamma, seed: int, tracked):
+    """The `sweep.LaneStore` of a `train_lm` (None: nothing is saved): one lane per gamma, the
+    run finished once ``finished.json`` is written."""
+    return sweep.LaneStore.create(
+        "lm",
+        out,
+        _lane_spec(corpus, config, gamma, seed, tracked),
+        done="finished.json",
+        required=_LANE_FIELDS,
+    )
 
 
 def _lane_spec(corpus: text.Corpus, config: LMConfig, gamma, seed: int, tracked) -> dict:
@@ -775,21 +783,10 @@ def prefix_probe(
     Returns:
         `PrefixProbe` (NumPy arrays).
     """
-    phi = jnp.asarray(phi, dtype=jnp.result_type(float))
-    S_emb = jnp.asarray(S_emb, dtype=phi.dtype)
-    if phi.ndim != 3:
-        raise ValueError(f"phi must have shape [A, V_nu, K]; got {phi.shape}")
+    phi, S_emb, train_ids, held_ids = _checked_probe_inputs(
+        phi, S_emb, heldout_tokens, steps=steps, lr=lr, restarts=restarts
+    )
     A, K = phi.shape[0], phi.shape[2]
-    if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
-        raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi; got {S_emb.shape}")
-    metrics.check_finite(phi=phi, S_emb=S_emb)
-    internal.check_int(steps, "steps", 0)
-    internal.check_int(restarts, "restarts", 1)
-    _check_float(lr, "lr", low=0.0, low_open=True)
-    metrics.token_split(heldout_tokens, A)  # validates the split
-    given = np.asarray(heldout_tokens)
-    held = given if given.dtype == bool else np.isin(np.arange(A), given)
-    train_ids, held_ids = np.nonzero(~held)[0], np.nonzero(held)[0]
     batch = S_emb.shape[:-2]
     S_emb = S_emb.reshape(-1, A, A)
 
@@ -812,6 +809,27 @@ def prefix_probe(
             for name, value in result.items()
         }
     )
+
+
+def _checked_probe_inputs(phi, S_emb, heldout_tokens, *, steps, lr, restarts):
+    """`prefix_probe`'s inputs checked (ValueError naming the parameter): ``phi [A, V_nu, K]``
+    and ``S_emb [..., A, A]`` as finite float arrays of one dtype, then the ids of the training
+    and of the held-out tokens (int ``[A_train]``, ``[A_held]``)."""
+    phi = jnp.asarray(phi, dtype=jnp.result_type(float))
+    S_emb = jnp.asarray(S_emb, dtype=phi.dtype)
+    if phi.ndim != 3:
+        raise ValueError(f"phi must have shape [A, V_nu, K]; got {phi.shape}")
+    A = phi.shape[0]
+    if S_emb.ndim < 2 or S_emb.shape[-2:] != (A, A):
+        raise ValueError(f"S_emb must have shape [..., {A}, {A}] to match phi; got {S_emb.shape}")
+    metrics.check_finite(phi=phi, S_emb=S_emb)
+    internal.check_int(steps, "steps", 0)
+    internal.check_int(restarts, "restarts", 1)
+    _check_float(lr, "lr", low=0.0, low_open=True)
+    metrics.token_split(heldout_tokens, A)  # validates the split
+    given = np.asarray(heldout_tokens)
+    held = given if given.dtype == bool else np.isin(np.arange(A), given)
+    return phi, S_emb, np.nonzero(~held)[0], np.nonzero(held)[0]
 
 
 def _readout(x, s):

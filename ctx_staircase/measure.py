@@ -5,21 +5,19 @@
 returns one `Measurement`:
 
 - **a token stream** (ids ``[n]`` or a `checkpoints.TokenStream`): the paper's §6.1 language-model
-  measurement. ``rho_next`` is the Pearson alignment of the tracked tokens' embedding cosines
-  with the cosines of their next-token distributions ``phi^{y;nt}``; the rank-one prefix probe
-  (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked tokens and scored on
-  the pairs of the other half. The tracked tokens are the most frequent eligible ones (the
-  `lm` module docstring), or those the stream names;
+  measurement (theory/lm.md §3). ``rho_next`` is the Pearson alignment of the tracked tokens'
+  embedding cosines with the cosines of their next-token distributions ``phi^{y;nt}``; the
+  rank-one prefix probe (eq. 21, `lm.prefix_probe`) is fitted on the pairs of half the tracked
+  tokens and scored on the pairs of the other half. The tracked tokens are the most frequent
+  eligible ones (`lm.eligible_tokens`, theory/lm.md §2), or those the stream names;
 - **a `dataset.TokenDataset`**: the controlled tasks' measurement, ``rho0`` against the
   zero-order signature, the frequency-resolved first-order alignments ``rho_(1),k`` (paper
   §4.5) and the first-order probe (eq. 7), on the dataset's default token group.
 
 Every alignment comes with its **null**, the same score after the tracked tokens' rows are
 permuted (one fixed permutation): the embedding's own cosine distribution, with the token
-identities destroyed.
-
-Snapshots are read one at a time and only their tracked rows kept, so a long list of large
-checkpoints needs the memory of one embedding.
+identities destroyed. Snapshots are read one at a time and only their tracked rows kept, so a
+long list of large checkpoints needs the memory of one embedding.
 """
 
 from __future__ import annotations
@@ -190,15 +188,7 @@ def _measure_stream(
     seed,
 ) -> Measurement:
     ids = stream.ids
-    if ids.size < 2:
-        raise ValueError(f"tokens: a stream needs >= 2 tokens to have a transition; got {ids.size}")
-    if tracked is None:
-        tracked = stream.tracked
-    if tracked is None:
-        tracked = lm.eligible_tokens(ids, stream.token_strings, count=count, min_count=min_count)
-    tracked = np.asarray(tracked, dtype=np.int64)
-    if tracked.ndim != 1 or tracked.size < 4 or np.unique(tracked).size != tracked.size:
-        raise ValueError(f"tracked must be >= 4 distinct token ids; got {tracked.tolist()[:10]}")
+    tracked = _stream_tracked(stream, tracked, count, min_count)
     T = context_length or stream.context_length or _CONTEXT_LENGTH
     internal.check_int(T, "context_length", 2, ids.size - 1, why=" (a window needs a next token)")
     internal.check_int(probe_vocabulary, "probe_vocabulary", 2)
@@ -220,12 +210,7 @@ def _measure_stream(
     S_next, prefix, probe_tokens = _stream_signatures(
         ids, int(ids.max()) + 1, tracked, T, probe_vocabulary
     )
-    S_emb = np.stack([np.asarray(metrics.cosine_matrix(r)) for r in rows])  # [S, A, A]
-    rho_next, probe = lm.embedding_alignment(
-        S_emb, S_next, prefix, heldout_fraction=0.5, seed=seed, probe_steps=probe_steps
-    )
-    permutation = np.random.default_rng(seed).permutation(tracked.size)
-    null = np.asarray(metrics.alignment(S_emb[:, permutation][:, :, permutation], S_next).value)
+    rho_next, probe, null = _stream_scores(rows, tracked, S_next, prefix, seed, probe_steps)
     semantic = _semantic_structure(stream.token_strings, snapshots, key, V)
     return Measurement(
         reference="next-token signature",
@@ -242,20 +227,57 @@ def _measure_stream(
         keys=keys,
         widths=tuple(r.shape[1] for r in rows),
         semantic=semantic,
-        settings={
-            "context_length": T,
-            "tokens": int(ids.size),
-            "id_space": stream.id_space.value,
-            **_oov_settings(stream),
-            "vocab_rows": V,
-            "id_range": int(ids.max()) + 1,
-            "probe_vocabulary": int(probe_tokens.size),
-            "probe_steps": probe_steps,
-            "heldout_fraction": 0.5,
-            "seed": seed,
-            "null": "the tracked rows permuted (one fixed permutation from seed)",
-        },
+        settings=_stream_settings(stream, T, V, probe_tokens, probe_steps, seed),
     )
+
+
+def _stream_tracked(stream, tracked, count: int, min_count: int) -> np.ndarray:
+    """The token ids ``[A]`` a stream is measured on: ``tracked``, else the stream's, else its
+    ``count`` most frequent eligible tokens (`lm.eligible_tokens`); ``ValueError`` for a stream
+    without a transition or fewer than 4 distinct ids."""
+    ids = stream.ids
+    if ids.size < 2:
+        raise ValueError(f"tokens: a stream needs >= 2 tokens to have a transition; got {ids.size}")
+    if tracked is None:
+        tracked = stream.tracked
+    if tracked is None:
+        tracked = lm.eligible_tokens(ids, stream.token_strings, count=count, min_count=min_count)
+    tracked = np.asarray(tracked, dtype=np.int64)
+    if tracked.ndim != 1 or tracked.size < 4 or np.unique(tracked).size != tracked.size:
+        raise ValueError(f"tracked must be >= 4 distinct token ids; got {tracked.tolist()[:10]}")
+    return tracked
+
+
+def _stream_scores(rows, tracked, S_next, prefix, seed: int, probe_steps: int):
+    """``(rho_next [S], probe, null [S])`` of each snapshot's tracked ``rows`` ``[A, d_s]``:
+    the alignment of their cosines with ``S_next [A, A]`` and the held-out prefix probe
+    (`lm.embedding_alignment`, half the tracked tokens held out), and the same alignment after
+    one fixed permutation (from ``seed``) of the tracked rows."""
+    S_emb = np.stack([np.asarray(metrics.cosine_matrix(r)) for r in rows])  # [S, A, A]
+    rho_next, probe = lm.embedding_alignment(
+        S_emb, S_next, prefix, heldout_fraction=0.5, seed=seed, probe_steps=probe_steps
+    )
+    permutation = np.random.default_rng(seed).permutation(tracked.size)
+    null = np.asarray(metrics.alignment(S_emb[:, permutation][:, :, permutation], S_next).value)
+    return rho_next, probe, null
+
+
+def _stream_settings(stream, T: int, V: int, probe_tokens, probe_steps: int, seed: int) -> dict:
+    """What a stream's measurement used (`Measurement.settings`)."""
+    ids = stream.ids
+    return {
+        "context_length": T,
+        "tokens": int(ids.size),
+        "id_space": stream.id_space.value,
+        **_oov_settings(stream),
+        "vocab_rows": V,
+        "id_range": int(ids.max()) + 1,
+        "probe_vocabulary": int(probe_tokens.size),
+        "probe_steps": probe_steps,
+        "heldout_fraction": 0.5,
+        "seed": seed,
+        "null": "the tracked rows permuted (one fixed permutation from seed)",
+    }
 
 
 def _oov_settings(stream: TokenStream) -> dict:

@@ -3,29 +3,21 @@
 The embedding geometry ``S^emb`` and the signature geometries ``S^{sig,(m)}`` are uncentered cosine
 matrices (the paper's eqs. 4-5); an alignment score correlates their strict upper triangles (eq. 6).
 First-order (and higher) signature geometry is measured through a fitted linear probe on the
-context axes (eq. 7, App A.1.5) or through fixed Fourier probes (App A.1.6).
+context axes (eq. 7, App A.1.5) or through fixed Fourier probes (App A.1.6): theory/metrics.md.
 
 The numerical core (``cosine_matrix``, ``upper_triangle``, ``pearson``, ``spearman``,
 ``one_minus_mse``, ``signatures.fourier_basis``, ``frequency_alignment``, ``probe_similarity``,
-``distribution_match``, ``pca``) is pure ``jax.numpy``, jitted, vmap-safe, and accepts numpy or jax
-arrays of any real dtype (cast explicitly to their widest float dtype, so float32 embeddings meet
-float64 signatures under strict dtype promotion). ``alignment`` and
-``probe_fit`` are eager wrappers that validate their inputs and may inspect values.
+``distribution_match``, ``pca``) is pure ``jax.numpy``, jitted, vmap-safe, on numpy or jax arrays
+of any real dtype (cast to their widest float dtype, so float32 embeddings meet float64 signatures
+under strict promotion); ``alignment`` and ``probe_fit`` are eager, validate and may inspect values.
 
-**Cosines.** Every cosine matrix lies in ``[-1, 1]`` (clipped: rounding can give ``1 + eps``), and a
-row that is zero up to rounding, with norm at most ``tol`` times the largest row norm of its matrix
-(``tol`` as below: 1e-12 in float64), is an exact zero row, with cosine 0 to every row. Signature
-geometry (exact float64 statistics) uses `signature_cosine_matrix` and the signature side of
-`frequency_alignment` and `constant_frequencies`, which compute in float64 whatever JAX's x64 flag
-(a scoped ``jax.enable_x64``): in float32, cosines of signature rows that are zero in theory are
-rounding noise of any value.
-
-**Constant similarity structures.** A correlation with a constant vector is undefined. A vector
-is treated as constant when ``max - min <= tol * max(1, |max|)``, with ``tol = 1e-12`` in float64
-(``16 * eps`` of the dtype where that is larger, e.g. in float32). The jittable primitives then
-return a correlation of exactly 0 ("no pairwise structure to align with"), with a zero gradient;
-``alignment`` instead switches to ``1 - MSE`` and says so in its ``method`` field (the ``F_mod``
-case of the paper §4.2, where ``S^{sig,(0)}`` is constant). No function here returns a silent NaN.
+**Tolerance.** ``tol = 1e-12`` in float64 (``16 * eps`` of the dtype where larger, e.g. float32).
+Cosines are clipped to ``[-1, 1]`` (rounding can give ``1 + eps``); a row with norm at most ``tol``
+times the largest row norm of its matrix is an exact zero row, with cosine 0 to every row. A vector
+is constant when ``max - min <= tol * max(1, |max|)``: a correlation with it is exactly 0, with a
+zero gradient, in the jittable primitives, while ``alignment`` switches to ``1 - MSE`` and says so
+in its ``method`` field. No function here returns a silent NaN (theory/metrics.md, "Constant
+geometry"); signature geometry is float64 (theory/metrics.md, "Signature geometry in float64").
 """
 
 from __future__ import annotations
@@ -610,47 +602,32 @@ def probe_fit(
 
     The paper's eq. 7 and App. A.1.5 (``m = 1``; ``m >= 2`` is the [R] probe of App C):
     ``h_alpha(v) = phi_alpha x_2 v_1 ... x_{m+1} v_m``, ``S^sig(v)`` its cosine matrix, and
-    ``v = argmax Pearson(vec_△ S^sig(v), vec_△ S_emb)`` over the training pairs, by Adam.
-
-    The strict-upper-triangle pairs are permuted with ``seed`` and dealt into ``folds`` folds; each
-    fold is held out once while ``v`` is fitted on the others, and a last fit uses all pairs (for
-    figures). All ``(folds + 1) * restarts`` fits run vmapped in one compiled call (`fit_probe`),
-    cached per shape, so a trajectory of snapshots compiles once. Every fit starts from the same
-    ``restarts`` initial ``v`` ([GAP] scale: `probe_init_std`; [R] restarts: `probe_restarts`),
-    drawn from ``seed``, and keeps the best by its *training* objective (the first of the restarts
-    tied with it up to rounding, `first_best`, so the host's rounding never picks one).
+    ``v = argmax Pearson(vec_△ S^sig(v), vec_△ S_emb)`` over the training pairs, by Adam; all
+    ``(folds + 1) * restarts`` fits in one compiled call (`fit_probe`). The folds, the restarts
+    and the fit that is kept: theory/metrics.md, "The first-order probe".
 
     Args:
-        phi: a label signature of order ``m >= 1``, ``[A, V_nu, P_1, ..., P_m]`` (usually
-            ``P_r = P``). A zero row (absent token) has ``S^sig = 0`` with every token for
-            every ``v``; such pairs only dilute the fit, so pass present tokens only.
+        phi: a label signature of order ``m >= 1``, ``[A, V_nu, P_1, ..., P_m]``; pass present
+            tokens only (a zero row has ``S^sig = 0`` with every token and dilutes the fit).
         S_emb: ``[A, A]`` embedding cosine matrix (one snapshot; loop or vmap over a trajectory).
         folds: number of cross-validation folds (>= 2; each must hold >= 2 pairs).
         steps, lr: Adam steps and learning rate (App. A.1.5: 300 and 0.01).
         seed: seeds the pair permutation and the initialization.
         init_std: std of the initial ``v_r`` entries, one float for all ``r`` or one per ``r``
             (default `probe_init_std`).
-        restarts: initializations per fit (>= 1; default `probe_restarts`); 1 is the paper's
-            protocol.
-        heldout_tokens: a token split instead of pair folds (the LM protocol of paper §6.1): a bool
-            mask ``[A]`` or indices of held-out tokens. ``v`` is fitted on the pairs of two
-            training tokens and scored on the pairs of two held-out tokens only (one "fold";
-            ``folds`` is then ignored); each side needs >= 2 tokens.
-        objective: ``"pearson"`` (maximize the correlation, the controlled tasks' protocol) or
-            ``"mse"`` (minimize the MSE between ``S^sig(v)`` and ``S_emb``, the LM protocol of
-            paper §6.1); restarts are ranked by the same objective on the training pairs.
+        restarts: initializations per fit (>= 1; default `probe_restarts`); 1: the paper's.
+        heldout_tokens: a token split instead of pair folds (the LM protocol of paper §6.1), a
+            bool mask ``[A]`` or held-out indices (>= 2 tokens on each side; ``folds`` ignored).
+        objective: ``"pearson"`` (maximize the correlation) or ``"mse"`` (minimize the MSE, the
+            LM protocol of paper §6.1); restarts are ranked by it on the training pairs.
 
     Returns:
-        ``ProbeResult``. If ``S_emb``'s pairs are constant (on a fold) the correlation there is 0
-        (see the module docstring); the MSE is still reported.
+        ``ProbeResult``; on constant ``S_emb`` pairs the correlation is 0 (module docstring).
     """
     phi, S_emb = _as_float(phi, S_emb)
     _check_probe(phi, S_emb, folds, steps, lr, objective)
     order = phi.ndim - 2
-    restarts = probe_restarts(order) if restarts is None else restarts
-    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
-        raise ValueError(f"restarts must be an int >= 1; got {restarts!r}")
-    stds = _init_stds(probe_init_std(phi.shape[2:]) if init_std is None else init_std, order)
+    restarts, stds = _probe_starts(phi, order, restarts, init_std)
     training, heldout = _probe_pair_masks(phi.shape[0], folds, seed, heldout_tokens)
     v, corr, mse = fit_probe(
         phi,
@@ -664,6 +641,22 @@ def probe_fit(
         restarts=int(restarts),
         objective_name=objective,
     )
+    return _probe_result(phi, v, corr, mse)
+
+
+def _probe_starts(phi, order: int, restarts, init_std) -> tuple[int, np.ndarray]:
+    """`probe_fit`'s restarts (default `probe_restarts`; ValueError unless an int >= 1) and
+    the std of the initial ``v_r`` entries (default `probe_init_std`; checked by `_init_stds`)."""
+    restarts = probe_restarts(order) if restarts is None else restarts
+    if isinstance(restarts, bool) or not isinstance(restarts, int | np.integer) or restarts < 1:
+        raise ValueError(f"restarts must be an int >= 1; got {restarts!r}")
+    stds = _init_stds(probe_init_std(phi.shape[2:]) if init_std is None else init_std, order)
+    return restarts, stds
+
+
+def _probe_result(phi, v, corr, mse) -> ProbeResult:
+    """The `ProbeResult` of `fit_probe`'s fits: the held-out folds, then the last fit, on
+    every pair."""
     v_all = tuple(v_r[-1] for v_r in v)  # the last fit: every pair
     return ProbeResult(
         heldout_corr=jnp.mean(corr[:-1]),

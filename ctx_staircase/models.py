@@ -10,21 +10,14 @@ Five architectures, each storing its weights in the paper's roles with **rows as
 - ``GPT`` — a small pre-norm decoder (RMSNorm, RoPE, SwiGLU) for the LM run (paper App. A.4).
 
 ``W_E [V, d]`` (row α is w^E_α) and ``W_U [V, d]`` (row ν is w^U_ν); attention projections act on
-column vectors as in paper §5.1 (q_s = W_Q h_s), so ``W_Q, W_K, W_V [d_k, d]`` and ``W_O [d, d_k]``.
+column vectors as in paper §5.1 (q_s = W_Q h_s), so ``W_Q, W_K, W_V [d_k, d]`` and ``W_O [d, d_k]``;
 ``weights(model)`` returns these as plain arrays, so theory code never touches a Flax object.
+``tokens [B, L]`` are integers, L ≤ ``seq_len``; ``GPT`` returns next-token logits ``[B, T, V]``,
+the others last-position logits ``[B, V]``; all arithmetic runs in the parameter ``dtype``.
 
-**Initialization (the paper's small init).** Every weight matrix is drawn iid N(0, std²) with
-std = d^{-γ} (``init="d"``, the default; [CS]: "each coordinate has standard deviation d^{-γ}"),
-or std = d_in^{-γ} (``init="fan_in"``), d_in being the input dimension of that matrix: V for an
-embedding table (as in [RB]), ``seq_len`` for a positional table, d for W_Q, W_K, W_V, W_U, W_f1,
-W_gate, W_up, d_k for W_O, d_ff or the MLP hidden width for W_f2 and W_down. Learned positional
-embeddings follow the same rule. RMSNorm scales start at 1. γ may be a traced JAX scalar (the std
-is computed with jnp ops), so construction can be vmapped over γ; the same key gives the same
-standard-normal draws for every γ, in a fixed order per model.
-
-Shapes: ``tokens`` are integers ``[B, L]`` with L ≤ ``seq_len``; ``FFN``, ``AttentionOnly`` and
-``OneLayerTransformer`` return last-position logits ``[B, V]``; ``GPT`` returns next-token logits
-at every position ``[B, T, V]``. All arithmetic runs in the parameter ``dtype``.
+**Initialization** (theory/transformer.md §5): every weight matrix is drawn iid N(0, std²) with
+std = d^{-γ} (``init="d"``, the default) or d_in^{-γ} (``init="fan_in"``, d_in the matrix's input
+dimension); γ may be traced, so construction can be vmapped over γ.
 """
 
 from __future__ import annotations
@@ -124,7 +117,7 @@ def init_std(gamma, fan: int, dtype=jnp.float32) -> jax.Array:
 def _initializer(d: int, gamma, init: str, rngs: nnx.Rngs, dtype):
     """``draw(shape, d_in) -> nnx.Param``: N(0, std²) entries, one ``rngs.params()`` key per call
     (so a model's draws come in a fixed order), std = d^{-γ} for ``init="d"`` and d_in^{-γ} for
-    ``init="fan_in"`` (the module docstring)."""
+    ``init="fan_in"`` (theory/transformer.md §5)."""
     check_scalar(gamma, "gamma")
     init = check_choice(init, "init", _INIT_MODES)
 

@@ -1,32 +1,23 @@
 """ODE solvers for gradient flows: adaptive (diffrax) and a fixed-step RK4 oracle.
 
-Both solvers take ``vector_field(t, y, args) -> dy/dt`` with ``y`` any pytree of float arrays and
-return a ``Solution`` saved at the requested times ``ts`` (float ``[T]``, non-decreasing, ``T >=
-2``). ``integrate`` is the workhorse (diffrax ``Tsit5``/``Dopri5``/``Dopri8`` with PID step-size
-control); ``rk4`` is classical fixed-step RK4 in ``lax.scan``, the test oracle and fallback.
+Both take ``vector_field(t, y, args) -> dy/dt`` (a `VectorField`: how to compile once), ``y`` any
+pytree of float arrays, and return a ``Solution`` saved at ``ts`` (float ``[T]``, non-decreasing,
+``T >= 2``): ``integrate`` (diffrax ``Tsit5``/``Dopri5``/``Dopri8``, PID step-size control) is the
+workhorse, ``rk4`` (classical fixed-step RK4 in ``lax.scan``) the test oracle and fallback. Both are
+pure, safe under ``jax.jit`` and ``jax.vmap``, and never raise on a failed solve: a lane that blows
+up or runs out of steps reports ``ok = False`` and why (``Solution.result``, per lane under
+``vmap``) while the others go on. Inputs are validated eagerly where concrete (under tracing: shape
+and static checks only).
 
-Both are pure, safe under ``jax.jit`` and ``jax.vmap``, and never raise on a failed solve: a lane
-that blows up or runs out of steps reports ``ok = False`` and why (``Solution.result``, per lane
-under ``vmap``) while the other lanes go on. Inputs are validated eagerly where they are concrete;
-under tracing only the shape and static checks run.
-
-**Failed solves keep what they reached.** ``integrate`` returns the values at every save time the
-solve reached before it failed (a non-finite field or an exhausted step budget), ``ys[0] = y0``
-always (also when not one step succeeded), and ``+inf`` at the save times it never reached:
-diffrax saves a time only once an accepted step passes it, leaving the other slots at its ``inf``
-fill, and it never accepts a step with a non-finite error estimate (a NaN or inf state gives
-one). The solve thus failed between the last finite save time and the first ``inf`` one. ``rk4``
-has no step control: it carries a blow-up forward, so its values after one are ``inf`` or NaN.
+**Failed solves keep what they reached** (`Solution.ys`, `Solution.t_end`). ``integrate`` returns
+the values at every save time reached before the failure (a non-finite field or an exhausted step
+budget), ``ys[0] = y0`` always, and ``+inf`` at the save times never reached: diffrax saves a time
+only once an accepted step passes it and never accepts a step with a non-finite error estimate.
+``rk4`` has no step control: it carries a blow-up forward (``inf`` or NaN after it).
 
 **Dtypes.** Integer times and states become the default float; each state leaf is carried in the
 common float dtype of itself and ``ts`` (diffrax's rule, applied to ``rk4`` too), so a float32 solve
-needs float32 ``ts`` as well (and tolerances above float32 resolution, e.g. ``rtol=1e-5``).
-
-**Compilation.** The solve is an ``equinox.filter_jit`` function keyed on the vector field, the
-solver name and the static options, so repeated calls with the same ``vector_field`` object, the
-same shapes and dtypes compile once; ``rtol``, ``atol``, ``dt0``, ``y0``, ``ts`` and the array
-leaves of ``args`` are traced. Define ``vector_field`` once (not a fresh lambda per call) and pass
-numbers in ``args`` as arrays (non-array leaves of ``args`` are static and recompile per value).
+needs float32 ``ts`` (and tolerances above float32 resolution, e.g. ``rtol=1e-5``).
 """
 
 from __future__ import annotations
@@ -71,6 +62,12 @@ _RESULT_MESSAGES = (
 #: `_RESULT_MESSAGES` codes of a solve that ended early at an event, as asked (``ok`` True).
 STOPPED, BLOW_UP = 4, 5
 
+#: A vector field ``(t, y, args) -> dy/dt``. The solve is an ``equinox.filter_jit`` function keyed
+#: on the vector field, the solver name and the static options, so repeated calls with the same
+#: ``vector_field`` object, the same shapes and dtypes compile once; ``rtol``, ``atol``, ``dt0``,
+#: ``y0``, ``ts`` and the array leaves of ``args`` are traced. Define ``vector_field`` once (not a
+#: fresh lambda per call) and pass numbers in ``args`` as arrays (non-array leaves of ``args`` are
+#: static and recompile per value).
 VectorField = Callable[[jax.Array, Any, Any], Any]
 
 

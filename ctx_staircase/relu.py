@@ -1,15 +1,14 @@
-"""ReLU's gated linear phase: the early dynamics of ``W_E`` and ``W_U`` under ReLU, from the
-initial weights alone (theory/relu.md).
+"""ReLU's gated linear phase: early W_E and W_U dynamics from the initial weights (theory/relu.md).
 
 FFN ``f(X) = W_U relu(h)``, ``h = W_E^T c`` (``c [V]`` the token counts of the sequence; row
 convention, ``W_E, W_U [V, d]``). ReLU is exactly ``relu(h) = g * h`` with the gate
 ``g = 1[h > 0]``, so with the softmax linearised at uniform the gradient flow splits into ``d``
 coordinate systems that do not talk to each other except through the softmax feedback:
 
-- coordinate ``j`` of ``W_E`` and ``W_U``, ``(a_j, b_j) [V] x [V]``, obeys
-  ``da_j/dt = M_j^T b_j``, ``db_j/dt = M_j a_j`` with the **gated drive**
-  ``M_j = sum_n p_n g_nj (e_{y_n} - 1/V) c_n^T`` (eq. R3): the drive matrix of the C_1 = 1 linear
-  theory restricted to the samples whose pre-activation ``h_nj`` is positive;
+- coordinate ``j`` of ``W_E`` and ``W_U``, ``(a_j, b_j) [V] x [V]``, obeys ``da_j/dt = M_j^T b_j``,
+  ``db_j/dt = M_j a_j`` with the **gated drive** ``M_j = sum_n p_n g_nj (e_{y_n} - 1/V) c_n^T``
+  (eq. R3): the drive matrix of the C_1 = 1 linear theory restricted to the samples whose
+  pre-activation ``h_nj`` is positive;
 - the gates follow the weights, ``g_nj = 1[c_n . a_j > 0]``: they flip during the plateau.
 
 So a coordinate whose gates open grows at the *full* rate (the top singular value of its gated

@@ -17,10 +17,7 @@ of the enclosing object named ``KEY + NONFINITE_SUFFIX`` (``"loss__nonfinite"`` 
 Objects inside lists carry their own siblings; a list's paths stop at such an object. A root that
 is not an object but holds non-finite numbers is wrapped as
 ``{"value": ..., "value__nonfinite": ..., "__nonfinite": "root"}``. Keys ending in
-``_NONFINITE_SUFFIX`` are reserved. `read_json` restores every value, so
-``read_json(write_json(path, x))`` equals ``x`` with NaN in the same places (tuples and NumPy arrays
-come back as lists, NumPy scalars as Python numbers); it also reads the bare ``NaN`` and
-``Infinity`` of files written before schema version 2.
+``_NONFINITE_SUFFIX`` are reserved. `read_json` restores every value.
 """
 
 from __future__ import annotations
@@ -143,6 +140,10 @@ def dumps(obj: Any, indent: int | None = 2) -> str:
 
 def read_json(path: str | os.PathLike) -> Any:
     """Read a result file written by `write_json`, restoring NaN and infinities.
+
+    ``read_json(write_json(path, x))`` equals ``x`` with NaN in the same places (tuples and NumPy
+    arrays come back as lists, NumPy scalars as Python numbers). It also reads the bare ``NaN``
+    and ``Infinity`` of files written before schema version 2.
 
     Raises:
         OSError: the file cannot be read.

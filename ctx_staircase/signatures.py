@@ -4,22 +4,18 @@ Every signature is a conditional joint distribution, computed exactly by countin
 signatures condition on an occurrence of a token alpha at a uniformly drawn position I and average
 over ordered m-tuples of *distinct* other positions (the paper §3.2). Counting enumerates the
 ``(L)_{m+1}`` ordered tuples of distinct positions ``(i, j_1, ..., j_m)`` and scatter-adds each
-sample's weight at ``(x_i, y, x_{j_1}, ..., x_{j_m})`` (theory/signatures.md eq. S1). This equals
-inclusion–exclusion over the count matrix done position-wise, so coincident positions are excluded
-by construction and the cost is ``O(n (L)_{m+1})`` instead of ``O(n V^{m+2})``.
+sample's weight at ``(x_i, y, x_{j_1}, ..., x_{j_m})`` (theory/signatures.md eq. S1), so
+coincident positions are excluded by construction and the cost is ``O(n (L)_{m+1})`` instead of
+the ``O(n V^{m+2})`` of inclusion–exclusion over the count matrix.
 
 Index subsets (``alphas=``, ``labels=``, ``context=``) restrict the output axes to the given token
 ids, in the given order; a subset result is a slice of the full result, and memory is
 ``O(|alphas| |labels| |context|^m)``. Rows of tokens that never occur are zero, never NaN.
 
 All arrays here are NumPy float64, whatever JAX's x64 flag: signatures are exact data statistics,
-shared by the theory (which converts them to JAX arrays) and by the metrics.
-
-**Zero up to rounding.** A contraction that cancels (the Fourier projection) returns exact zeros
-where its result is below ``ROUNDING_RTOL`` times the largest magnitude its terms could give
-(``sum_p |phi_p c_p|``): such a value is float64 rounding of a quantity that is zero in theory
-(e.g. ``phi^{y;1} c^cos_k`` of a signature constant along its context axis), and a cosine taken
-with it would be noise.
+shared by the theory (which converts them to JAX arrays) and by the metrics. A contraction that
+cancels (the Fourier projection) returns exact zeros where its result is below ``ROUNDING_RTOL``
+times the largest magnitude its terms could give (theory/signatures.md §4, zero up to rounding).
 """
 
 from __future__ import annotations

@@ -137,39 +137,30 @@ def sweep_map(
     count_lanes: bool = False,
     shared: tuple = (),
 ):
-    """``vmap(fn)`` over the leading axis of every argument: lane by lane on CPU, vmapped and
-    sharded over ``devices`` on an accelerator.
+    """``vmap(fn)(*lanes, *shared)`` over the leading lane axis ``[n]`` of every argument of
+    ``lanes``: lane by lane on CPU, vmapped and sharded over ``devices`` on an accelerator.
 
     ``shared``: further arguments (pytrees of arrays, e.g. a `train.TrainData`) passed whole to
     every lane after the lane arguments, ``fn(*lane_args, *shared)`` (``vmap`` with
     ``in_axes=None``): one copy, replicated over the devices, and arguments of the compiled
-    program rather than constants in it.
+    program rather than constants in it. ``count_lanes``: announce the lanes to the progress
+    bars (`progress.expect`) and report each finished lane or call to them (`progress.tick`).
 
-    ``count_lanes``: announce the lanes to the progress bars (`progress.expect`) and report
-    each finished lane (lane by lane) or call (vmapped) to them (`progress.tick`).
+    Two layouts (benchmarks/README.md, "Determinism: lane layouts", has each in full and what
+    it was measured to give):
 
-    Two layouts (benchmarks/README.md, "Determinism: lane layouts", has what each was measured
-    to give):
-
-    - Lane by lane (CPU, the default there; ``lanes_per_batch`` None or 1): every lane is one
-      call of the same compiled one-lane program ``jit(fn)``, compiled once per argument shapes
-      before any lane runs, and ``concurrent_calls`` threads (``None``: one per core,
-      `default_concurrent_calls`) call it at once, on the first of ``devices`` (the host devices
-      of a CPU share its cores). The program depends on no lane count, thread count, device or
-      position, so the result is bitwise the same for every such layout.
-    - Vmapped (an accelerator, the only layout there; on CPU by ``lanes_per_batch > 1``): the
-      lanes are split into ``concurrent_calls`` equal slices (``None``:
-      `default_concurrent_calls`; never more calls than a device has lanes), each one call of
-      one compiled program sharded over all ``devices``; within a call each device runs its
-      lanes in vmapped groups of ``lanes_per_batch`` (``None``: `default_lanes_per_batch`), one
-      after another. The lanes are padded (the last one repeated) to fill the slices evenly,
-      and the padding is dropped. A different lane count, slicing or grouping compiles a
-      different program, whose rounding may differ.
+    - lane by lane (CPU, the default there; ``lanes_per_batch`` None or 1): every lane is one
+      call of one compiled one-lane program ``jit(fn)``, from ``concurrent_calls`` threads
+      (``None``: `default_concurrent_calls`); bitwise the same for every lane count, thread
+      count, device or position;
+    - vmapped (an accelerator; on CPU by ``lanes_per_batch > 1``): ``concurrent_calls`` equal
+      slices of the lanes, each one call of one program sharded over all ``devices``, vmapping
+      groups of ``lanes_per_batch`` (``None``: `default_lanes_per_batch`). Another lane count,
+      slicing or grouping compiles another program, whose rounding may differ.
 
     Several processes (``jax.distributed`` initialized, e.g. by the CLI's ``--coordinator``):
-    each process runs a contiguous block of the lanes on its own devices in the layout above
-    and every block is gathered to every process (`distributed.gather_lanes`), so the caller
-    runs unchanged; on CPU the result is bitwise that of one process.
+    each runs a block of the lanes, gathered to every process (`distributed.gather_lanes`), so
+    the caller runs unchanged; on CPU the result is bitwise that of one process.
     """
     devices = tuple(devices or jax.devices())
     sizes = {x.shape[0] for x in jax.tree.leaves(lanes)}
@@ -178,8 +169,7 @@ def sweep_map(
     (n,) = sizes
     if n == 0:
         raise ValueError("sweep_map needs at least one lane; got no lanes (leading axes of 0)")
-    check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
-    check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
+    _check_layout(lanes_per_batch, concurrent_calls)
     layout = (lanes_per_batch, concurrent_calls, count_lanes)
     if distributed.active():
         return _across_processes(fn, lanes, shared, n, devices, layout)
@@ -418,74 +408,30 @@ def train_sweep(
 
     Args:
         model: a `models` name; ``model_kwargs`` go to its constructor (d, activation, dtype...).
-        ds: the dataset, or several (a context-order axis: one task at several sequence
-            lengths ``L``). Several datasets are padded to one shape (`train.TrainData.padded`)
-            and every one of their (dataset, gamma, seed, lr) lanes runs the same compiled
-            program; datasets of different ``L`` need a model without positions
-            (`models.ModelSpec.sequence` False), which takes the padding mask. A lane then
-            equals the run on its dataset alone bitwise on CPU where the arithmetic is the same
-            (tests/test_sweep.py says where it is). ``config`` is the training setup (its lr is
-            used when ``lrs`` is None).
+        ds: the dataset, or several (a context-order axis: one task at several sequence lengths
+            ``L``), padded to one shape (`train.TrainData.padded`) so that every (dataset,
+            gamma, seed, lr) lane runs one compiled program; datasets of different ``L`` need a
+            model without positions (`models.ModelSpec.sequence` False). On CPU a lane equals
+            its dataset's own run bitwise where the arithmetic is the same (tests/test_sweep.py).
+        config: the training setup (its lr is used when ``lrs`` is None).
         gammas, seeds, lrs: the grid axes.
-        out: a folder to save lanes into and resume from (see module docstring and
-            `units.UnitStore`: a crashed sweep of other settings there is replaced, a finished
-            one refused). Without it, lanes are saved under the active `units.caching` folder,
-            if any.
-        chunk: lanes per `sweep_map` call, saved when it finishes (default: all remaining lanes
-            at once); in the vmapped layout every chunk is padded to this size so the sweep
-            compiles once.
-        devices: devices to shard over (default: all; on CPU the lanes run on the first).
-        lanes_per_batch, concurrent_calls: how a chunk's lanes run (see `sweep_map`). ``None``
-            (default): on CPU lane by lane, one compiled one-lane program called from one thread
-            per core, so ``chunk``, ``concurrent_calls``, ``devices`` and a lane's position
-            change the speed and never a bit of the result; ``lanes_per_batch > 1`` vmaps lanes
-            instead (on CPU an opt-in whose rounding depends on the layout; see `sweep_map`).
-            On an accelerator: one call vmapping all of a device's lanes.
-        progress: callback ``(lanes_done, lanes_total)``.
+        out: a folder to save lanes into and resume from (module docstring, `units.UnitStore`:
+            a crashed sweep of other settings there is replaced, a finished one refused);
+            without it, lanes are saved under the active `units.caching` folder, if any.
+        chunk, progress, devices, lanes_per_batch, concurrent_calls: as in `resumable_map` and
+            `sweep_map`. By default, on CPU, lane by lane: ``chunk``, ``concurrent_calls``,
+            ``devices`` and a lane's position change the speed and never a bit of the result.
 
-    Under several processes (`distributed`) every process calls it with the same arguments:
-    each trains its block of every chunk, every process returns the whole result, and only
-    process 0 writes the lanes; a resumed sweep skips what process 0 finds saved.
+    Under several processes (`distributed`) every process calls it with the same arguments
+    and returns the whole result; only process 0 writes the lanes.
     """
     datasets = _datasets(model, ds)
-    gamma, seed, lr = grid(gammas, seeds, [config.lr] if lrs is None else lrs)
-    dataset = None
-    if datasets is not None:  # dataset-major: every (gamma, seed, lr) lane of each dataset
-        dataset = np.repeat(np.arange(len(datasets)), gamma.size)
-        gamma, seed, lr = (np.tile(x, len(datasets)) for x in (gamma, seed, lr))
+    lane_grid = _lane_grid(datasets, gammas, seeds, [config.lr] if lrs is None else lrs)
     check_int(chunk, "chunk", none_ok=True)
-    check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
-    check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
-    dtype = model_kwargs.get("dtype", jnp.float32)
-    keys = [_value_key(*lane) for lane in zip(gamma, seed, lr, strict=True)]
-    if dataset is not None:
-        keys = [
-            f"lane_data{i}_{key.removeprefix('lane_')}"
-            for i, key in zip(dataset, keys, strict=True)
-        ]
-    store = LaneStore.create(
-        "sweep",
-        out,
-        _sweep_spec(model, ds if datasets is None else datasets, config, model_kwargs),
-        done="metrics.json",
-        to_arrays=train.trajectory_arrays,
-        from_arrays=train.trajectory_from_arrays,
-        required=("steps", "loss", "W_E"),
-        keys=keys,
-    )
+    _check_layout(lanes_per_batch, concurrent_calls)
+    store = _sweep_store(model, ds, datasets, config, model_kwargs, out, lane_grid)
     start = time.perf_counter()
-    frozen = tuple(sorted(model_kwargs.items()))
-    lane_args = (
-        jnp.asarray(gamma, dtype=dtype),
-        jnp.asarray(seed, dtype=jnp.uint32),
-        jnp.asarray(lr, dtype=dtype),
-    )
-    if datasets is None:
-        fn, shared = _lane_function(model, config, frozen), (train.TrainData.from_dataset(ds),)
-    else:
-        fn = _padded_lane_function(model, config, frozen)
-        shared = (train.TrainData.padded(datasets),)
-        lane_args = (*lane_args, jnp.asarray(dataset, dtype=jnp.int32))
+    fn, shared, lane_args = _sweep_program(model, config, model_kwargs, ds, datasets, lane_grid)
     lanes = resumable_map(
         fn,
         *lane_args,
@@ -498,12 +444,85 @@ def train_sweep(
         lanes_per_batch=lanes_per_batch,
         concurrent_calls=concurrent_calls,
     )
-    trajectory = jax.tree.map(lambda *xs: np.stack(xs), *lanes)
-    status = tuple(RunStatus(int(d) if d >= 0 else None) for d in trajectory.diverged_step)
-    result = SweepResult(gamma, seed, lr, trajectory, status, dataset)
+    result = _sweep_result(lanes, lane_grid)
     if store:
         _save_sweep(store, result, seconds=time.perf_counter() - start)
     return result
+
+
+class _LaneGrid(NamedTuple):
+    """The lanes of a `train_sweep`: each lane's grid values ``[G]`` and, for a sweep over
+    several datasets, its dataset index ``[G]`` (else None)."""
+
+    gamma: np.ndarray
+    seed: np.ndarray
+    lr: np.ndarray
+    dataset: np.ndarray | None
+
+
+def _lane_grid(datasets, gammas, seeds, lrs) -> _LaneGrid:
+    """The `grid` of (gamma, seed, lr), repeated dataset-major for every dataset of
+    ``datasets`` (None: one dataset)."""
+    gamma, seed, lr = grid(gammas, seeds, lrs)
+    dataset = None
+    if datasets is not None:  # dataset-major: every (gamma, seed, lr) lane of each dataset
+        dataset = np.repeat(np.arange(len(datasets)), gamma.size)
+        gamma, seed, lr = (np.tile(x, len(datasets)) for x in (gamma, seed, lr))
+    return _LaneGrid(gamma, seed, lr, dataset)
+
+
+def _check_layout(lanes_per_batch, concurrent_calls) -> None:
+    """The layout arguments of `sweep_map`: ints >= 1, or None (the platform default)."""
+    check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
+    check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
+
+
+def _sweep_store(model, ds, datasets, config, model_kwargs, out, lane_grid: _LaneGrid):
+    """The `LaneStore` of a `train_sweep` (None: nothing is saved), each lane's unit named by
+    its gamma, seed and lr (and, with several datasets, its dataset's index)."""
+    keys = [_value_key(*lane) for lane in zip(*lane_grid[:3], strict=True)]  # gamma, seed, lr
+    if lane_grid.dataset is not None:
+        keys = [
+            f"lane_data{i}_{key.removeprefix('lane_')}"
+            for i, key in zip(lane_grid.dataset, keys, strict=True)
+        ]
+    return LaneStore.create(
+        "sweep",
+        out,
+        _sweep_spec(model, ds if datasets is None else datasets, config, model_kwargs),
+        done="metrics.json",
+        to_arrays=train.trajectory_arrays,
+        from_arrays=train.trajectory_from_arrays,
+        required=("steps", "loss", "W_E"),
+        keys=keys,
+    )
+
+
+def _sweep_program(model, config, model_kwargs, ds, datasets, lane_grid: _LaneGrid):
+    """``(fn, shared, lane_args)`` of a `train_sweep`: the one-lane training function, the
+    data every lane shares (one `train.TrainData`, padded over several datasets) and the lane
+    arguments (gamma and lr in the model's dtype, seed uint32, the dataset index int32)."""
+    dtype = model_kwargs.get("dtype", jnp.float32)
+    frozen = tuple(sorted(model_kwargs.items()))
+    lane_args = (
+        jnp.asarray(lane_grid.gamma, dtype=dtype),
+        jnp.asarray(lane_grid.seed, dtype=jnp.uint32),
+        jnp.asarray(lane_grid.lr, dtype=dtype),
+    )
+    if datasets is None:
+        fn, shared = _lane_function(model, config, frozen), (train.TrainData.from_dataset(ds),)
+    else:
+        fn = _padded_lane_function(model, config, frozen)
+        shared = (train.TrainData.padded(datasets),)
+        lane_args = (*lane_args, jnp.asarray(lane_grid.dataset, dtype=jnp.int32))
+    return fn, shared, lane_args
+
+
+def _sweep_result(records: list, lane_grid: _LaneGrid) -> SweepResult:
+    """The `SweepResult` of a sweep's per-lane trajectories ``records`` (stacked on ``[G]``)."""
+    trajectory = jax.tree.map(lambda *xs: np.stack(xs), *records)
+    status = tuple(RunStatus(int(d) if d >= 0 else None) for d in trajectory.diverged_step)
+    return SweepResult(*lane_grid[:3], trajectory, status, lane_grid.dataset)
 
 
 def resumable_map(
@@ -561,14 +580,19 @@ def resumable_map(
             concurrent_calls=concurrent_calls,
             shared=shared,
         )
-        records = jax.device_get(records)
-        for position, lane in enumerate(index):
-            done[lane] = jax.tree.map(lambda x, p=position: np.asarray(x[p]), records)
-            if store:
-                store.save(lane, done[lane])
+        _keep_lanes(jax.device_get(records), index, done, store)
         if progress:
             progress(len(done), total)
     return [done[i] for i in range(total)]
+
+
+def _keep_lanes(records, index: list[int], done: dict, store: LaneStore | None) -> None:
+    """Put the lanes ``index`` of one `sweep_map` call's ``records`` (NumPy, a leading lane
+    axis, padding past ``len(index)``) into ``done``, each saved into ``store`` at once."""
+    for position, lane in enumerate(index):
+        done[lane] = jax.tree.map(lambda x, p=position: np.asarray(x[p]), records)
+        if store:
+            store.save(lane, done[lane])
 
 
 @functools.lru_cache(maxsize=32)

@@ -1,26 +1,18 @@
 """The controlled tasks of the Context Staircase paper and its predecessors (paper App. A; [RB]).
 
-Every task is a pure builder registered under a public name::
+Every task is a pure builder registered under a public name: ``tasks.make("add", N=40)`` builds a
+``TokenDataset``; `names` lists the tasks, `describe` gives a task's parameters with their defaults
+(``{"N": 20, "vocab_size": None}``) and `summary` its one line of documentation. Conventions:
 
-    ds = tasks.make("add", N=40)      # TokenDataset
-    tasks.names()                     # every task name
-    tasks.describe("add")             # {"N": 20, "vocab_size": None}: parameters, defaults
-    tasks.summary("add")              # one line of documentation
-
-Conventions shared by all tasks:
-
-- **One vocabulary** for inputs and labels (the paper §3.1 takes ``y`` in the token vocabulary).
-  Its minimal size is ``1 + max(max token id, max label id, max id of a declared token group)``.
-  For every task the declared groups are exactly the token ranges the task uses, so the
-  vocabulary depends on the parameters only, never on which ids a random draw happens to hit.
-- **The label vocabulary is an axis** ([GAP]: the paper never states its size; theory/regimes.md
-  R2, theory/closed_form.md C1): every task takes ``vocab_size`` (default ``None``, the minimal
-  size). A larger value appends ids that are never inputs or labels; the softmax still ranges
-  over them, which switches on the common order-0 drive ``C_1 W^{U,T}(phi^{y;0} - 1/V)`` that the
-  paper's early collapse rests on.
-- Tokens and labels are int32; ``groups`` hold sorted token-id arrays. ``"numbers"`` are the
-  arithmetic operand tokens and ``"labels"`` the label ids that occur; other groups are named per
-  task.
+- **One vocabulary** for inputs and labels (the paper §3.1 takes ``y`` in the token vocabulary), of
+  minimal size ``1 + max(max token id, max label id, max id of a declared token group)``. The
+  declared groups are exactly the token ranges the task uses, so the vocabulary depends on the
+  parameters only, never on which ids a random draw happens to hit.
+- **The label vocabulary is an axis** ([GAP], theory/regimes.md R2): ``vocab_size`` (default
+  ``None``, the minimal size); a larger value appends ids that are never inputs or labels, over
+  which the softmax still ranges (the common order-0 drive of theory/closed_form.md C1).
+- Tokens and labels are int32; ``groups`` hold sorted token-id arrays: ``"numbers"`` the arithmetic
+  operand tokens, ``"labels"`` the label ids that occur, other groups named per task.
 - Random tasks are deterministic functions of their ``seed`` (``np.random.default_rng(seed)``);
   complete enumerations take no seed. ``ds.params`` records every parameter, defaults filled in.
 - Bad input raises ``ValueError`` (bad value) or ``TypeError`` (bad type) naming the parameter,
@@ -641,47 +633,28 @@ def _rb_anchor(
 
     A row is ``[z_1 .. z_p, a_{p+1} .. a_{p+q}, z_{p+q+1} .. z_L]``: keys iid uniform on
     ``Z = {key_low..key_high}``, the key ``z_p`` at a uniform (1-based) position
-    ``p in {1..L-q}`` immediately before ``q`` anchors. Anchor tuples are all-reasoning
-    (``A_rsn = {11..20}``) or all-memory (``A_mem = {1..10}``), never mixed: ``2 * 10^q`` tuples.
+    ``p in {1..L-q}`` immediately before ``q`` anchors, all reasoning (``A_rsn = {11..20}``) or
+    all memory (``A_mem = {1..10}``), never mixed: ``2 * 10^q`` tuples. Reasoning:
+    ``y = z_p + sum(anchors)``. Memory: one label per ``(z_p, tuple)``, drawn once;
+    ``memory_labels`` ``"uniform"`` (F_mem,1: uniform on ``Z``), ``"local"`` (F_mem,2: uniform on
+    ``[z_p - sum a, z_p + sum a]``) or ``"ranges"`` (four memory groups, group ``i`` uniform on
+    ``{30..29+20i}``). ``sample_groups``: ``"rsn_train"``, ``"rsn_test"`` (the ``heldout``
+    tuples, weight 0: outside the training distribution, kept for evaluation), ``"mem"``, and for
+    ``"ranges"`` also ``"mem_group1".."mem_group4"``. Training rows have equal weights summing to 1.
 
-    - Reasoning: ``y = z_p + sum(anchors)``.
-    - Memory: one label per ``(z_p, tuple)``, drawn once. ``memory_labels``:
-      ``"uniform"`` (F_mem,1: uniform on ``Z``); ``"local"`` (F_mem,2: uniform on
-      ``[z_p - sum a, z_p + sum a]``); ``"ranges"`` (four memory groups, group ``i`` uniform on
-      ``{30..29+20i}``).
-    - ``sample_groups``: ``"rsn_train"``, ``"rsn_test"`` (the ``heldout`` tuples, weight 0: outside
-      the training distribution, kept for evaluation), ``"mem"``, and for ``"ranges"`` also
-      ``"mem_group1".."mem_group4"``. Training rows have equal weights summing to 1.
-
-    [GAP] choices:
-
-    - Balance: ``n // (2 * 10^q)`` rows per tuple, so the dataset has
-      ``(n // (2 * 10^q)) * 2 * 10^q`` rows (exactly ``n`` for the default), shuffled once.
-    - ``"ranges"`` groups: memory tuples in lexicographic order (first anchor most significant),
-      rank ``r`` in ``[0, 10^q)`` belongs to group ``1 + floor(4 r / 10^q)``; for ``q = 2`` that is
-      ranks 0-24, 25-49, 50-74, 75-99.
-    - Keys must lie above the anchors (``key_low >= 21``); ``"local"`` also needs
-      ``key_low >= 10 q`` so no label is negative.
-    - The vocabulary covers every label the task can produce (the reasoning maximum
-      ``key_high + 20 q`` and the ``"ranges"`` maximum 109), whether or not the draw hits it.
-    - Draw order (part of the determinism contract): memory label table ``[|Z|, 10^q]``, keys
-      ``[n, L]``, key positions ``[n]``, row permutation.
+    [GAP] choices: balance, ``n // (2 * 10^q)`` rows per tuple, so the dataset has
+    ``(n // (2 * 10^q)) * 2 * 10^q`` rows (exactly ``n`` for the default), shuffled once. The
+    ``"ranges"`` groups: memory tuples in lexicographic order (first anchor most significant),
+    rank ``r`` in ``[0, 10^q)`` in group ``1 + floor(4 r / 10^q)`` (``q = 2``: ranks 0-24,
+    25-49, 50-74, 75-99). Keys lie above the anchors (``key_low >= 21``); ``"local"`` also needs
+    ``key_low >= 10 q`` so no label is negative. The vocabulary covers every label the task can
+    produce (the reasoning maximum ``key_high + 20 q``, the ``"ranges"`` maximum 109), whether or
+    not the draw hits it. Draw order (part of the determinism contract): memory label table
+    ``[|Z|, 10^q]``, keys ``[n, L]``, key positions ``[n]``, row permutation.
     """
-    L = check_int(L, "L", 2)
-    q = check_int(q, "q", 1, L - 1)
-    n_tuples = 10**q
-    n = check_int(n, "n", 2 * n_tuples)
-    _check_size("n", n, n)
-    keys = _token_range("key_low", key_low, "key_high", key_high, min_low=21)
-    _check_size("q", q, len(keys) * n_tuples)
-    memory_labels = check_choice(memory_labels, "memory_labels", ("uniform", "local", "ranges"))
-    if memory_labels == "local" and keys.start < 10 * q:
-        raise ValueError(
-            f'key_low must be >= 10 q = {10 * q} with memory_labels="local" (labels '
-            f"z_p - sum(anchors) must be >= 0); got {keys.start}"
-        )
-    heldout_ranks = _heldout_ranks(heldout, q)
-
+    L, q, n, keys, memory_labels, heldout_ranks = _rb_anchor_checked(
+        L, q, n, key_low, key_high, memory_labels, heldout
+    )
     rng = _seed(seed)
     table = _memory_label_table(rng, memory_labels, keys, q)
     tokens, is_memory, rank, key = _anchor_rows(rng, n, L, q, keys)
@@ -700,6 +673,25 @@ def _rb_anchor(
     sample_groups = _anchor_sample_groups(is_memory, test, rank, q, memory_labels == "ranges")
     max_label = max(keys.stop - 1 + q * int(_REASONING_ANCHORS[-1]), _RANGE_LOW + 79)
     return _Parts(tokens, labels, groups, weights / weights.sum(), sample_groups, max_id=max_label)
+
+
+def _rb_anchor_checked(L, q, n, key_low, key_high, memory_labels, heldout):
+    """`_rb_anchor`'s parameters checked (the error names the parameter): ``(L, q, n, the key
+    range, memory_labels, the ranks of the held-out reasoning tuples)``."""
+    L = check_int(L, "L", 2)
+    q = check_int(q, "q", 1, L - 1)
+    n_tuples = 10**q
+    n = check_int(n, "n", 2 * n_tuples)
+    _check_size("n", n, n)
+    keys = _token_range("key_low", key_low, "key_high", key_high, min_low=21)
+    _check_size("q", q, len(keys) * n_tuples)
+    memory_labels = check_choice(memory_labels, "memory_labels", ("uniform", "local", "ranges"))
+    if memory_labels == "local" and keys.start < 10 * q:
+        raise ValueError(
+            f'key_low must be >= 10 q = {10 * q} with memory_labels="local" (labels '
+            f"z_p - sum(anchors) must be >= 0); got {keys.start}"
+        )
+    return L, q, n, keys, memory_labels, _heldout_ranks(heldout, q)
 
 
 def _anchor_sample_groups(is_memory, test, rank, q: int, ranges: bool) -> dict[str, np.ndarray]:

@@ -321,22 +321,8 @@ class TrainData:
         serves every dataset, and a model that takes the mask (`models.ModelSpec.sequence`
         False) sees each dataset's own loss and gradient: the padding adds exact zeros.
         """
-        datasets = list(datasets)
-        if not datasets:
-            raise ValueError("datasets must hold at least one TokenDataset; got none")
+        datasets = _paddable(datasets)
         first = datasets[0]
-        for ds in datasets[1:]:
-            if ds.vocab_size != first.vocab_size or set(ds.groups) != set(first.groups):
-                raise ValueError(
-                    "datasets padded together must share the vocabulary and the token groups; "
-                    f"got V={first.vocab_size} {sorted(first.groups)} and V={ds.vocab_size} "
-                    f"{sorted(ds.groups)}"
-                )
-            if set(ds.sample_groups) != set(first.sample_groups):
-                raise ValueError(
-                    "datasets padded together must share the sample groups; got "
-                    f"{sorted(first.sample_groups)} and {sorted(ds.sample_groups)}"
-                )
         n = max(ds.n for ds in datasets)
         L = max(ds.L for ds in datasets)
         each = [cls.from_dataset(ds) for ds in datasets]
@@ -372,6 +358,28 @@ class TrainData:
             if all(ds.L == L for ds in datasets)
             else stack([pad(np.ones(ds.tokens.shape, bool), (n, L)) for ds in datasets]),
         )
+
+
+def _paddable(datasets: Sequence[TokenDataset]) -> list[TokenDataset]:
+    """``datasets`` as a list of one or more that `TrainData.padded` can stack: one vocabulary,
+    one set of token groups and of sample groups; ValueError otherwise."""
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("datasets must hold at least one TokenDataset; got none")
+    first = datasets[0]
+    for ds in datasets[1:]:
+        if ds.vocab_size != first.vocab_size or set(ds.groups) != set(first.groups):
+            raise ValueError(
+                "datasets padded together must share the vocabulary and the token groups; "
+                f"got V={first.vocab_size} {sorted(first.groups)} and V={ds.vocab_size} "
+                f"{sorted(ds.groups)}"
+            )
+        if set(ds.sample_groups) != set(first.sample_groups):
+            raise ValueError(
+                "datasets padded together must share the sample groups; got "
+                f"{sorted(first.sample_groups)} and {sorted(ds.sample_groups)}"
+            )
+    return datasets
 
 
 def loss_function(graphdef: nnx.GraphDef, ds: TokenDataset) -> Callable[[nnx.State], jax.Array]:
@@ -425,24 +433,12 @@ def make_finishing_run(
         return jnp.sum(batch_weights * nll)
 
     def run(state, lr, key, data):
-        tokens, labels = data.tokens, data.labels
         dtype = state_dtype(state)
         probabilities = jnp.asarray(data.probabilities, dtype=dtype)
         opt_state = _call_optax(transform.init, state)
 
         def step(i, carry):
-            if config.batch_size is None:
-                batch = (tokens, labels, probabilities, data.mask)
-            else:
-                index = jax.random.choice(
-                    jax.random.fold_in(key, i),
-                    tokens.shape[0],
-                    (config.batch_size,),
-                    p=probabilities,
-                )
-                uniform = jnp.full(config.batch_size, 1.0 / config.batch_size, dtype)
-                mask = None if data.mask is None else data.mask[index]
-                batch = (tokens[index], labels[index], uniform, mask)
+            batch = _step_batch(config.batch_size, data, probabilities, key, i, dtype)
             loss, grads = jax.value_and_grad(weighted_loss)(carry.state, *batch)
             updates, new_opt_state = _call_optax(
                 transform.update, grads, carry.opt_state, carry.state
@@ -468,6 +464,24 @@ def make_finishing_run(
         return trajectory, result.carry.state
 
     return run
+
+
+def _step_batch(batch_size: int | None, data: TrainData, probabilities, key, i, dtype) -> tuple:
+    """The batch ``(tokens, labels, weights, mask)`` of step ``i``: all of ``data`` weighted by
+    ``probabilities [n]`` (``batch_size`` None), or ``batch_size`` samples drawn with
+    replacement with those probabilities from ``fold_in(key, i)``, uniformly weighted."""
+    tokens, labels = data.tokens, data.labels
+    if batch_size is None:
+        return (tokens, labels, probabilities, data.mask)
+    index = jax.random.choice(
+        jax.random.fold_in(key, i),
+        tokens.shape[0],
+        (batch_size,),
+        p=probabilities,
+    )
+    uniform = jnp.full(batch_size, 1.0 / batch_size, dtype)
+    mask = None if data.mask is None else data.mask[index]
+    return (tokens[index], labels[index], uniform, mask)
 
 
 def _record(module: nnx.Module, data: TrainData, probabilities, config: TrainConfig) -> dict:
