@@ -382,3 +382,41 @@ def test_the_package_all_is_its_lazy_table_without_the_implementation_modules():
     for line in re.findall(r"^from ctx_staircase import (.+)$", readme, flags=re.M):
         for name in line.split(","):
             assert name.strip() in listed, name
+
+
+# Readable in a day: a module docstring says what the module computes in at most 20 lines (the
+# derivations and the history live in theory/ and benchmarks/README.md), and no function is
+# longer than a screen.
+MODULE_DOCSTRING_LINES = 20
+FUNCTION_LINES = 60
+
+
+def long_parts(path: Path) -> list[str]:
+    """A module docstring over `MODULE_DOCSTRING_LINES` lines and every function (nested too)
+    over `FUNCTION_LINES` lines, from its ``def`` to its last line."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    docstring = ast.get_docstring(tree) or ""
+    found = []
+    if len(docstring.splitlines()) > MODULE_DOCSTRING_LINES:
+        found.append(f"{path.name}: module docstring of {len(docstring.splitlines())} lines")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1
+            if lines > FUNCTION_LINES:
+                found.append(f"{path.name}:{node.lineno} {node.name} of {lines} lines")
+    return found
+
+
+def test_module_docstrings_and_functions_are_short():
+    found = [part for path in sorted(PACKAGE.rglob("*.py")) for part in long_parts(path)]
+    assert found == []
+
+
+def test_the_length_check_sees_a_long_docstring_and_a_long_nested_function(tmp_path):
+    planted = tmp_path / "planted.py"
+    body = "\n".join(f"        x{i} = {i}" for i in range(60))
+    docstring = "\n".join(["line"] * 21)
+    planted.write_text(f'"""{docstring}"""\n\n\ndef outer():\n    def inner():\n{body}\n')
+    found = long_parts(planted)
+    assert found[0] == "planted.py: module docstring of 21 lines"
+    assert [part.split()[1] for part in found[1:]] == ["outer", "inner"]

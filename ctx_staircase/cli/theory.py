@@ -155,7 +155,32 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
         "environment": results.environment(),
     }
     results.write_json(out / "metrics.json", record)
-    table = Table(title=f"second escape: {args.task} {ds.params}, ffn d={args.d}, σ={activation}")
+    table = _second_escape_table(
+        summary, f"{args.task} {ds.params}, ffn d={args.d}, σ={activation}"
+    )
+    common.stdout().print(table)
+    common.stdout().print(_ledger_table(summary))
+    cost = summary["cost"]
+    levels = [
+        f"{level} ({summary['roles'][level]}) {seconds:.2f} s ({seconds / cost['simulation']:.3g}x)"
+        for level, seconds in cost.items()
+        if level != "simulation"
+    ]
+    common.stdout().print(
+        f"cost (wall, compile included; a replay's counts training up to its start): training "
+        f"{cost['simulation']:.2f} s; " + ", ".join(levels)
+    )
+    common.stderr().print(
+        f"wrote {out}/ in {time.perf_counter() - start:.1f} s (nan: no second escape "
+        f"within {args.steps or 3000} epochs)"
+    )
+    return 0
+
+
+def _second_escape_table(summary: dict, setting: str) -> Table:
+    """One row per lane and level: the predicted and trained ``t_1``, their ratio from ``t_0``,
+    the remaining plateau after training's collapse, the escaping k and the band's rate."""
+    table = Table(title=f"second escape: {setting}")
     columns = ("γ", "seed", "level", "t0", "t1 theory", "t1 train", "ratio", "after t_c", "k th/tr")
     for column in (*columns, "rate"):
         table.add_column(column)
@@ -175,23 +200,7 @@ def _second_escape(args: argparse.Namespace, ds, out) -> int:
             f"{summary['k_predicted'][i]}/{summary['k_measured'][i]}",
             f"{summary['rate_predicted'][i]:.4f}",
         )
-    common.stdout().print(table)
-    common.stdout().print(_ledger_table(summary))
-    cost = summary["cost"]
-    levels = [
-        f"{level} ({summary['roles'][level]}) {seconds:.2f} s ({seconds / cost['simulation']:.3g}x)"
-        for level, seconds in cost.items()
-        if level != "simulation"
-    ]
-    common.stdout().print(
-        f"cost (wall, compile included; a replay's counts training up to its start): training "
-        f"{cost['simulation']:.2f} s; " + ", ".join(levels)
-    )
-    common.stderr().print(
-        f"wrote {out}/ in {time.perf_counter() - start:.1f} s (nan: no second escape "
-        f"within {args.steps or 3000} epochs)"
-    )
-    return 0
+    return table
 
 
 def _ledger_table(summary: dict) -> Table:
