@@ -525,10 +525,11 @@ def _times(t_start):
 @functools.partial(jax.jit, static_argnames=("activation", "step"))
 def _plateau_chunk(y, t_start, arrays: PlateauProblem, *, activation: str, step: float):
     """The plateau flow over ``_CHUNK`` saves from ``t_start`` by RK4 at ``step``: states
-    ``[_CHUNK + 1, V, d]``; one compiled program per shape, activation and step, reused along the
-    path and across lanes."""
+    ``[_CHUNK + 1, V, d]`` and rho_0 at the saves after the first ``[_CHUNK]``; one compiled
+    program per shape, activation and step, reused along the path and across lanes."""
     problem = arrays._replace(activation=activation)
-    return ode.rk4(plateau_field, y, _times(t_start), problem, max_step=step).ys
+    states = ode.rk4(plateau_field, y, _times(t_start), problem, max_step=step).ys
+    return states, _collapse_score(states["W_E"][1:, arrays.geometry_ids])
 
 
 class _Path(NamedTuple):
@@ -541,13 +542,13 @@ class _Path(NamedTuple):
     W_E: np.ndarray
 
 
-def _follow(path: _Path, y, advance, horizon: float, done, ids) -> _Path:
-    """Run ``advance(y, t) -> (states, W_E)`` chunk by chunk from the path's end state ``y``
+def _follow(path: _Path, y, advance, horizon: float, done) -> _Path:
+    """Run ``advance(y, t) -> (states, rho)`` chunk by chunk from the path's end state ``y``
     until ``done(path)`` or the horizon."""
     while path.ts[-1] < horizon and not done(path):
-        states, W_E = advance(y, jnp.float64(path.ts[-1]))
+        states, rho = advance(y, jnp.float64(path.ts[-1]))
         ts = path.ts + [path.ts[-1] + SAVE_EVERY * (i + 1) for i in range(_CHUNK)]
-        path = _Path(ts, path.rho + list(rho0(W_E[1:], ids)), states, W_E)
+        path = _Path(ts, path.rho + np.asarray(rho).tolist(), states, states["W_E"])
         y = jax.tree.map(lambda leaf: leaf[-1], states)
     return path
 
@@ -562,8 +563,7 @@ def predict_collapse(W_E, W_U, problem: PlateauProblem, *, horizon: float) -> fl
     arrays = problem._replace(activation=None)
 
     def plateau(y, t):
-        states = _plateau_chunk(y, t, arrays, activation=problem.activation, step=APPROACH_STEP)
-        return states, np.asarray(states["W_E"])
+        return _plateau_chunk(y, t, arrays, activation=problem.activation, step=APPROACH_STEP)
 
     def done(path):
         return bool(np.isfinite(crossings(path.ts, path.rho)[0]))
@@ -572,7 +572,7 @@ def predict_collapse(W_E, W_U, problem: PlateauProblem, *, horizon: float) -> fl
         y = {"W_E": jnp.asarray(W_E, jnp.float64), "W_U": jnp.asarray(W_U, jnp.float64)}
         start = jax.tree.map(lambda leaf: leaf[None], y)
         path = _Path([0.0], [float(rho0(W_E, ids))], start, np.asarray(start["W_E"]))
-        path = _follow(path, y, plateau, horizon, done, ids)
+        path = _follow(path, y, plateau, horizon, done)
     return crossings(path.ts, path.rho)[0]
 
 
@@ -608,8 +608,7 @@ def predict_second_escape(
     step = PLATEAU_STEP if law == "plateau" else APPROACH_STEP
 
     def plateau(y, t):
-        states = _plateau_chunk(y, t, arrays, activation=problem.activation, step=step)
-        return states, np.asarray(states["W_E"])
+        return _plateau_chunk(y, t, arrays, activation=problem.activation, step=step)
 
     def switch_time(path) -> float:  # where the split-unit flow takes over (NaN: not known)
         t_c = crossings(path.ts, path.rho)[0]
@@ -621,7 +620,7 @@ def predict_second_escape(
         t1, t_switch = crossings(path.ts, path.rho)[1], switch_time(path)
         return t1 < t_switch or path.ts[-1] >= t_switch or (law == "plateau" and t1 > 0)
 
-    path = _follow(path, y, plateau, horizon, done, ids)
+    path = _follow(path, y, plateau, horizon, done)
     t_switch, split = switch_time(path), -1
     at = y if t0 > 0 else None  # the state the band is read at
     if path.ts[-1] >= t_switch and not crossings(path.ts, path.rho)[1] < t_switch:
@@ -704,7 +703,9 @@ def _prediction(path: _Path, problem: PlateauProblem, t0: float) -> SecondEscape
     if np.isnan(t_c):
         return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, -1, np.nan)
     chunk_ts = ts[len(ts) - len(path.W_E) :]
-    rows = path.W_E[int(np.argmin(np.abs(chunk_ts - (t1 if np.isfinite(t1) else ts[-1]))))]
+    rows = np.asarray(
+        path.W_E[int(np.argmin(np.abs(chunk_ts - (t1 if np.isfinite(t1) else ts[-1]))))]
+    )
     rows = rows[problem.geometry_ids]
     k = int(fourier_label((rows - rows.mean(axis=0))[None])[0][0])
     return SecondEscape(LEVEL, float(t0), t_c, t1, ts, rho, k, np.nan)
