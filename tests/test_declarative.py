@@ -140,3 +140,25 @@ def test_measure_must_return_the_declared_record():
     spec = Spec(record=Point, configs={Size.CPU: 1}, measure=lambda c, r: (1.0, "a"), claims=())
     with pytest.raises(TypeError, match="measure must return a Point"):
         run(spec)
+
+
+def test_a_table_given_as_a_function_of_the_config_has_the_rows_of_that_config():
+    """One claim per item a size runs: ``claims`` as ``config -> table``."""
+
+    def above(n):
+        return ClaimSpec(
+            item=f"{n}",
+            claim=f"x above {n}",
+            statistic=lambda r, c: r.x,
+            measured=lambda r, c: f"{r.x}",
+            criterion=Criterion(f"> {n}", lambda v: v > n),
+        )
+
+    spec = Spec(
+        record=Point,
+        configs={Size.TINY: (1,), Size.CPU: (1, 2, 3)},
+        measure=lambda c, r: Point(2.5, "a"),
+        claims=lambda config: tuple(above(n) for n in config),
+    )
+    assert [c.passed for c in run(spec, Size.TINY).claims] == [True]
+    assert [c.passed for c in run(spec, Size.CPU).claims] == [True, True, False]

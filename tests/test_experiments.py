@@ -1163,33 +1163,36 @@ def test_fig2a_readouts_through_the_ffn_literal_and_at_temperature_one_over_L():
     def softmax(z):
         return np.exp(z) / np.exp(z).sum()
 
-    np.testing.assert_allclose(got["ffn"], softmax(np.array([1.0, 0.0])))
-    np.testing.assert_allclose(got["ffn_times_L"], softmax(np.array([3.0, 0.0])))
-    np.testing.assert_allclose(got["literal"], softmax(np.array([-1.0, -2.0])))
+    np.testing.assert_allclose(got.ffn, softmax(np.array([1.0, 0.0])))
+    np.testing.assert_allclose(got.ffn_times_L, softmax(np.array([3.0, 0.0])))
+    np.testing.assert_allclose(got.literal, softmax(np.array([-1.0, -2.0])))
 
 
 def test_fig2a_claims_read_the_worst_seed_and_fail_when_one_seed_fails():
     from ctx_staircase.experiments import fig2a_label_laws as fig2a
 
+    def snapshot(match):
+        return dict(
+            ffn=match,
+            ffn_vs_empirical_signature=match,
+            literal=match,
+            ffn_times_L=match,
+            anchor_norm=1.0,
+            number_norm_mean=1.0,
+        )
+
     def seed(pearson, jsd):
-        match = {"pearson": pearson, "kl": 2 * jsd, "jsd": jsd}
-        return {
-            "ffn": match,
-            "ffn_vs_empirical_signature": match,
-            "literal": match,
-            "ffn_times_L": match,
-            "anchor_norm": 1.0,
-            "number_norm_mean": 1.0,
-            "final_loss": 0.1,
-            "init": {"ffn": {"pearson": 0.0, "kl": 1.0, "jsd": 0.5}, "ffn_vs_empirical_signature":
-                     {"pearson": 0.0, "kl": 1.0, "jsd": 0.5}},
-        }  # fmt: skip
+        init = fig2a.Snapshot(**snapshot(fig2a.Match(0.0, 1.0, 0.5)))
+        trained = snapshot(fig2a.Match(pearson, 2 * jsd, jsd))
+        return fig2a.Run(seed=0, final_loss=0.1, status="ok", **trained, init=init)
+
+    def law(*runs):
+        return fig2a.LawRun(vocab_size=101, empirical_signature_vs_p=runs[0].ffn, runs=runs)
 
     good, bad = seed(0.99, 0.001), seed(0.5, fig2a.JSD_MAX * 3)
-    numbers = {"laws": {"uniform": {"runs": [good, good]}, "normal": {"runs": [good, bad]}}}
-    uniform, normal, empirical = fig2a.claims(
-        numbers, {"laws": ["uniform", "normal"], "regime": "gd-wide"}
-    )
+    record = fig2a.Record({"uniform": law(good, good), "normal": law(good, bad)})
+    config = fig2a.Config(laws=("uniform", "normal"), regime="gd-wide")
+    uniform, normal, empirical = fig2a.SPEC.score(record, config)
     assert uniform.passed and empirical.passed and not normal.passed
     assert f"r {0.5:.3f}" in normal.measured and f"JSD {fig2a.JSD_MAX * 3:.4f}" in normal.measured
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import io
 from pathlib import Path
+from types import SimpleNamespace
 
 import matplotlib.colors as mcolors
 import numpy as np
@@ -481,12 +482,13 @@ def _experiment_figures():
         "memory_labels": {"uniform": {"mem_loss": 5 - curve()}, "local": {"mem_loss": 4 - curve()}},
     }
     p = rng.dirichlet(np.ones(12))
-    laws_curves = {
-        law: {"p": p, "trained": p, "init": np.full(12, 1 / 12)} for law in ("zipf", "uniform")
-    }
-    stats = {"pearson": 0.9, "kl": 0.01, "jsd": 0.02}
-    laws_numbers = {
-        "laws": {law: {"runs": [{"ffn": stats, "init": {"ffn": stats}}]} for law in laws_curves}
+    stats = fig2a_label_laws.Match(pearson=0.9, kl=0.01, jsd=0.02)
+    laws = {
+        law: SimpleNamespace(
+            curve=fig2a_label_laws.Curve(p, p, np.full(12, 1 / 12)),
+            runs=[SimpleNamespace(ffn=stats, init=SimpleNamespace(ffn=stats))],
+        )
+        for law in ("zipf", "uniform")
     }
     verdicts = ["pass", "FAIL", "vacuous", "—"]
     rows = [
@@ -517,7 +519,7 @@ def _experiment_figures():
         ("attention_departure.times_figure", lambda: attention_departure.times_figure(times)),
         (
             "fig2a_label_laws.laws_figure",
-            lambda: fig2a_label_laws.laws_figure(laws_curves, laws_numbers, primary),
+            lambda: fig2a_label_laws.laws_figure(laws, fig2a_label_laws.Config()),
         ),
         (
             "fig5_activation_order.grid_figure",

@@ -136,7 +136,8 @@ class Spec:
             class).
         measure: ``(config, regime) -> record``: every training run and theory of the
             experiment (``regime`` a `regime.Regime`, or ``None`` for an experiment without).
-        claims: the table of `ClaimSpec`s, in report order.
+        claims: the table of `ClaimSpec`s, in report order, or ``config -> table`` where the
+            rows depend on the config (one claim per item the size runs).
         figures: ``(config, record) -> {name: Matplotlib figure}``.
         settle: ``(config, regime) -> config``, the config with what the regime sets filled in
             (its name, the vocabulary it gives); the config as given by default.
@@ -146,7 +147,7 @@ class Spec:
     record: type
     configs: Mapping[Size, Any]
     measure: Callable[[Any, Any], Any]
-    claims: tuple[ClaimSpec, ...]
+    claims: tuple[ClaimSpec, ...] | Callable[[Any], tuple[ClaimSpec, ...]]
     figures: Callable[[Any, Any], dict[str, Any]] = _no_figures
     settle: Callable[[Any, Any], Any] = _as_given
     regime_text: Callable[[Any], str] = _no_regime
@@ -161,7 +162,8 @@ class Spec:
 
     def score(self, record: Any, config: Any) -> list[Claim]:
         """Every claim of the table, scored on ``record`` measured under ``config``."""
-        return [claim.score(record, config, self.regime_text(config)) for claim in self.claims]
+        table = self.claims(config) if callable(self.claims) else self.claims
+        return [claim.score(record, config, self.regime_text(config)) for claim in table]
 
     def outcome(self, *, full=False, tiny=False, quick=False, regime: Any = None) -> Outcome:
         """`run` at the size the command-line flags ask for (`Size.of`)."""
