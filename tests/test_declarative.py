@@ -134,6 +134,21 @@ def test_a_claim_is_scored_on_its_null_with_the_same_criterion():
     vacuous = spec.score(Point(-2.0, "b"), "config")  # fails; its null (2.0) passes
     assert (vacuous.passed, vacuous.null_passed) == (False, True) and vacuous.failure == "false"
     assert verdict(spec.score(Point(20.0, "c"), "config")) is Verdict.NOT_TESTED
+    assert passed.criterion == "> 1"
+
+
+def test_a_criterion_text_can_name_the_runs_threshold():
+    """A rule whose threshold depends on the run (e.g. 2/N) states it from the config."""
+    spec = ClaimSpec(
+        item="x",
+        claim="above 2/N",
+        statistic=lambda r, c: (r.x, c),
+        measured=lambda r, c: f"{r.x}",
+        criterion=Criterion(lambda r, c: f"> 2/N = {2 / c:.2f}", lambda v: v[0] > 2 / v[1]),
+    )
+    claim = spec.score(Point(0.6, "a"), 4)
+    assert claim.criterion == "> 2/N = 0.50" and claim.passed is True
+    assert spec.score(Point(0.6, "a"), 2).passed is False
 
 
 def test_measure_must_return_the_declared_record():

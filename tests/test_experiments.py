@@ -502,7 +502,7 @@ def test_fig5_learnability_null_is_the_shuffled_boundary_cells():
         cell["max_accuracy"] = 1.0 if cell["K"] >= cell["L"] else chance
     for cell in numbers["null_cells"].values():
         cell["max_accuracy"] = chance
-    learnability = fig5.claims(numbers, record["config"])[0]
+    learnability = declarative.rescore(fig5.SPEC, numbers, record["config"])[0]
     assert (learnability.passed, learnability.null_passed) == (True, False)
 
 
@@ -615,10 +615,10 @@ def test_fig5_learnability_note_names_the_cells_whose_gd_loss_rose():
     for cell in numbers["cells"].values():
         cell["loss_rises"] = 0
     numbers["cells"]["L3_K1"]["loss_rises"] = 2
-    note = fig5.claims(numbers, config)[0].note
+    note = declarative.rescore(fig5.SPEC, numbers, config)[0].note
     assert "The full-batch loss rose between snapshots in L3K1:" in note and "chaotic" in note
     config["regime"] = "adam-wide"
-    assert "rose between snapshots" not in fig5.claims(numbers, config)[0].note
+    assert "rose between snapshots" not in declarative.rescore(fig5.SPEC, numbers, config)[0].note
 
 
 def test_unordered_label_shuffle_gives_each_input_multiset_one_label():

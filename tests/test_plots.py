@@ -455,11 +455,13 @@ def _experiment_figures():
     appc_curves["offdiag_cos"] = curve(2)
     N = 20
     cells = {
-        (L, K): {"max_accuracy": 0.5, "top_share": 0.7, "curve": curve(), "S": cosines(N)}
+        (L, K): SimpleNamespace(max_accuracy=0.5, top_share=0.7, curve=curve(), S=cosines(N))
         for L in (2, 3)
         for K in (2, 3)
     }
-    fig5_config = {"Ls": (2, 3), "Ks": (2, 3), "N": N, "d": 16, "gamma": 1.0, "epochs": 1000}
+    fig5_config = fig5_activation_order.Config(
+        Ls=(2, 3), Ks=(2, 3), N=N, d=16, regime_label=primary.label
+    )
     arms = {
         arm: {"loss_curve": 3 - curve(), "accuracy_curve": curve()} for arm in "i ii iii".split()
     }
@@ -523,11 +525,11 @@ def _experiment_figures():
         ),
         (
             "fig5_activation_order.grid_figure",
-            lambda: fig5_activation_order.grid_figure(cells, steps, fig5_config, primary),
+            lambda: fig5_activation_order.grid_figure(cells, steps, fig5_config),
         ),
         (
             "fig5_activation_order.cosine_figure",
-            lambda: fig5_activation_order.cosine_figure(cells, fig5_config, primary),
+            lambda: fig5_activation_order.cosine_figure(cells, fig5_config),
         ),
         (
             "fig8_role.fixed_figure",

@@ -2,6 +2,8 @@
 check, Fig. 5's plateau-bound cells and its reduced N, and the mod collapse read where the
 plateau flow predicts it (theory/regimes.md, "Verdicts")."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -15,6 +17,7 @@ from ctx_staircase.experiments import (
     verdict,
 )
 from ctx_staircase.experiments import staircase_claims as scoring
+from ctx_staircase.experiments.declarative import Size
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 # ------------------------------------------------------------------------ a regime's GD step
@@ -108,15 +111,21 @@ def test_a_verdict_the_halving_keeps_is_noted_and_one_it_changes_is_not_tested()
 
 
 def _cell(L, K, max_accuracy, norm_change):
-    return dict(L=L, K=K, max_accuracy=max_accuracy, norm_change=norm_change, top_share=1.0,
-                top_share_init=0.2, loss_rises=0, status="ok", final_loss=2.0, loss_start=2.0,
-                mean_offdiag_cos=1.0)  # fmt: skip
+    return fig5_activation_order.Cell(
+        L=L, K=K, epochs=1000, loss_rises=0, max_accuracy=max_accuracy,
+        final_accuracy=max_accuracy, loss_start=2.0, final_loss=2.0, norm_change=norm_change,
+        top_share=1.0, top_share_init=0.2, mean_offdiag_cos=1.0, status="ok",
+    )  # fmt: skip
 
 
 def _fig5(cells, null_cells):
-    config = fig5_activation_order.run_config(tiny=True) | {"N": 8, "epochs": 1000}
-    numbers = dict(chance=1 / 8, cells=cells, null_cells=null_cells, long_gd_cells={})
-    return fig5_activation_order.claims(numbers, config)[0]
+    tiny = fig5_activation_order.SPEC.config(Size.TINY)
+    config = dataclasses.replace(tiny, N=8, epochs=1000)
+    record = fig5_activation_order.Record(
+        mechanism={}, chance=1 / 8, cells=cells, null_cells=null_cells, long_gd_cells={},
+        max_accuracy_grid=(), top_share_grid=(),
+    )  # fmt: skip
+    return fig5_activation_order.SPEC.score(record, config)[0]
 
 
 def test_fig5_cells_that_never_left_their_plateau_leave_the_claim_not_tested():
@@ -132,7 +141,7 @@ def test_fig5_cells_that_never_left_their_plateau_leave_the_claim_not_tested():
 
 
 def test_fig5_reduced_n_keeps_the_token_independence_of_every_order_below_L_minus_1():
-    spreads = fig5_activation_order.mechanism({"N": 5, "Ls": [2, 3]}, small=True)
+    spreads = fig5_activation_order.mechanism(Ns=(5,), Ls=(2, 3))
     for key, spread in spreads.items():
         assert all(s < fig5_activation_order.UNIFORM_SPREAD for s in spread[:-1]), key
         assert spread[-1] > 1e-3, key

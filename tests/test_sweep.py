@@ -662,17 +662,20 @@ def test_fig5_cells_from_one_padded_sweep_equal_its_cells_from_one_sweep_per_L()
     0.1 or more apart)."""
     from ctx_staircase.experiments import fig5_activation_order as fig5
     from ctx_staircase.experiments import regime as regimes
+    from ctx_staircase.experiments.declarative import Size
 
-    config = fig5.run_config(quick=True) | dict(d=16, N=4, snapshot_every=25)
-    datasets = [regimes.PRIMARY.make("modsum", N=4, L=L) for L in (2, 3)]
+    quick = fig5.SPEC.config(Size.QUICK)
+    config = dataclasses.replace(quick, d=16, N=4, snapshot_every=25)
+    datasets = {L: regimes.PRIMARY.make("modsum", N=4, L=L) for L in (2, 3)}
     padded = fig5.train_cells(datasets, 2, 100, regimes.PRIMARY, config)
-    alone = fig5.train_cells(datasets, 2, 100, regimes.PRIMARY, config | {"context_sweep": False})
+    one_each = dataclasses.replace(config, context_sweep=False)
+    alone = fig5.train_cells(datasets, 2, 100, regimes.PRIMARY, one_each)
     for got, want in zip(padded, alone, strict=True):
-        assert got["status"] == want["status"]
-        np.testing.assert_allclose(got["curve"], want["curve"], rtol=0, atol=1e-6)
-        np.testing.assert_allclose(got["S"], want["S"], rtol=0, atol=1e-4)
-        assert got["top_share"] == pytest.approx(want["top_share"], rel=1e-4)
-    np.testing.assert_array_equal(padded[1]["S"], alone[1]["S"])
+        assert got.status == want.status and (got.L, got.K) == (want.L, want.K)
+        np.testing.assert_allclose(got.curve, want.curve, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got.S, want.S, rtol=0, atol=1e-4)
+        assert got.top_share == pytest.approx(want.top_share, rel=1e-4)
+    np.testing.assert_array_equal(padded[1].S, alone[1].S)
 
 
 @pytest.mark.parametrize(

@@ -45,9 +45,10 @@ class Size(enum.StrEnum):
 @dataclasses.dataclass(frozen=True)
 class Criterion:
     """A pass rule: ``test(statistic) -> bool`` (``None``: it does not apply) and the ``text``
-    the report shows for it."""
+    the report shows for it (a text, or a callable of ``(record, config)`` where the rule's
+    threshold depends on the run, e.g. on its N)."""
 
-    text: str
+    text: Callable[[Any, Any], str] | str
     test: Callable[[Any], bool | None]
 
 
@@ -105,7 +106,12 @@ class ClaimSpec:
         null = self._null(record, config)
         verdicts = scored(criterion.test, self.statistic(record, config), null)
         null_text = verdicts.pop("null", _text(self.null_text, record, config))
-        return Claim(**texts, criterion=criterion.text, null=null_text, **verdicts)
+        return Claim(
+            **texts,
+            criterion=_text(criterion.text, record, config),
+            null=null_text,
+            **verdicts,
+        )
 
     def _null(self, record: Any, config: Any) -> Any:
         if self.null is None:
