@@ -12,6 +12,7 @@ chaotic ones within the range their perturbations spanned."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 import host_spread
@@ -20,6 +21,7 @@ import xla_flags
 from tiny_records import ANALYSED, RECORDED, path, recorded_sweeps, tiny_record
 
 from ctx_staircase import experiments, results
+from ctx_staircase.experiments import declarative
 
 
 @pytest.mark.parametrize("name", RECORDED)
@@ -60,8 +62,10 @@ def _replay(name: str, got: dict) -> None:
             assert claim[key] == saved[key], (saved["claim"], key)
     module = experiments.get(name).load()
     # and the claims are a function of the saved numbers alone (fig6's part (a) only: (b)'s are
-    # scored on curves its JSON rounds)
+    # scored on curves its JSON rounds; a declarative module's by its own table)
     rebuild = getattr(module, "saved_claims", getattr(module, "claims", None))
+    if hasattr(module, "SPEC"):
+        rebuild = functools.partial(declarative.rescore, module.SPEC)
     if rebuild is not None:
         rebuilt = [dataclasses.asdict(c) for c in rebuild(got["numbers"], got["config"])]
         assert rebuilt == got["claims"][: len(rebuilt)]
