@@ -62,7 +62,7 @@ def _replay(name: str, got: dict) -> None:
             assert claim[key] == saved[key], (saved["claim"], key)
     module = experiments.get(name).load()
     # and the claims are a function of the saved numbers alone (fig6's part (a) only: (b)'s are
-    # scored on curves its JSON rounds)
+    # scored on curves its JSON rounds; a declarative module's by its own table)
     rebuild = getattr(module, "saved_claims", getattr(module, "claims", None))
     if hasattr(module, "SPEC"):  # declarative: the same table scored on the decoded record
         rebuild = functools.partial(declarative.rescore, module.SPEC)
