@@ -68,7 +68,13 @@ def sweep_against_loop(size: dict) -> dict:
 
     def run_sweep(devices=None):
         return sweep.train_sweep(
-            "ffn", ds, config, gammas=gammas, seeds=seeds, d=size["d"], devices=devices
+            "ffn",
+            ds,
+            config,
+            gammas=gammas,
+            seeds=seeds,
+            d=size["d"],
+            layout=sweep.Layout(devices),
         )
 
     first = _timed(run_sweep)
@@ -131,7 +137,7 @@ def two_devices(size: dict) -> dict | None:
     grid = dict(gammas=list(np.linspace(0.5, 1.5, size["gammas"])), seeds=[0, 1])
 
     def run(on):
-        return sweep.train_sweep("ffn", ds, config, d=size["d"], devices=on, **grid)
+        return sweep.train_sweep("ffn", ds, config, d=size["d"], layout=sweep.Layout(on), **grid)
 
     outcome = {}
     for name, on in (("one", devices[:1]), ("two", devices[:2])):

@@ -262,10 +262,7 @@ def bench_sweep_layout(config, corpus, gammas, steps: int, repeats: int) -> dict
     return {
         "lanes": lanes,
         "gammas": list(gammas),
-        "layout": {
-            "concurrent_calls": sweep.default_concurrent_calls(platform, len(jax.devices())),
-            "lanes_per_batch": sweep.default_lanes_per_batch(platform, lanes),
-        },
+        "layout": sweep.plan(sweep.Layout(), lanes, platform, len(jax.devices()))._asdict(),
         "steps_per_call": steps,
         "first_call_s": first_s,
         "trace_lower_s": 0.0,  # not separable here: compile_s is the first call minus the median

@@ -59,7 +59,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import math
 import os
 import time
 from typing import NamedTuple
@@ -103,8 +102,7 @@ def run_sweep(ds, cfg, lanes_per_batch=None, concurrent_calls=None):
         cfg,
         gammas=GAMMAS,
         seeds=SEEDS,
-        lanes_per_batch=lanes_per_batch,
-        concurrent_calls=concurrent_calls,
+        layout=sweep.Layout(lanes_per_batch=lanes_per_batch, concurrent_calls=concurrent_calls),
         d=D,
         activation="relu",
     )
@@ -369,37 +367,26 @@ def parse_args() -> argparse.Namespace:
 
 
 def sweep_layout(args: argparse.Namespace, total_lanes: int) -> dict:
-    """The lane layout the sweep will use (its defaults or the flags), printed: concurrent
-    calls and lanes vmapped together."""
+    """The lane layout the sweep will use (its defaults or the flags; `sweep.plan`), printed:
+    concurrent calls and lanes vmapped together."""
     platform, n_devices = jax.devices()[0].platform, len(jax.devices())
-    concurrent_calls = args.concurrent_calls
+    layout = sweep.Layout(None, args.lanes_per_batch, args.concurrent_calls)
+    planned = sweep.plan(layout, total_lanes, platform, n_devices)
     chosen = args.lanes_per_batch is not None or args.concurrent_calls is not None
     chosen = "set on the command line" if chosen else "sweep defaults"
-    if sweep.lane_by_lane(platform, args.lanes_per_batch):  # CPU: one lane per call
-        if concurrent_calls is None:
-            concurrent_calls = sweep.default_concurrent_calls(platform)
-        per_call, lanes_per_batch = 1, 1
-        concurrent_calls = min(concurrent_calls, total_lanes)
+    if planned.lane_by_lane:  # CPU: one lane per call
         print(
-            f"sweep layout: lane by lane, {concurrent_calls} concurrent call(s) of one lane "
+            f"sweep layout: lane by lane, {planned.calls} concurrent call(s) of one lane "
             f"on one device ({chosen})",
             flush=True,
         )
     else:
-        if concurrent_calls is None:
-            concurrent_calls = sweep.default_concurrent_calls(platform, n_devices)
-        per_device = math.ceil(total_lanes / n_devices)
-        per_call = math.ceil(per_device / min(concurrent_calls, per_device))
-        lanes_per_batch = args.lanes_per_batch
-        if lanes_per_batch is None:
-            lanes_per_batch = sweep.default_lanes_per_batch(platform, per_call)
-        concurrent_calls = math.ceil(per_device / per_call)
         print(
-            f"sweep layout: {concurrent_calls} concurrent call(s) of {per_call} "
-            f"lanes per device, vmapped {min(lanes_per_batch, per_call)} at a time ({chosen})",
+            f"sweep layout: {planned.calls} concurrent call(s) of {planned.per_call} "
+            f"lanes per device, vmapped {planned.lanes_per_batch} at a time ({chosen})",
             flush=True,
         )
-    return {"lanes_per_batch": min(lanes_per_batch, per_call), "concurrent_calls": concurrent_calls}
+    return {"lanes_per_batch": planned.lanes_per_batch, "concurrent_calls": planned.calls}
 
 
 def machine_at_start() -> dict:

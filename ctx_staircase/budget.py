@@ -179,37 +179,25 @@ def check(estimate: int, *, what: str, knob: str, limit=None) -> int:
 
 def lanes_in_flight(
     lanes: int,
+    layout=None,
     *,
     platform: str | None = None,
     devices: int | None = None,
-    concurrent_calls: int | None = None,
-    lanes_per_batch: int | None = None,
 ) -> int:
-    """How many lanes of a `sweep.sweep_map` hold their working memory at the same time.
-
-    Mirrors `sweep.sweep_map`. Lane by lane (CPU, `sweep.lane_by_lane`): ``concurrent_calls``
-    threads (default `sweep.default_concurrent_calls`: one per core) each run one lane.
-    Vmapped (accelerators): the lanes are split over ``devices``, each device runs
-    ``concurrent_calls`` calls at once, each call vmapping ``lanes_per_batch`` lanes at a time
-    (default every lane of the call). ``platform`` and ``devices`` default to the initialized
-    backend's, else a guess that starts no backend (``JAX_PLATFORMS``, an installed GPU plugin,
+    """How many lanes of a `sweep.sweep_map` under ``layout`` (a `sweep.Layout`; None: every
+    default) hold their working memory at the same time: `sweep.Plan.in_flight` of
+    `sweep.plan`, the plan `sweep_map` runs. ``platform`` and ``devices`` (a count; the
+    layout's devices when it names them) default to the initialized backend's, else a guess
+    that starts no backend (``JAX_PLATFORMS``, an installed GPU plugin,
     ``--xla_force_host_platform_device_count``).
     """
     from ctx_staircase import sweep
 
+    layout = (layout or sweep.Layout()).checked()
     guess_platform, guess_devices = _platform()
-    platform = platform or guess_platform
-    devices = devices or guess_devices
-    if sweep.lane_by_lane(platform, lanes_per_batch):
-        return min(lanes, concurrent_calls or sweep.default_concurrent_calls(platform))
-    per_device = math.ceil(lanes / devices)
-    if concurrent_calls is None:
-        concurrent_calls = sweep.default_concurrent_calls(platform, devices)
-    per_call = math.ceil(per_device / min(concurrent_calls, per_device))
-    calls = math.ceil(per_device / per_call)
-    if lanes_per_batch is None:
-        lanes_per_batch = sweep.default_lanes_per_batch(platform, per_call)
-    return devices * calls * min(lanes_per_batch, per_call)
+    if layout.devices:
+        devices = len(layout.devices)
+    return sweep.plan(layout, lanes, platform or guess_platform, devices or guess_devices).in_flight
 
 
 def _platform() -> tuple[str, int]:

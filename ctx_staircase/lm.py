@@ -379,9 +379,7 @@ def train_lm(
     gammas=(1.0, 0.5),
     seed: int = 0,
     tracked=None,
-    devices=None,
-    lanes_per_batch: int | None = None,
-    concurrent_calls: int | None = None,
+    layout: sweep.Layout | None = None,
     out: str | Path | None = None,
 ) -> LMTrajectory:
     """Train one GPT per gamma (one compiled program over the lanes) and record the trajectory.
@@ -393,9 +391,8 @@ def train_lm(
             draw from ``seed``, scaled, and the same batches.
         seed: seeds the weights and the batch order.
         tracked: token ids to track (default `eligible_tokens`).
-        devices, lanes_per_batch, concurrent_calls: how the gamma lanes run, as in
-            `sweep.sweep_map` (sharded over ``devices``; by default vmapped together on an
-            accelerator, and on CPU one lane at a time in one concurrent call per core). The
+        layout: how the gamma lanes run, a `sweep.Layout` (None: by default vmapped together on
+            an accelerator, and on CPU one lane at a time in one concurrent call per core). The
             layout changes the speed, not the result (bitwise on CPU, see `sweep.sweep_map`).
         out: a folder where each finished lane is saved (`sweep.LaneStore`); rerunning the same
             call into it trains only the lanes not yet saved. Without it, lanes are saved under
@@ -413,9 +410,7 @@ def train_lm(
         store=store,
         shared=lane_data(corpus, config, tracked, seed),
         steps_per_lane=config.steps,
-        devices=devices,
-        lanes_per_batch=lanes_per_batch,
-        concurrent_calls=concurrent_calls,
+        layout=layout,
     )
     if store:
         store.finish(lanes=gamma.size)

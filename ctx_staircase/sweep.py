@@ -44,6 +44,8 @@ __all__ = [
     "CPU_LANES_PER_BATCH",
     "LANE_AXIS",
     "LaneStore",
+    "Layout",
+    "Plan",
     "RunStatus",
     "SweepResult",
     "compile_for",
@@ -52,6 +54,7 @@ __all__ = [
     "default_lanes_per_batch",
     "grid",
     "lane_by_lane",
+    "plan",
     "resumable_map",
     "sharded_map",
     "sweep_map",
@@ -128,17 +131,77 @@ def grid(gammas, seeds, lrs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return gamma.astype(np.float64), seed.astype(np.int64), lr.astype(np.float64)
 
 
+class Layout(NamedTuple):
+    """How `sweep_map` runs its lanes; a field left None takes the platform's default.
+
+    Attributes:
+        devices: the devices the lanes run on (default: every device of this process).
+        lanes_per_batch: lanes vmapped together in one call (an int >= 1; default
+            `default_lanes_per_batch`: one on CPU, which runs lane by lane, every lane of the
+            call on an accelerator).
+        concurrent_calls: calls run at once (an int >= 1; default `default_concurrent_calls`).
+    """
+
+    devices: tuple | None = None
+    lanes_per_batch: int | None = None
+    concurrent_calls: int | None = None
+
+    def checked(self) -> Layout:
+        """The layout with ``devices`` a tuple, once each count is an int >= 1 or None
+        (else ``ValueError`` naming it)."""
+        check_int(self.lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
+        check_int(self.concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
+        return self._replace(devices=None if self.devices is None else tuple(self.devices))
+
+
+class Plan(NamedTuple):
+    """A `Layout` resolved for ``lanes`` lanes on a platform (`plan`).
+
+    Attributes:
+        lane_by_lane: each lane one call of a one-lane program (CPU), else vmapped calls.
+        devices: how many devices the calls are sharded over (lane by lane: 1).
+        calls: calls run at once (lane by lane: threads, at most one per lane).
+        per_call: lanes of one call on each device (lane by lane: 1).
+        lanes_per_batch: lanes vmapped together within a call, at most ``per_call``.
+    """
+
+    lane_by_lane: bool
+    devices: int
+    calls: int
+    per_call: int
+    lanes_per_batch: int
+
+    @property
+    def in_flight(self) -> int:
+        """Lanes resident at once: one per call lane by lane, else a vmapped group per call and
+        device."""
+        return self.devices * self.calls * self.lanes_per_batch
+
+
+def plan(layout: Layout, lanes: int, platform: str, devices: int) -> Plan:
+    """The `Plan` of ``layout`` for ``lanes`` lanes on ``devices`` devices of ``platform``
+    (``"cpu"``, ``"gpu"``, ``"tpu"``, ...), as `sweep_map` runs it."""
+    if lane_by_lane(platform, layout.lanes_per_batch):
+        threads = layout.concurrent_calls or default_concurrent_calls(platform)
+        return Plan(True, 1, min(threads, lanes), 1, 1)
+    concurrent = layout.concurrent_calls or default_concurrent_calls(platform, devices)
+    per_device = math.ceil(lanes / devices)  # lanes per device in all
+    per_call = math.ceil(per_device / min(concurrent, per_device))  # ... in one call
+    calls = math.ceil(per_device / per_call)
+    batch = layout.lanes_per_batch or default_lanes_per_batch(platform, per_call)
+    return Plan(False, devices, calls, per_call, min(batch, per_call))
+
+
 def sweep_map(
     fn: Callable,
     *lanes,
-    devices: Sequence[jax.Device] | None = None,
-    lanes_per_batch: int | None = None,
-    concurrent_calls: int | None = None,
+    layout: Layout | None = None,
     count_lanes: bool = False,
     shared: tuple = (),
 ):
     """``vmap(fn)(*lanes, *shared)`` over the leading lane axis ``[n]`` of every argument of
-    ``lanes``: lane by lane on CPU, vmapped and sharded over ``devices`` on an accelerator.
+    ``lanes``: lane by lane on CPU, vmapped and sharded over the `Layout`'s devices on an
+    accelerator (``layout`` None: every default).
 
     ``shared``: further arguments (pytrees of arrays, e.g. a `train.TrainData`) passed whole to
     every lane after the lane arguments, ``fn(*lane_args, *shared)`` (``vmap`` with
@@ -146,55 +209,44 @@ def sweep_map(
     program rather than constants in it. ``count_lanes``: announce the lanes to the progress
     bars (`progress.expect`) and report each finished lane or call to them (`progress.tick`).
 
-    Two layouts (benchmarks/README.md, "Determinism: lane layouts", has each in full and what
-    it was measured to give):
+    Two layouts (`plan`; benchmarks/README.md, "Determinism: lane layouts", has each in full
+    and what it was measured to give):
 
-    - lane by lane (CPU, the default there; ``lanes_per_batch`` None or 1): every lane is one
-      call of one compiled one-lane program ``jit(fn)``, from ``concurrent_calls`` threads
-      (``None``: `default_concurrent_calls`); bitwise the same for every lane count, thread
-      count, device or position;
+    - lane by lane (CPU, the default there): every lane is one call of one compiled one-lane
+      program ``jit(fn)``, from ``concurrent_calls`` threads; bitwise the same for every lane
+      count, thread count, device or position;
     - vmapped (an accelerator; on CPU by ``lanes_per_batch > 1``): ``concurrent_calls`` equal
-      slices of the lanes, each one call of one program sharded over all ``devices``, vmapping
-      groups of ``lanes_per_batch`` (``None``: `default_lanes_per_batch`). Another lane count,
-      slicing or grouping compiles another program, whose rounding may differ.
+      slices of the lanes, each one call of one program sharded over all devices, vmapping
+      groups of ``lanes_per_batch``. Another lane count, slicing or grouping compiles another
+      program, whose rounding may differ.
 
     Several processes (``jax.distributed`` initialized, e.g. by the CLI's ``--coordinator``):
     each runs a block of the lanes, gathered to every process (`distributed.gather_lanes`), so
     the caller runs unchanged; on CPU the result is bitwise that of one process.
     """
-    devices = tuple(devices or jax.devices())
+    layout = (layout or Layout()).checked()
+    devices = layout.devices or tuple(jax.devices())
     sizes = {x.shape[0] for x in jax.tree.leaves(lanes)}
     if len(sizes) != 1:
         raise ValueError(f"every argument must share the leading lane axis; got sizes {sizes}")
     (n,) = sizes
     if n == 0:
         raise ValueError("sweep_map needs at least one lane; got no lanes (leading axes of 0)")
-    _check_layout(lanes_per_batch, concurrent_calls)
-    layout = (lanes_per_batch, concurrent_calls, count_lanes)
     if distributed.active():
-        return _across_processes(fn, lanes, shared, n, devices, layout)
-    return _here(fn, lanes, shared, n, devices, *layout)
+        return _across_processes(fn, lanes, shared, n, devices, layout, count_lanes)
+    return _here(fn, lanes, shared, n, devices, layout, count_lanes)
 
 
-def _here(fn, lanes, shared, n, devices, lanes_per_batch, concurrent_calls, count_lanes):
+def _here(fn, lanes, shared, n, devices, layout: Layout, count_lanes):
     """`sweep_map` on ``devices``, all of them this process's."""
-    platform = devices[0].platform
-    if lane_by_lane(platform, lanes_per_batch):
-        if concurrent_calls is None:
-            concurrent_calls = default_concurrent_calls(platform)
-        if count_lanes:
-            expect_work(n)
-        return _lane_by_lane(fn, lanes, shared, n, devices[0], concurrent_calls, count_lanes)
-    if concurrent_calls is None:
-        concurrent_calls = default_concurrent_calls(platform, len(devices))
-    per_device = math.ceil(n / len(devices))  # lanes per device in all
-    per_call = math.ceil(per_device / min(concurrent_calls, per_device))  # ... in one call
-    calls = math.ceil(per_device / per_call)
-    if lanes_per_batch is None:
-        lanes_per_batch = default_lanes_per_batch(platform, per_call)
-    size = per_call * len(devices)  # lanes per call
-    mapped, sharding = sharded_map(fn, devices, min(lanes_per_batch, per_call))
-    lanes = jax.tree.map(lambda x: _pad(jnp.asarray(x), size * calls), lanes)
+    planned = plan(layout, n, devices[0].platform, len(devices))
+    if count_lanes:
+        expect_work(n)
+    if planned.lane_by_lane:
+        return _lane_by_lane(fn, lanes, shared, n, devices[0], planned.calls, count_lanes)
+    size = planned.per_call * len(devices)  # lanes per call
+    mapped, sharding = sharded_map(fn, devices, planned.lanes_per_batch)
+    lanes = jax.tree.map(lambda x: _pad(jnp.asarray(x), size * planned.calls), lanes)
     replicated = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
     shared = jax.device_put(tuple(shared), replicated)
     slices = [
@@ -204,25 +256,21 @@ def _here(fn, lanes, shared, n, devices, lanes_per_batch, concurrent_calls, coun
             ),
             shared,
         )
-        for i in range(calls)
+        for i in range(planned.calls)
     ]
-    if count_lanes:
-        expect_work(n)
-    if calls == 1:
+    if planned.calls == 1:
         out = jax.block_until_ready(mapped(*slices[0]))
-        if count_lanes:
-            tick_work(n)
     else:
         compiled = compiled_for(mapped, slices[0])  # once, before the threads call it
-        with concurrent.futures.ThreadPoolExecutor(calls) as pool:
+        with concurrent.futures.ThreadPoolExecutor(planned.calls) as pool:
             parts = list(pool.map(lambda part: jax.block_until_ready(compiled(*part)), slices))
         out = jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
-        if count_lanes:
-            tick_work(n)
+    if count_lanes:
+        tick_work(n)
     return jax.tree.map(lambda x: x[:n], out)
 
 
-def _across_processes(fn, lanes, shared, n, devices, layout):
+def _across_processes(fn, lanes, shared, n, devices, layout: Layout, count_lanes):
     """`sweep_map` in a run of several processes (`distributed`): this process runs its
     contiguous block of the lanes (`distributed.block`, padded by repeating its last lane so
     every process runs as many) on its own devices, then every block is gathered to every
@@ -235,7 +283,7 @@ def _across_processes(fn, lanes, shared, n, devices, layout):
     size = math.ceil(n / distributed.process_count())
     index = np.asarray(block + [block[-1]] * (size - len(block)))
     local = jax.tree.map(lambda x: np.asarray(x)[index], lanes)
-    out = jax.device_get(_here(fn, local, shared, size, mine, *layout))
+    out = jax.device_get(_here(fn, local, shared, size, mine, layout, count_lanes))
     return jax.tree.map(jnp.asarray, distributed.gather_lanes(out, n))
 
 
@@ -398,9 +446,7 @@ def train_sweep(
     lrs: Sequence[float] | None = None,
     out: str | Path | None = None,
     chunk: int | None = None,
-    devices: Sequence[jax.Device] | None = None,
-    lanes_per_batch: int | None = None,
-    concurrent_calls: int | None = None,
+    layout: Layout | None = None,
     progress: Callable[[int, int], None] | None = None,
     **model_kwargs,
 ) -> SweepResult:
@@ -418,9 +464,9 @@ def train_sweep(
         out: a folder to save lanes into and resume from (module docstring, `units.UnitStore`:
             a crashed sweep of other settings there is replaced, a finished one refused);
             without it, lanes are saved under the active `units.caching` folder, if any.
-        chunk, progress, devices, lanes_per_batch, concurrent_calls: as in `resumable_map` and
-            `sweep_map`. By default, on CPU, lane by lane: ``chunk``, ``concurrent_calls``,
-            ``devices`` and a lane's position change the speed and never a bit of the result.
+        chunk, progress, layout: as in `resumable_map` and `sweep_map`. By default, on CPU, lane
+            by lane: ``chunk``, the `Layout`'s devices and concurrent calls and a lane's
+            position change the speed and never a bit of the result.
 
     Under several processes (`distributed`) every process calls it with the same arguments
     and returns the whole result; only process 0 writes the lanes.
@@ -428,7 +474,10 @@ def train_sweep(
     datasets = _datasets(model, ds)
     lane_grid = _lane_grid(datasets, gammas, seeds, [config.lr] if lrs is None else lrs)
     check_int(chunk, "chunk", none_ok=True)
-    _check_layout(lanes_per_batch, concurrent_calls)
+    misplaced = sorted(set(Layout._fields) & set(model_kwargs))
+    if misplaced:
+        raise TypeError(f"{misplaced[0]} is a field of sweep.Layout: pass layout=Layout(...)")
+    layout = (layout or Layout()).checked()
     store = _sweep_store(model, ds, datasets, config, model_kwargs, out, lane_grid)
     start = time.perf_counter()
     fn, shared, lane_args = _sweep_program(model, config, model_kwargs, ds, datasets, lane_grid)
@@ -440,9 +489,7 @@ def train_sweep(
         chunk=chunk,
         steps_per_lane=config.steps,
         progress=progress,
-        devices=devices,
-        lanes_per_batch=lanes_per_batch,
-        concurrent_calls=concurrent_calls,
+        layout=layout,
     )
     result = _sweep_result(lanes, lane_grid)
     if store:
@@ -469,12 +516,6 @@ def _lane_grid(datasets, gammas, seeds, lrs) -> _LaneGrid:
         dataset = np.repeat(np.arange(len(datasets)), gamma.size)
         gamma, seed, lr = (np.tile(x, len(datasets)) for x in (gamma, seed, lr))
     return _LaneGrid(gamma, seed, lr, dataset)
-
-
-def _check_layout(lanes_per_batch, concurrent_calls) -> None:
-    """The layout arguments of `sweep_map`: ints >= 1, or None (the platform default)."""
-    check_int(lanes_per_batch, "lanes_per_batch", none_ok=True, why=_DEFAULT_NOTE)
-    check_int(concurrent_calls, "concurrent_calls", none_ok=True, why=_DEFAULT_NOTE)
 
 
 def _sweep_store(model, ds, datasets, config, model_kwargs, out, lane_grid: _LaneGrid):
@@ -533,9 +574,7 @@ def resumable_map(
     chunk: int | None = None,
     steps_per_lane: int = 0,
     progress: Callable[[int, int], None] | None = None,
-    devices: Sequence[jax.Device] | None = None,
-    lanes_per_batch: int | None = None,
-    concurrent_calls: int | None = None,
+    layout: Layout | None = None,
 ) -> list:
     """`sweep_map` ``(fn, *lanes, shared=shared)`` that resumes: the lanes ``store`` holds are
     loaded, the others run ``chunk`` lanes per `sweep_map` call, each lane saved into ``store``
@@ -550,7 +589,7 @@ def resumable_map(
             the last call is padded to ``chunk`` lanes so every call runs one compiled program.
         steps_per_lane: the work of one lane announced to the progress bars (`progress.expect`;
             this process's lanes only); ``progress``: callback ``(lanes_done, lanes_total)``.
-        devices, lanes_per_batch, concurrent_calls: the layout, as in `sweep_map`.
+        layout: how the lanes run, as in `sweep_map`.
 
     Returns:
         The ``G`` records, NumPy, in lane order. A lane runs the same compiled program whatever
@@ -566,7 +605,8 @@ def resumable_map(
     mine = sum(len(distributed.block(len(todo[i : i + size]))) for i in range(0, len(todo), size))
     expect_work(mine * steps_per_lane)
     # lane by lane, every lane is its own call: padding a chunk would only compute lanes twice
-    pad = not lane_by_lane((devices or jax.devices())[0].platform, lanes_per_batch)
+    layout = (layout or Layout()).checked()
+    pad = not lane_by_lane((layout.devices or jax.devices())[0].platform, layout.lanes_per_batch)
     if progress:
         progress(len(done), total)
     for first in range(0, len(todo), size):
@@ -575,9 +615,7 @@ def resumable_map(
         records = sweep_map(
             fn,
             *jax.tree.map(lambda x, p=padded: x[p], lanes),
-            devices=devices,
-            lanes_per_batch=lanes_per_batch,
-            concurrent_calls=concurrent_calls,
+            layout=layout,
             shared=shared,
         )
         _keep_lanes(jax.device_get(records), index, done, store)

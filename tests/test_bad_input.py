@@ -719,7 +719,11 @@ PYTHON_CASES = [
             ("chunk-0", dict(model="ffn", chunk=0), "chunk"),
             ("chunk-float", dict(model="ffn", chunk=2.5), "chunk"),
             ("unknown-model", dict(model="mlp"), "model"),
-            ("lanes-per-batch-0", dict(model="ffn", lanes_per_batch=0), "lanes_per_batch"),
+            (
+                "lanes-per-batch-0",
+                dict(model="ffn", layout=Lazy(lambda: _layout(lanes_per_batch=0))),
+                "lanes_per_batch",
+            ),
         ],
     ),
     # --- ode
@@ -1159,6 +1163,12 @@ def _rngs():
     from flax import nnx
 
     return nnx.Rngs(0)
+
+
+def _layout(**fields):
+    from ctx_staircase import sweep
+
+    return sweep.Layout(**fields)
 
 
 def _train_config():

@@ -26,6 +26,7 @@ from ctx_staircase import (
     train,
 )
 from ctx_staircase.experiments import lm_text, staircase
+from ctx_staircase.sweep import Layout
 
 GiB = 2**30
 #: The machine the measured failures came from: requests are checked against 24 GiB.
@@ -141,14 +142,11 @@ def test_integer_bounds_are_the_code_s_own():
 def test_lanes_in_flight_mirrors_the_sweep_layout():
     cores = sweep.default_concurrent_calls("cpu")
     # CPU, lane by lane: one lane per thread, `concurrent_calls` threads (default one per core)
-    assert budget.lanes_in_flight(8, platform="cpu", devices=1, concurrent_calls=2) == 2
+    assert budget.lanes_in_flight(8, Layout(concurrent_calls=2), platform="cpu", devices=1) == 2
     assert budget.lanes_in_flight(8, platform="cpu", devices=4) == min(8, cores)
-    assert budget.lanes_in_flight(1, platform="cpu", devices=1, concurrent_calls=2) == 1
+    assert budget.lanes_in_flight(1, Layout(concurrent_calls=2), platform="cpu", devices=1) == 1
     # vmapped lanes: a group of `lanes_per_batch` per call; an accelerator vmaps all at once
-    assert (
-        budget.lanes_in_flight(8, platform="cpu", devices=1, concurrent_calls=1, lanes_per_batch=4)
-        == 4
-    )
+    assert budget.lanes_in_flight(8, Layout(None, 4, 1), platform="cpu", devices=1) == 4
     assert budget.lanes_in_flight(8, platform="gpu", devices=1) == 8
     assert budget.lanes_in_flight(8, platform="gpu", devices=2) == 8
     # an uneven split over devices: 9 lanes on 2 devices are 5 per device (the last padded)
@@ -159,11 +157,11 @@ def test_lanes_in_flight_never_exceeds_the_concurrent_calls():
     """An uneven split of a device's lanes over its concurrent calls: 7 lanes over 2 calls run
     as calls of 4 and 3; one lane at a time per call (``lanes_per_batch=1``) holds 2 lanes, one
     per call, never a third call's."""
-    one_at_a_time = dict(platform="gpu", devices=1, lanes_per_batch=1)
-    assert budget.lanes_in_flight(7, concurrent_calls=2, **one_at_a_time) == 2
-    assert budget.lanes_in_flight(7, concurrent_calls=3, **one_at_a_time) == 3
+    gpu = dict(platform="gpu", devices=1)
+    assert budget.lanes_in_flight(7, Layout(None, 1, 2), **gpu) == 2
+    assert budget.lanes_in_flight(7, Layout(None, 1, 3), **gpu) == 3
     # every lane of each call vmapped at once: calls of ceil(7 / 2) = 4 lanes (the last padded)
-    assert budget.lanes_in_flight(7, platform="gpu", devices=1, concurrent_calls=2) == 8
+    assert budget.lanes_in_flight(7, Layout(concurrent_calls=2), platform="gpu", devices=1) == 8
 
 
 # --------------------------------------------------------------------------------------------
@@ -576,9 +574,9 @@ def test_an_initialized_accelerator_offers_its_free_memory(monkeypatch):
     assert budget.parse_size("50%") == 7 * GiB // 2
     assert budget.memory_limit() == (int(0.8 * 7 * GiB), "80% of available memory")
     # 8 lanes, one call per device, one lane at a time: one lane in flight on each of 2 devices
-    assert budget.lanes_in_flight(8, lanes_per_batch=1) == 2
+    assert budget.lanes_in_flight(8, Layout(lanes_per_batch=1)) == 2
     # every lane of a device vmapped at once: 4 per device
-    assert budget.lanes_in_flight(8, concurrent_calls=1, lanes_per_batch=None) == 8
+    assert budget.lanes_in_flight(8, Layout(concurrent_calls=1)) == 8
 
 
 def _no_backend():
@@ -609,7 +607,7 @@ def test_without_a_backend_the_platform_is_guessed_from_the_environment(
     monkeypatch.setattr(jax, "local_devices", _no_backend)
     monkeypatch.setenv("JAX_PLATFORMS", platforms)
     monkeypatch.setenv("XLA_FLAGS", flags)
-    assert budget.lanes_in_flight(8, **kwargs) == expected
+    assert budget.lanes_in_flight(8, Layout(**kwargs)) == expected
     # and no backend means the host's memory, as /proc/meminfo gives it
     with open("/proc/meminfo") as meminfo:
         line = next(line for line in meminfo if line.startswith("MemAvailable:"))

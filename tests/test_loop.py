@@ -217,5 +217,6 @@ def test_sweep_map_shared_arguments(lanes_per_batch):
 
     xs = jnp.arange(5.0)
     table, offset = {"a": jnp.asarray([1.0, 2.0, 3.0])}, jnp.asarray(0.5)
-    out = sweep.sweep_map(fn, xs, shared=(table, offset), lanes_per_batch=lanes_per_batch)
+    layout = sweep.Layout(lanes_per_batch=lanes_per_batch)
+    out = sweep.sweep_map(fn, xs, shared=(table, offset), layout=layout)
     np.testing.assert_array_equal(out, xs[:, None] * table["a"] + offset)

@@ -75,7 +75,9 @@ def test_counted_lanes_are_announced_and_reported_once_each(layout):
     the layout."""
     announced, ticks = [], []
     with progress.expecting(announced.append), progress.reporting(ticks.append):
-        out = sweep.sweep_map(lambda x: 2.0 * x, jnp.arange(3.0), count_lanes=True, **layout)
+        out = sweep.sweep_map(
+            lambda x: 2.0 * x, jnp.arange(3.0), count_lanes=True, layout=sweep.Layout(**layout)
+        )
     assert out.tolist() == [0.0, 2.0, 4.0]
     assert announced == [3]
     assert sum(ticks) == 3

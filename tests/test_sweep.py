@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ctx_staircase import sweep, tasks, train
+from ctx_staircase import budget, sweep, tasks, train
 
 F64 = dict(d=16, dtype=jnp.float64, activation="poly:1,0.5")
 CONFIG = train.TrainConfig(optimizer="gd", lr=0.5, steps=40, snapshots=(0, 10, 40))
@@ -103,10 +103,10 @@ def test_divergent_lanes_do_not_touch_the_others(ds, reference):
 
 def test_sharded_sweep_equals_single_device(ds, reference):
     assert len(jax.devices()) == 4  # tests/conftest.py forces four host devices
-    single = _grid_sweep(ds, devices=jax.devices()[:1])
+    single = _grid_sweep(ds, layout=sweep.Layout(jax.devices()[:1]))
     np.testing.assert_array_equal(single.trajectory.W_E, reference.trajectory.W_E)
     # vmapped, an odd lane count is padded to the device count and the padding dropped
-    odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0), lanes_per_batch=2)
+    odd = sweep.sweep_map(lambda x: x**2, jnp.arange(5.0), layout=sweep.Layout(lanes_per_batch=2))
     np.testing.assert_array_equal(odd, jnp.arange(5.0) ** 2)
 
 
@@ -155,12 +155,7 @@ def test_bad_grid_names_the_parameter(ds, grid, needle):
 def test_how_lanes_run_changes_nothing(ds, reference, lanes_per_batch, concurrent_calls):
     # one device, 8 lanes: lane by lane (1) from 1 or 3 threads; vmapped in groups of 3 (2
     # groups and a vmapped rest of 2) or 8 (one vmap); 2 calls of 4 lanes in 2 groups
-    run = _grid_sweep(
-        ds,
-        devices=jax.devices()[:1],
-        lanes_per_batch=lanes_per_batch,
-        concurrent_calls=concurrent_calls,
-    )
+    run = _grid_sweep(ds, layout=sweep.Layout(jax.devices()[:1], lanes_per_batch, concurrent_calls))
     assert run.status == reference.status
     if lanes_per_batch == 1:  # the default layout on CPU: bitwise
         np.testing.assert_array_equal(run.trajectory.W_E, reference.trajectory.W_E)
@@ -177,7 +172,9 @@ def test_concurrent_sharded_groups_compile_once():
 
     before = sweep.compile_for.cache_info().misses
     for _ in range(2):
-        out = sweep.sweep_map(fn, jnp.arange(23.0), lanes_per_batch=2, concurrent_calls=2)
+        out = sweep.sweep_map(
+            fn, jnp.arange(23.0), layout=sweep.Layout(lanes_per_batch=2, concurrent_calls=2)
+        )
         np.testing.assert_array_equal(out[0], jnp.arange(23.0) ** 2)
         assert out[1].shape == (23, 3, 0, 0)
     assert sweep.compile_for.cache_info().misses == before + 1
@@ -189,7 +186,7 @@ def test_lane_by_lane_compiles_one_program_for_any_lane_count():
 
     before = sweep.compile_for.cache_info().misses
     for n, calls in ((23, None), (7, 1), (1, 4)):
-        out = sweep.sweep_map(fn, jnp.arange(float(n)), concurrent_calls=calls)
+        out = sweep.sweep_map(fn, jnp.arange(float(n)), layout=sweep.Layout(concurrent_calls=calls))
         np.testing.assert_array_equal(out[0], jnp.arange(float(n)) ** 2)
         assert out[1].shape == (n, 3, 0, 0)
     assert sweep.compile_for.cache_info().misses == before + 1
@@ -211,10 +208,15 @@ def test_defaults_per_platform():
 @pytest.mark.parametrize("name", ["lanes_per_batch", "concurrent_calls"])
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "4"])
 def test_bad_lane_layout_names_the_parameter(ds, name, bad):
+    layout = sweep.Layout(**{name: bad})
+    with pytest.raises(TypeError, match=rf"{name} is a field of sweep.Layout"):
+        sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5], **{name: 2})
     with pytest.raises(ValueError, match=name):
-        sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5], **{name: bad})
+        sweep.train_sweep("ffn", ds, CONFIG, gammas=[0.5], layout=layout)
     with pytest.raises(ValueError, match=name):
-        sweep.sweep_map(lambda x: x, jnp.arange(4.0), **{name: bad})
+        sweep.sweep_map(lambda x: x, jnp.arange(4.0), layout=layout)
+    with pytest.raises(ValueError, match=name):
+        budget.lanes_in_flight(4, layout)
 
 
 # Layouts of one sweep on CPU (4 host devices, tests/conftest.py): chunks, threads, devices.
@@ -222,10 +224,10 @@ LAYOUTS = {
     "default": {},
     "chunk=1": dict(chunk=1),
     "chunk=2": dict(chunk=2),
-    "concurrent_calls=1": dict(concurrent_calls=1),
-    "concurrent_calls=3": dict(concurrent_calls=3),
-    "one device": dict(devices=jax.devices()[:1]),
-    "other devices": dict(devices=jax.devices()[2:], concurrent_calls=2),
+    "concurrent_calls=1": dict(layout=sweep.Layout(concurrent_calls=1)),
+    "concurrent_calls=3": dict(layout=sweep.Layout(concurrent_calls=3)),
+    "one device": dict(layout=sweep.Layout(jax.devices()[:1])),
+    "other devices": dict(layout=sweep.Layout(jax.devices()[2:], concurrent_calls=2)),
 }
 
 
@@ -298,9 +300,7 @@ def test_vmapped_lanes_shard_over_every_device(layout):
     def fn(x):
         return 2 * x, jax.lax.axis_index(sweep.LANE_AXIS)
 
-    out, shard = sweep.sweep_map(
-        fn, jnp.arange(float(n)), devices=given, lanes_per_batch=2, concurrent_calls=calls
-    )
+    out, shard = sweep.sweep_map(fn, jnp.arange(float(n)), layout=sweep.Layout(given, 2, calls))
     np.testing.assert_array_equal(out, 2 * np.arange(n))
     np.testing.assert_array_equal(shard, expected)
     assert out.devices() == set(chosen)
@@ -323,7 +323,7 @@ def test_vmapped_train_sweep_places_lanes_on_all_devices(ds, reference, monkeypa
         return call, sharding
 
     monkeypatch.setattr(sweep, "sharded_map", spying)
-    run = _grid_sweep(ds, lanes_per_batch=2, concurrent_calls=1)
+    run = _grid_sweep(ds, layout=sweep.Layout(lanes_per_batch=2, concurrent_calls=1))
     assert placements and all(p == set(jax.devices()) for p in placements)
     assert run.status == reference.status
     np.testing.assert_allclose(run.trajectory.W_E, reference.trajectory.W_E, rtol=1e-12)
@@ -354,8 +354,7 @@ def test_lane_by_lane_runs_every_lane_on_the_first_given_device(devices, monkeyp
         out = sweep.sweep_map(
             lambda x: x**2,
             jnp.arange(6.0),
-            devices=None if devices is None else chosen,
-            concurrent_calls=calls,
+            layout=sweep.Layout(None if devices is None else chosen, concurrent_calls=calls),
         )
         np.testing.assert_array_equal(out, np.arange(6.0) ** 2)
         assert out.devices() == {chosen[0]}

@@ -60,7 +60,7 @@ def path(name: str) -> Path:
 
 #: `sweep.train_sweep`'s keywords that say how the lanes run, not what they train (the same
 #: bits either way: tests/test_sweep.py).
-HOW_LANES_RUN = ("out", "chunk", "devices", "lanes_per_batch", "concurrent_calls", "progress")
+HOW_LANES_RUN = ("out", "chunk", "layout", "progress")
 
 
 def sweeps_path(name: str) -> Path:
