@@ -474,15 +474,21 @@ def _experiment_figures():
         }
         for task in ("selector", "anchor")
     }
-    rb_numbers = {
-        "by_gamma": {
-            g: {"loss": {s: 5 - 4 * curve() for s in rb_anchor_tasks.SUBSETS}} for g in (0.5, 0.8)
+    rb_record = SimpleNamespace(
+        by_gamma={
+            g: SimpleNamespace(
+                loss=rb_anchor_tasks.Curves(*(5 - 4 * curve() for _ in rb_anchor_tasks.SUBSETS))
+            )
+            for g in ("0.5", "0.8")
         },
-        "epochs": steps,
-        "chance_ln_Z": np.log(100),
-        "early_epoch": 10,
-        "memory_labels": {"uniform": {"mem_loss": 5 - curve()}, "local": {"mem_loss": 4 - curve()}},
-    }
+        epochs=steps,
+        chance_ln_Z=np.log(100),
+        early_epoch=10,
+        memory_labels={
+            "uniform": SimpleNamespace(mem_loss=5 - curve()),
+            "local": SimpleNamespace(mem_loss=4 - curve()),
+        },
+    )
     p = rng.dirichlet(np.ones(12))
     stats = fig2a_label_laws.Match(pearson=0.9, kl=0.01, jsd=0.02)
     laws = {
@@ -576,7 +582,7 @@ def _experiment_figures():
         ),
         (
             "rb_anchor_tasks.loss_figure",
-            lambda: rb_anchor_tasks.loss_figure(rb_numbers, {"L": 8, "n": 100}),
+            lambda: rb_anchor_tasks.loss_figure(rb_record, rb_anchor_tasks.Config(L=8, n=100)),
         ),
         ("regime_study.verdict_figure", lambda: regime_study.verdict_figure(rows)),
     ]
