@@ -177,3 +177,25 @@ def test_a_table_given_as_a_function_of_the_config_has_the_rows_of_that_config()
     )
     assert [c.passed for c in run(spec, Size.TINY).claims] == [True]
     assert [c.passed for c in run(spec, Size.CPU).claims] == [True, True, False]
+
+
+def test_a_claim_checked_without_training_names_its_own_regime():
+    """A data fact in a regime experiment names no trained regime: its ``regime`` replaces the
+    experiment's; the other claims keep the experiment's."""
+    fact = ClaimSpec(
+        item="x",
+        claim="a data fact",
+        statistic=lambda r, c: r.x,
+        measured=lambda r, c: f"{r.x}",
+        criterion=Criterion("> 1", lambda v: v > 1),
+        regime="data only (no training)",
+    )
+    trained = dataclasses.replace(fact, claim="a trained one", regime=None)
+    spec = Spec(
+        record=Point,
+        configs={Size.CPU: 1},
+        measure=lambda c, r: Point(2.5, "a"),
+        claims=(fact, trained),
+        regime_text=lambda config: "gd-wide",
+    )
+    assert [c.regime for c in run(spec).claims] == ["data only (no training)", "gd-wide"]

@@ -8,6 +8,7 @@ import pytest
 from ctx_staircase import experiments
 from ctx_staircase.experiments import Verdict
 from ctx_staircase.experiments import appc_task4_orders as appc
+from ctx_staircase.experiments.declarative import Size
 from ctx_staircase.experiments.paired import MIN_SEEDS, paired_test
 
 
@@ -37,16 +38,20 @@ def _claim(differences, init_differences):
     S2 = S1.copy()
     S2[:, 1] += differences
     S2[:, 0] += init_differences
-    curves = {"S1_probe": S1, "S2_probe": S2, "S1_probe_fit": S1, "S2_probe_fit": S2, "S1_flat": S1}
-    means = {k: float(v[:, 0].mean()) for k, v in curves.items()}
-    numbers = {
-        "init": means,
-        "final": {k: float(v[:, -1].mean()) for k, v in curves.items()},
-        "late_mean": {k: float(curves[k][:, 1:].mean()) for k in ("S1_probe", "S2_probe")},
-    }
-    config = {"epochs": 1000}
-    claims = appc.held_out_claims(numbers, curves, np.array([0, 1000]), config, "gd-wide")
-    return claims[0]
+    curves = appc.Curves(
+        S0_1mse=S1, S1_flat=S1, offdiag_cos=S1, S1_probe=S1, S1_probe_fit=S1, S2_probe=S2,
+        S2_probe_fit=S2,
+    )  # fmt: skip
+    record = appc.Record(
+        vocab_size=60, steps=(0, 1000), train_accuracy=S1, null_train_accuracy=S1, curves=curves,
+        null_curves=curves, late_mean=appc.Late(*(float(c[:, 1:].mean()) for c in (S1, S2))),
+        late_by_seed=appc.LateBySeed(tuple(S1[:, 1]), tuple(S2[:, 1])),
+        init=appc.Levels.at(curves, 0), final=appc.Levels.at(curves, -1), t_peak={},
+        null_t_peak={}, S0_exact=np.eye(2), S1_flat=np.eye(2), S0_alignment_method="",
+        second_escape_predicted=None,
+    )  # fmt: skip
+    config = appc.SPEC.config(Size.CPU)  # 1000 epochs
+    return appc.HELD_OUT_CLAIMS[0].score(record, config, "gd-wide")
 
 
 TIE = [0.001, -0.001, 0.002, -0.0015, 0.0]

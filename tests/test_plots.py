@@ -451,8 +451,7 @@ def _experiment_figures():
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         return x @ x.T
 
-    appc_curves = {k: curve(2) for k in ("S0_1mse", "S1_probe", "S2_probe", "S1_flat")}
-    appc_curves["offdiag_cos"] = curve(2)
+    appc_curves = appc_task4_orders.Curves(*(curve(2) for _ in appc_task4_orders.Curves._fields))
     N = 20
     cells = {
         (L, K): SimpleNamespace(max_accuracy=0.5, top_share=0.7, curve=curve(), S=cosines(N))
@@ -520,8 +519,7 @@ def _experiment_figures():
                 appc_curves,
                 curve(2),
                 curve(2),
-                {"d": 16, "gamma": 1.0, "epochs": 1000},
-                primary,
+                appc_task4_orders.Config(d=16, regime_label=primary.label),
             ),
         ),
         ("attention_departure.times_figure", lambda: attention_departure.times_figure(times)),

@@ -224,5 +224,5 @@ def test_a_late_fail_is_false_only_where_the_window_starts_past_twice_the_predic
 ):
     """The late window of 1000 epochs starts at 666.7: twice a predicted escape of 333 lies
     before it, twice 333.4 after it."""
-    numbers = {"second_escape_predicted": t1}
-    assert appc_task4_orders.late_failure(numbers, {"epochs": 1000}) == failure
+    late_from = appc_task4_orders.SPEC.config(Size.CPU).late_from  # 2/3 of 1000 epochs
+    assert appc_task4_orders.late_failure(t1, late_from) == failure

@@ -10,10 +10,10 @@ d = 128, gamma = 1.0, seeds 0-4 as lanes of one sweep, 1000 epochs, in a `regime
 
 Measures per snapshot the anchors' ``S^emb`` against ``S^(0)`` (exactly constant for Task 4, so
 ``1 - MSE``), the held-out (5-fold) first- and order-2 probe geometries (``metrics.probe_fit``)
-and the exact flattened, banded ``S^(1)``. Claims: late held-out ``S^(2) >= S^(1)`` by a paired
-test over the seeds (`ORDER2_CRITERION`), both high, the ``S^(0)`` peak then fall, the t_peak
-order, collapsed-then-banded, and the constant ``S^(0)``; nulls: the init, the label-shuffled
-data. Writes figures ``geometry`` and ``orders``.
+and the exact flattened, banded ``S^(1)`` (a `Record`). Claims (a table of `ClaimSpec`s): late
+held-out ``S^(2) >= S^(1)`` by a paired test over the seeds (`ORDER2_CRITERION`), both high, the
+``S^(0)`` peak then fall, the t_peak order, collapsed-then-banded, and the constant ``S^(0)``;
+nulls: the init, the label-shuffled data. Writes figures ``geometry`` and ``orders``.
 
 The geometries, why only held-out probes are scored, the [R] criteria, nulls and sizes:
 theory/experiments.md, appc_task4_orders.
@@ -21,116 +21,230 @@ theory/experiments.md, appc_task4_orders.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
 import jax
 import numpy as np
 
-from ctx_staircase import metrics, plots, second_escape, signatures
-from ctx_staircase.experiments import Claim, Outcome
+from ctx_staircase import metrics, plots, second_escape, signatures, sweep
+from ctx_staircase.experiments import Kind
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.common import paper_ffn, recorded_config, scored, train_in_regime
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec
 from ctx_staircase.experiments.paired import MIN_SEEDS, paired_test
 from ctx_staircase.experiments.regime import PRIMARY, Regime
-
-NULLS = {  # how each null control is built
-    "null_checkpoint": "the untrained initialization (epoch 0) of the same seeds, held-out probes",
-    "null_trajectory": "the same training on the label-shuffled data set (seed 0, one seed)",
-}
 
 HIGH = 0.7  # [R] "both high"
 SYMLOG = 5  # linear below epoch 5 on the log-time axes (epoch 0 shown)
 LATE_FRACTION = 2 / 3  # [R] "late"
 CHECKPOINTS = (10, 100, 1000)  # the paper's Fig. 12 checkpoints
 ADAM_LR = 1e-3
-QUICK_SNAPSHOTS = [0, 10, 50, 100, 150, 200, 300, 700, 1000]
-SEEDS = range(5)  # the paired test over seeds (`paired.MIN_SEEDS`)
-TINY = dict(  # a smoke run; after compilation, the probe fits are its largest cost
-    d=32,
-    seeds=list(SEEDS),
-    epochs=300,
-    snapshots=[0, 10, 100, 200, 300],
-    probe=dict(steps=100, restarts=2),
-)
+SPARSE_SNAPSHOTS = (0, 5, 10, 15, 20, 30, 40, 50, 75, 100, 125, 150, 175, 200, 250, 300, 400,
+                    500, 600, 700, 800, 900, 1000)  # fmt: skip
+DENSE_SNAPSHOTS = tuple(sorted(set(range(0, 1001, 25)) | set(SPARSE_SNAPSHOTS)))
+QUICK_SNAPSHOTS = (0, 10, 50, 100, 150, 200, 300, 700, 1000)
+SEEDS = tuple(range(5))  # the paired test over seeds (`paired.MIN_SEEDS`)
+PAPER_REDUCTION = "none in training (the paper's 1000 epochs); sizes are [GAP] (n_x=20, n_a=10)"
 
-REDUCTION = {  # what each size of run leaves out of the paper's
-    "tiny": "tiny: d = 32, 300 epochs, 5 snapshots, probe fits of 100 steps from 2 starts",
-    "quick": "quick: 9 snapshots instead of 23 (fewer probe fits; same training and claims)",
-    "paper": "none in training (the paper's 1000 epochs); sizes are [GAP] (n_x=20, n_a=10)",
+
+class Probe(NamedTuple):
+    """The options of the probe fits (`metrics.probe_fit`): folds, Adam steps and rate, and
+    the starts per fit (an int, or the text naming `metrics.probe_fit`'s default)."""
+
+    folds: int = metrics.PROBE_FOLDS
+    steps: int = metrics.PROBE_STEPS
+    lr: float = metrics.PROBE_LR
+    restarts: Any = "default (4 for m=1, 8 for m=2)"
+
+    def fit(self, phi: np.ndarray, S_emb: np.ndarray) -> metrics.ProbeResult:
+        """The probe of signature ``phi`` fitted to ``S_emb`` (seed 0)."""
+        restarts = self.restarts if isinstance(self.restarts, int) else None
+        return metrics.probe_fit(
+            phi, S_emb, seed=0, folds=self.folds, steps=self.steps, lr=self.lr, restarts=restarts
+        )
+
+
+PAPER_PROBE = Probe()  # App. A.1.5's fits, with the default starts
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """What a run of this experiment is: Task 4 at n_x, n_a, the paper's ReLU FFN (width d,
+    gamma = 1, Adam's rate), the seeds, the horizon and its snapshots, the probe fits, the
+    claims' thresholds, how each null is built, what this size leaves out of the paper's, and
+    the regime's name and label (`settle`)."""
+
+    task: str = "task4"
+    n_x: int = 20
+    n_a: int = 10
+    model: str = "ffn"
+    d: int = 128
+    activation: str = "relu"
+    adam_lr: float = ADAM_LR
+    gamma: float = 1.0
+    seeds: tuple[int, ...] = SEEDS
+    epochs: int = 1000
+    snapshots: tuple[int, ...] = SPARSE_SNAPSHOTS
+    probe: Probe = PAPER_PROBE
+    high: float = HIGH
+    late_fraction: float = LATE_FRACTION
+    null_checkpoint: str = (
+        "the untrained initialization (epoch 0) of the same seeds, held-out probes"
+    )
+    null_trajectory: str = "the same training on the label-shuffled data set (seed 0, one seed)"
+    reduction: str = PAPER_REDUCTION
+    regime: str = PRIMARY.name
+    regime_label: str = PRIMARY.label
+
+    @property
+    def late_from(self) -> float:
+        """The first epoch of the late window."""
+        return self.late_fraction * self.epochs
+
+
+CONFIGS = {
+    #: a smoke run; after compilation, the probe fits are its largest cost
+    Size.TINY: Config(
+        d=32,
+        epochs=300,
+        snapshots=(0, 10, 100, 200, 300),
+        probe=Probe(steps=100, restarts=2),
+        reduction="tiny: d = 32, 300 epochs, 5 snapshots, probe fits of 100 steps from 2 starts",
+    ),
+    Size.QUICK: Config(
+        snapshots=QUICK_SNAPSHOTS,
+        reduction="quick: 9 snapshots instead of 23 (fewer probe fits; same training and claims)",
+    ),
+    Size.CPU: Config(),
+    Size.FULL: Config(snapshots=DENSE_SNAPSHOTS),
 }
 
 
-def run_config(
-    *, full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
-) -> dict:
-    """The configuration `run` records for these options (``full``, ``regime``, ``quick`` and
-    ``tiny``, as `run` takes them)."""
-    dense = list(range(0, 1001, 25))
-    sparse = [0, 5, 10, 15, 20, 30, 40, 50, 75, 100, 125, 150, 175, 200, 250, 300, 400, 500,
-              600, 700, 800, 900, 1000]  # fmt: skip
-    if tiny:
-        snapshots = TINY["snapshots"]
-    elif full:
-        snapshots = sorted(set(dense) | set(sparse) | {150, 175})
-    else:
-        snapshots = QUICK_SNAPSHOTS if quick else sparse
-    ffn = paper_ffn(ADAM_LR)
-    probe = dict(folds=5, steps=300, lr=0.01, restarts="default (4 for m=1, 8 for m=2)")
-    if tiny:
-        ffn["d"] = TINY["d"]
-        probe |= TINY["probe"]
-    config = dict(
-        task="task4",
-        n_x=20,
-        n_a=10,
-        **ffn,
-        seeds=TINY["seeds"] if tiny else list(SEEDS),
-        epochs=TINY["epochs"] if tiny else 1000,
-        snapshots=snapshots,
-        probe=probe,
-        high=HIGH,
-        late_fraction=LATE_FRACTION,
+def settle(config: Config, regime: Regime | None) -> Config:
+    """``config`` in ``regime`` (the primary one when None): its name and label."""
+    regime = regime or PRIMARY
+    return dataclasses.replace(config, regime=regime.name, regime_label=regime.label)
+
+
+# --------------------------------------------------------------------------------------------
+# the record
+
+
+class Curves(NamedTuple):
+    """Alignment curves ``[seeds, snapshots]`` of the anchors' ``S^emb``: 1 - MSE against the
+    exact ``S^(0)``, the correlation with the exact flattened ``S^(1)``, the mean off-diagonal
+    cosine, and the held-out and in-sample correlations of the order-1 and order-2 probes."""
+
+    S0_1mse: np.ndarray
+    S1_flat: np.ndarray
+    offdiag_cos: np.ndarray
+    S1_probe: np.ndarray
+    S1_probe_fit: np.ndarray
+    S2_probe: np.ndarray
+    S2_probe_fit: np.ndarray
+
+
+class Levels(NamedTuple):
+    """The seed mean of each of `Curves` at one snapshot."""
+
+    S0_1mse: float
+    S1_flat: float
+    offdiag_cos: float
+    S1_probe: float
+    S1_probe_fit: float
+    S2_probe: float
+    S2_probe_fit: float
+
+    @classmethod
+    def at(cls, curves: Curves, index: int) -> Levels:
+        return cls(*(float(curve[:, index].mean()) for curve in curves))
+
+
+class Late(NamedTuple):
+    """The held-out probes' late mean (over seeds and late snapshots)."""
+
+    S1_probe: float
+    S2_probe: float
+
+
+class LateBySeed(NamedTuple):
+    """The held-out probes' late mean, per seed."""
+
+    S1_probe: tuple[float, ...]
+    S2_probe: tuple[float, ...]
+
+
+class Panels(NamedTuple):
+    """What the geometry figure draws: seed 0's anchor embeddings ``W_E [S, A, d]`` and their
+    ``S_emb [S, A, A]``, its order-1 and order-2 probe geometries at the last snapshot
+    ``[A, A]``, and the anchor tokens."""
+
+    W_E: np.ndarray
+    S_emb: np.ndarray
+    probe_geometry: tuple[np.ndarray, np.ndarray]
+    anchors: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """What a run measured: V, the snapshots' epochs, the training accuracy ``[seeds, S]`` of
+    the run and of its label-shuffled null, their `Curves`, the held-out probes' late means,
+    every curve's seed mean at the init and the final epoch, the epoch of each order's peak
+    (keyed by the order m), the exact ``S^(0)`` and flattened ``S^(1)``, how the ``S^(0)``
+    alignment is scored, and L2's predicted second escape (`predicted_second_escape`); unsaved,
+    what the geometry figure draws."""
+
+    vocab_size: int
+    steps: tuple[int, ...]
+    train_accuracy: np.ndarray
+    null_train_accuracy: np.ndarray
+    curves: Curves
+    null_curves: Curves
+    late_mean: Late
+    late_by_seed: LateBySeed
+    init: Levels
+    final: Levels
+    t_peak: dict[str, int]
+    null_t_peak: dict[str, int]
+    S0_exact: np.ndarray
+    S1_flat: np.ndarray
+    S0_alignment_method: str
+    second_escape_predicted: float | None
+    panels: Panels | None = dataclasses.field(
+        default=None, compare=False, metadata={"saved": False}
     )
-    return recorded_config(config, NULLS, REDUCTION, regime, tiny=tiny, quick=quick)
+
+    @property
+    def epochs(self) -> np.ndarray:
+        return np.asarray(self.steps)
 
 
-def _train(ds, regime: Regime, config: dict, seeds):
-    return train_in_regime(ds, regime, config, seeds)
+class Summary(NamedTuple):
+    """What the trajectory claims read of seed-mean curves: t_peak per order (0, 1, 2), whether
+    it is nondecreasing, the S^(0) peak and final value and the peak-then-fall test, and the
+    collapsed-then-banded test with its first collapsed and last banded epochs."""
+
+    t_peak: tuple[int, int, int]
+    ordered: bool
+    s0_peak: float
+    s0_final: float
+    s0_passed: bool
+    staged: bool
+    first_collapsed: int | None
+    last_banded: int | None
 
 
-def _curves(S_emb, phi, S0, S1_flat, probe: dict):
-    """Alignment curves ``[seeds, S]`` of anchor cosine matrices ``S_emb [seeds, S, A, A]`` and
-    the probe geometries of the last snapshot of seed 0; ``probe``: options of the probe fits."""
-    n_seeds, n_snap, A = S_emb.shape[:3]
-    iu = np.triu_indices(A, k=1)
-    curves = {
-        "S0_1mse": np.asarray(metrics.alignment(S_emb, S0).value),
-        "S1_flat": np.asarray(metrics.alignment(S_emb, S1_flat).value),
-        "offdiag_cos": S_emb[..., iu[0], iu[1]].mean(-1),
-    }
-    for m in (1, 2):
-        for key in (f"S{m}_probe", f"S{m}_probe_fit"):
-            curves[key] = np.zeros((n_seeds, n_snap))
-    probe_geometry = {}
-    for s in range(n_seeds):
-        for t in range(n_snap):
-            for m in (1, 2):
-                fit = metrics.probe_fit(phi[m], S_emb[s, t], seed=0, **probe)
-                curves[f"S{m}_probe"][s, t] = float(fit.heldout_corr)
-                curves[f"S{m}_probe_fit"][s, t] = float(fit.fit_corr)
-                if s == 0 and t == n_snap - 1:
-                    probe_geometry[m] = np.asarray(fit.S_sig)
-    return curves, probe_geometry
-
-
-def _summary(curves, epochs):
-    """t_peak per order, the S^(0) peak-then-fall test and the collapsed-then-banded test."""
-    t_peak = {
-        m: int(epochs[int(np.argmax(curves[key].mean(0)))])
-        for m, key in ((0, "S0_1mse"), (1, "S1_probe"), (2, "S2_probe"))
-    }
-    s0 = curves["S0_1mse"].mean(0)
-    collapsed = np.flatnonzero(curves["offdiag_cos"].mean(0) >= 0.9)
-    banded = np.flatnonzero(curves["S1_flat"].mean(0) >= 0.9)
-    return dict(
+def summary(curves: Curves, epochs: np.ndarray) -> Summary:
+    """The `Summary` of ``curves`` at the snapshots' ``epochs``."""
+    t_peak = tuple(
+        int(epochs[int(np.argmax(curve.mean(0)))])
+        for curve in (curves.S0_1mse, curves.S1_probe, curves.S2_probe)
+    )
+    s0 = curves.S0_1mse.mean(0)
+    collapsed = np.flatnonzero(curves.offdiag_cos.mean(0) >= 0.9)
+    banded = np.flatnonzero(curves.S1_flat.mean(0) >= 0.9)
+    return Summary(
         t_peak=t_peak,
         ordered=bool(t_peak[0] <= t_peak[1] <= t_peak[2]),
         s0_peak=float(s0.max()),
@@ -142,8 +256,8 @@ def _summary(curves, epochs):
     )
 
 
-def _task(config: dict, regime: Regime):
-    return regime.make("task4", n_x=config["n_x"], n_a=config["n_a"])
+# --------------------------------------------------------------------------------------------
+# measuring
 
 
 def _signatures(ds) -> list[np.ndarray]:
@@ -163,103 +277,133 @@ def _flat_cosines(phi: np.ndarray) -> np.ndarray:
     return np.asarray(metrics.cosine_matrix(phi.reshape(phi.shape[0], -1)))
 
 
-def run(
-    full: bool = False, regime: Regime = PRIMARY, quick: bool = False, tiny: bool = False
-) -> Outcome:
-    config = run_config(full=full, regime=regime, quick=quick, tiny=tiny)
-    ds = _task(config, regime)
+def _train(ds, regime: Regime, config: Config, seeds: tuple[int, ...]) -> sweep.SweepResult:
+    """The paper's FFN on ``ds`` in ``regime``, one lane per seed."""
+    train_config = regime.train_config(
+        ds, epochs=config.epochs, snapshots=config.snapshots, adam_lr=config.adam_lr
+    )
+    return sweep.train_sweep(
+        config.model,
+        ds,
+        train_config,
+        gammas=[config.gamma],
+        seeds=list(seeds),
+        d=config.d,
+        activation=config.activation,
+    )
+
+
+def _curves(S_emb, phi, S0, S1_flat, probe: Probe) -> tuple[Curves, tuple[np.ndarray, ...]]:
+    """The `Curves` of anchor cosine matrices ``S_emb [seeds, S, A, A]`` and the probe
+    geometries (orders 1, 2) of the last snapshot of seed 0."""
+    n_seeds, n_snap, A = S_emb.shape[:3]
+    iu = np.triu_indices(A, k=1)
+    fits = np.zeros((2, 2, n_seeds, n_snap))  # [order - 1, (held-out, in-sample), seed, snapshot]
+    probe_geometry = [None, None]
+    for s in range(n_seeds):
+        for t in range(n_snap):
+            for m in (1, 2):
+                fit = probe.fit(phi[m], S_emb[s, t])
+                fits[m - 1, :, s, t] = float(fit.heldout_corr), float(fit.fit_corr)
+                if s == 0 and t == n_snap - 1:
+                    probe_geometry[m - 1] = np.asarray(fit.S_sig)
+    curves = Curves(
+        S0_1mse=np.asarray(metrics.alignment(S_emb, S0).value),
+        S1_flat=np.asarray(metrics.alignment(S_emb, S1_flat).value),
+        offdiag_cos=S_emb[..., iu[0], iu[1]].mean(-1),
+        S1_probe=fits[0, 0],
+        S1_probe_fit=fits[0, 1],
+        S2_probe=fits[1, 0],
+        S2_probe_fit=fits[1, 1],
+    )
+    return curves, tuple(probe_geometry)
+
+
+def _anchor_cosines(result: sweep.SweepResult, anchors) -> tuple[np.ndarray, np.ndarray]:
+    """The anchors' embeddings ``[seeds, S, A, d]`` of a sweep and their cosine matrices."""
+    W_E = np.asarray(result.trajectory.W_E)[:, :, anchors]
+    return W_E, np.asarray(metrics.cosine_matrix(W_E))
+
+
+def measure(config: Config, regime: Regime | None) -> Record:
+    """Train the seeds and the label-shuffled null, fit the probes at every snapshot and
+    measure the module docstring's numbers."""
+    regime = regime or PRIMARY
+    ds = regime.make(config.task, n_x=config.n_x, n_a=config.n_a)
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
     anchors = ds.groups["anchors"]
     phi = _signatures(ds)
     S0, S1_flat = _flat_cosines(phi[0]), _flat_cosines(phi[1])
-    result = _train(ds, regime, config, config["seeds"])
-    null_result = _train(shuffled, regime, config, [0])
+    result = _train(ds, regime, config, config.seeds)
+    null_result = _train(shuffled, regime, config, (0,))
     steps = regime.epochs_of(result.trajectory.steps[0])  # epochs of the snapshots
-    W_E = np.asarray(result.trajectory.W_E)[:, :, anchors]  # [seeds, S, A, d]
-    S_emb = np.asarray(metrics.cosine_matrix(W_E))  # [seeds, S, A, A]
-    probe = TINY["probe"] if tiny else {}
-    curves, probe_geometry = _curves(S_emb, phi, S0, S1_flat, probe)
-    null_W_E = np.asarray(null_result.trajectory.W_E)[:, :, anchors]
-    null_curves, _ = _curves(np.asarray(metrics.cosine_matrix(null_W_E)), phi, S0, S1_flat, probe)
-    accuracy = np.asarray(result.trajectory.accuracy)  # [seeds, S]
-    null_accuracy = np.asarray(null_result.trajectory.accuracy)
-    late = steps >= LATE_FRACTION * config["epochs"]
-    numbers = dict(
+    W_E, S_emb = _anchor_cosines(result, anchors)
+    # the means are taken in the curves' own precision, the record keeps them as it saves them
+    curves, probe_geometry = _curves(S_emb, phi, S0, S1_flat, config.probe)
+    null_S_emb = _anchor_cosines(null_result, anchors)[1]
+    null_curves, _ = _curves(null_S_emb, phi, S0, S1_flat, config.probe)
+    late = steps >= config.late_from
+    return Record(
         vocab_size=int(ds.vocab_size),
-        steps=steps.tolist(),
-        train_accuracy=accuracy.tolist(),
-        null_train_accuracy=null_accuracy.tolist(),
-        curves={k: v.tolist() for k, v in curves.items()},
-        null_curves={k: v.tolist() for k, v in null_curves.items()},
-        late_mean={k: float(curves[k][:, late].mean()) for k in ("S1_probe", "S2_probe")},
-        late_by_seed={k: curves[k][:, late].mean(1).tolist() for k in ("S1_probe", "S2_probe")},
-        init={k: float(curves[k][:, 0].mean()) for k in curves},
-        final={k: float(v[:, -1].mean()) for k, v in curves.items()},
-        t_peak={str(m): t for m, t in _summary(curves, steps)["t_peak"].items()},
-        null_t_peak={str(m): t for m, t in _summary(null_curves, steps)["t_peak"].items()},
-        S0_exact=S0.tolist(),
-        S1_flat=S1_flat.tolist(),
-        S0_alignment_method=str(metrics.alignment(S_emb[0, :1], S0).method),
-        second_escape_predicted=predicted_second_escape(ds, result, regime, config),
-    )
-    figures = {
-        "geometry": _geometry_figure(
-            steps, W_E[0], S_emb[0], S1_flat, probe_geometry, anchors, regime
+        steps=tuple(steps.tolist()),
+        train_accuracy=_saved(result.trajectory.accuracy),
+        null_train_accuracy=_saved(null_result.trajectory.accuracy),
+        curves=Curves(*map(_saved, curves)),
+        null_curves=Curves(*map(_saved, null_curves)),
+        late_mean=Late(*(float(c[:, late].mean()) for c in (curves.S1_probe, curves.S2_probe))),
+        late_by_seed=LateBySeed(
+            *(tuple(c[:, late].mean(1).tolist()) for c in (curves.S1_probe, curves.S2_probe))
         ),
-        "orders": orders_figure(steps, curves, accuracy, null_accuracy, config, regime),
-    }
-    return Outcome(_claims(numbers, config, ds), figures, numbers, config)
+        init=Levels.at(curves, 0),
+        final=Levels.at(curves, -1),
+        t_peak=_t_peak(summary(curves, steps)),
+        null_t_peak=_t_peak(summary(null_curves, steps)),
+        S0_exact=_saved(S0),
+        S1_flat=_saved(S1_flat),
+        S0_alignment_method=str(metrics.alignment(S_emb[0, :1], S0).method),
+        second_escape_predicted=predicted_second_escape(ds, result, regime, config.epochs),
+        panels=Panels(W_E[0], S_emb[0], probe_geometry, anchors),
+    )
 
 
-def predicted_second_escape(ds, result, regime: Regime, config: dict) -> float | None:
+def _saved(values) -> np.ndarray:
+    """``values`` as the saved record reads them back (float64: float32 values exactly)."""
+    return np.asarray(values, dtype=float)
+
+
+def _t_peak(of: Summary) -> dict[str, int]:
+    """t_peak keyed by the order m, as the record saves it."""
+    return {str(m): t for m, t in enumerate(of.t_peak)}
+
+
+def predicted_second_escape(ds, result, regime: Regime, epochs: int) -> float | None:
     """The second escape ``t^_1`` that the law L2 (theory/second_escape.md §6) predicts from
     seed 0's initial weights, in epochs: the end of the anchors' collapse plateau, after which
     the order-1 and order-2 geometry forms. ``None`` outside GD (L2 is the gradient flow's law),
-    or where L2 predicts no escape within the run."""
+    or where L2 predicts no escape within the run's ``epochs``."""
     if regime.optimizer != "gd":
         return None
     W_E, W_U = (np.asarray(w[0, 0]) for w in (result.trajectory.W_E, result.trajectory.W_U))
     problem = second_escape.plateau_problem(ds, "relu", "anchors")
     with jax.enable_x64(True):
         t1 = second_escape.predict_second_escape(
-            W_E, W_U, problem, horizon=float(config["epochs"]), band_modes=None
+            W_E, W_U, problem, horizon=float(epochs), band_modes=None
         ).t1
     return float(t1) if np.isfinite(t1) else None
 
 
-def late_failure(numbers: dict, config: dict) -> str:
-    """The class of a late claim's FAIL (`experiments.FAILURES`): ``"false"`` where the late
-    window starts at or after twice L2's predicted second escape (the effect is absent at twice
-    its predicted time), else ``"unclassified"``."""
-    t1 = numbers.get("second_escape_predicted")
-    late_from = LATE_FRACTION * config["epochs"]
+def late_failure(t1: float | None, late_from: float) -> str:
+    """The class of a late claim's FAIL (`experiments.FAILURES`) given L2's predicted second
+    escape ``t1`` and the late window's first epoch: ``"false"`` where the window starts at or
+    after twice ``t1`` (the effect is absent at twice its predicted time), else
+    ``"unclassified"``."""
     return "false" if t1 is not None and late_from >= 2 * t1 else "unclassified"
 
 
 # --------------------------------------------------------------------------------------------
-# claims
+# claims: each a function of the record and its config
 
-
-def claims(numbers: dict, config: dict) -> list[Claim]:
-    """The six claims from the run's ``numbers`` (as saved in its JSON) and the task's exact
-    signatures, each with its null scored by the same criterion."""
-    return _claims(numbers, config, _task(config, regime_mod.parse(config["regime"])))
-
-
-def _claims(numbers: dict, config: dict, ds) -> list[Claim]:
-    curves = {k: np.asarray(v) for k, v in numbers["curves"].items()}
-    null_curves = {k: np.asarray(v) for k, v in numbers["null_curves"].items()}
-    steps = np.asarray(numbers["steps"])
-    regime = config["regime"]
-    held_out = held_out_claims(numbers, curves, steps, config, regime)
-    return [
-        *held_out,
-        _constant_s0_claim(ds),
-        *_trajectory_claims(curves, null_curves, steps, regime),
-    ]
-
-
-#: The §8.5 / App C order-2 criterion, verbatim in the claim (`_order2_criterion`).
+#: The §8.5 / App C order-2 criterion, verbatim in the claim.
 ORDER2_CRITERION = (
     "one-sided paired t-tests over the seeds of d_s = late-mean held-out S^(2) - S^(1) of seed s "
     "(late: epochs >= 2/3 of training), alpha = 0.05 each way: 'S^(2) better' if p(>) < 0.05, "
@@ -283,16 +427,29 @@ def _order2_verdict(differences) -> bool | None:
     return None if test.outcome is None else test.outcome != "less"
 
 
-def _escape_text(numbers: dict, config: dict) -> str:
-    """The note's horizon sentence, where the run has L2's prediction."""
-    t1 = numbers.get("second_escape_predicted")
-    if t1 is None:
-        return ""
-    late_from = LATE_FRACTION * config["epochs"]
-    return (
-        f". L2 predicts the anchors' second escape at t^_1 = {t1:.0f} from seed 0's init; the "
-        f"late window starts at {late_from:.0f} = {late_from / t1:.2f} t^_1"
-    )
+def _late(record: Record, config: Config) -> np.ndarray:
+    """Which snapshots are late (epochs >= `Config.late_from`)."""
+    return record.epochs >= config.late_from
+
+
+def _differences(record: Record, config: Config) -> np.ndarray:
+    """Per seed, the late mean of held-out S^(2) - S^(1)."""
+    curves = record.curves
+    return (curves.S2_probe - curves.S1_probe)[:, _late(record, config)].mean(1)
+
+
+def _init_differences(record: Record, config: Config) -> np.ndarray:
+    """Per seed, held-out S^(2) - S^(1) at the init."""
+    return record.curves.S2_probe[:, 0] - record.curves.S1_probe[:, 0]
+
+
+def _n_seeds(record: Record) -> int:
+    return record.curves.S1_probe.shape[0]
+
+
+def _seeds_text(record: Record) -> str:
+    n_seeds = _n_seeds(record)
+    return "" if n_seeds == 1 else f" (mean of {n_seeds} seeds)"
 
 
 def _paired_text(differences) -> str:
@@ -301,215 +458,367 @@ def _paired_text(differences) -> str:
     return test.text() + outcome
 
 
-def held_out_claims(numbers: dict, curves: dict, steps, config: dict, regime: str):
-    """The two late-checkpoint claims on the held-out probes; null: the init."""
-    init, final = numbers["init"], numbers["final"]
-    late = steps >= LATE_FRACTION * config["epochs"]
-    late1, late2 = numbers["late_mean"]["S1_probe"], numbers["late_mean"]["S2_probe"]
-    n_seeds = curves["S1_probe"].shape[0]
-    seeds_text = "" if n_seeds == 1 else f" (mean of {n_seeds} seeds)"
-    late_from = int(np.ceil(LATE_FRACTION * config["epochs"]))
-    # one number per seed: the late mean of the paired difference, and the same at the init
-    differences = (curves["S2_probe"] - curves["S1_probe"])[:, late].mean(1)
-    init_differences = curves["S2_probe"][:, 0] - curves["S1_probe"][:, 0]
-    order2_note = _order2_note(curves, differences, steps, late)
-    untested = (
-        f"fewer than {MIN_SEEDS} seeds ({n_seeds}): the paired test over seeds needs {MIN_SEEDS}"
-        if n_seeds < MIN_SEEDS
-        else ""
+def _order2_measured(record: Record, config: Config) -> str:
+    late, final = record.late_mean, record.final
+    return (
+        f"per-seed late-mean (epochs >= {int(np.ceil(config.late_from))}) held-out S^(2) - "
+        f"S^(1): {_paired_text(_differences(record, config))}; late mean S^(2) "
+        f"{late.S2_probe:.3f}, S^(1) {late.S1_probe:.3f}; final epoch S^(2) "
+        f"{final.S2_probe:.3f}, S^(1) {final.S1_probe:.3f} (in-sample {final.S2_probe_fit:.3f} "
+        f"vs {final.S1_probe_fit:.3f}){_seeds_text(record)}"
     )
-    return [
-        Claim(
-            "§8.5 / App C",
-            "late, corr(S^emb, S^(2)) >= corr(S^emb, S^(1)) (held-out probes)",
-            f"per-seed late-mean (epochs >= {late_from}) held-out S^(2) - S^(1): "
-            f"{_paired_text(differences)}; late mean S^(2) {late2:.3f}, S^(1) {late1:.3f}; "
-            f"final epoch S^(2) {final['S2_probe']:.3f}, S^(1) {final['S1_probe']:.3f} "
-            f"(in-sample {final['S2_probe_fit']:.3f} vs {final['S1_probe_fit']:.3f}){seeds_text}",
-            ORDER2_CRITERION,
-            note="in-sample the comparison is no test: the order-2 probe family contains the "
-            f"order-1 one (v_2 = 1), so in-sample S^(2) >= S^(1) always, at init too (in-sample "
-            f"there {init['S2_probe_fit']:.3f} vs {init['S1_probe_fit']:.3f}); only the "
-            "held-out comparison is scored. " + order2_note + _escape_text(numbers, config),
-            kind="paper",
-            regime=regime,
-            null=f"init (epoch 0, held-out), per seed S^(2) - S^(1): "
-            f"{_paired_text(init_differences)}; mean S^(2) {init['S2_probe']:.3f}, S^(1) "
-            f"{init['S1_probe']:.3f}",
-            untested=untested,
-            failure=late_failure(numbers, config),
-            **scored(_order2_verdict, differences, init_differences),
-        ),
-        _both_high_claim(numbers, curves, steps, seeds_text, regime),
-    ]
 
 
-def _order2_note(curves: dict, differences, steps, late) -> str:
-    """The order-2 claim's note: the per-seed and seed-mean late differences, the in-sample
-    fits and the exact flattened S^(1); where S^(1) wins held-out but S^(2) in-sample, why."""
-    n_seeds = curves["S1_probe"].shape[0]
-    margins = (curves["S2_probe"] - curves["S1_probe"]).mean(0)
-    order2_note = (
-        "Per-seed late-mean held-out S^(2) - S^(1): "
+def _order2_note(record: Record, config: Config) -> str:
+    """The order-2 claim's note: why in-sample is no test, the per-seed and seed-mean late
+    differences, the in-sample fits and the exact flattened S^(1); where S^(1) wins held-out
+    but S^(2) in-sample, why; and L2's horizon."""
+    curves, init, late = record.curves, record.init, _late(record, config)
+    differences = _differences(record, config)
+    margins = (curves.S2_probe - curves.S1_probe).mean(0)
+    fit1, fit2 = curves.S1_probe_fit[:, late].mean(), curves.S2_probe_fit[:, late].mean()
+    note = (
+        "in-sample the comparison is no test: the order-2 probe family contains the order-1 "
+        "one (v_2 = 1), so in-sample S^(2) >= S^(1) always, at init too (in-sample there "
+        f"{init.S2_probe_fit:.3f} vs {init.S1_probe_fit:.3f}); only the held-out comparison is "
+        "scored. Per-seed late-mean held-out S^(2) - S^(1): "
         + ", ".join(f"{v:+.4f}" for v in differences)
         + "; seed-mean difference at the late snapshots: "
-        + ", ".join(f"{v:+.4f}@{e}" for v, e in zip(margins[late], steps[late], strict=True))
-        + f" (in-sample {curves['S2_probe_fit'][:, late].mean():.4f} vs "
-        f"{curves['S1_probe_fit'][:, late].mean():.4f}). The exact banded flattened S^(1) alone, "
-        f"with no probe, scores {curves['S1_flat'][:, late].mean():.3f} late"
+        + ", ".join(
+            f"{v:+.4f}@{e}" for v, e in zip(margins[late], record.epochs[late], strict=True)
+        )
+        + f" (in-sample {fit2:.4f} vs {fit1:.4f}). The exact banded flattened S^(1) alone, "
+        f"with no probe, scores {curves.S1_flat[:, late].mean():.3f} late"
     )
-    fit1, fit2 = curves["S1_probe_fit"][:, late].mean(), curves["S2_probe_fit"][:, late].mean()
     if paired_test(differences).outcome == "less" and fit2 > fit1:
-        order2_note += (
+        note += (
             f". Why it misses: S^(1) is better held-out by {-differences.mean():.4f} on average, "
-            f"small but of one sign on {np.sum(differences < 0)} of {n_seeds} seeds, while "
-            f"in-sample S^(2) is higher ({fit2:.4f} vs {fit1:.4f}): the order-2 probe's extra "
-            "parameters fit what does not generalize across anchor pairs, the sign of an "
+            f"small but of one sign on {np.sum(differences < 0)} of {_n_seeds(record)} seeds, "
+            f"while in-sample S^(2) is higher ({fit2:.4f} vs {fit1:.4f}): the order-2 probe's "
+            "extra parameters fit what does not generalize across anchor pairs, the sign of an "
             "embedding with no order-2 structure beyond order 1"
         )
-    return order2_note
+    return note + _escape_text(record, config)
 
 
-def _both_high_claim(numbers: dict, curves: dict, steps, seeds_text: str, regime: str) -> Claim:
-    """Late, both held-out probes are high; null: the init."""
-    init = numbers["init"]
-    late1, late2 = numbers["late_mean"]["S1_probe"], numbers["late_mean"]["S2_probe"]
-    high_passed = min(late1, late2) >= HIGH
-    return Claim(
-        "§8.5 / App C",
-        "late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
-        f"late mean held-out S^(1) {late1:.3f}, S^(2) {late2:.3f}{seeds_text}",
-        f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]",
-        note=""
-        if high_passed
-        else "held-out S^(1) / S^(2) by epoch: "
-        + ", ".join(
-            f"{a:.2f}/{b:.2f}@{e}"
-            for a, b, e in zip(
-                curves["S1_probe"].mean(0), curves["S2_probe"].mean(0), steps, strict=True
-            )
-        ),
-        kind="project",
-        regime=regime,
-        null=f"init: S^(1) {init['S1_probe']:.3f}, S^(2) {init['S2_probe']:.3f}",
-        **scored(lambda r: min(r) >= HIGH, (late1, late2), (init["S1_probe"], init["S2_probe"])),
+def _escape_text(record: Record, config: Config) -> str:
+    """The note's horizon sentence, where the run has L2's prediction."""
+    t1 = record.second_escape_predicted
+    if t1 is None:
+        return ""
+    return (
+        f". L2 predicts the anchors' second escape at t^_1 = {t1:.0f} from seed 0's init; the "
+        f"late window starts at {config.late_from:.0f} = {config.late_from / t1:.2f} t^_1"
     )
 
 
-def _constant_s0_claim(ds) -> Claim:
-    """The data fact: the anchors' exact S^(0) is constant; null: the label-shuffled data."""
-    phi = _signatures(ds)
-    iu = np.triu_indices(phi[0].shape[0], k=1)
-    S0, S1_flat, S2_flat = (_flat_cosines(p) for p in phi)
+def _order2_null(record: Record, config: Config) -> str:
+    init = record.init
+    return (
+        f"init (epoch 0, held-out), per seed S^(2) - S^(1): "
+        f"{_paired_text(_init_differences(record, config))}; mean S^(2) {init.S2_probe:.3f}, "
+        f"S^(1) {init.S1_probe:.3f}"
+    )
+
+
+def _order2_untested(record: Record, config: Config) -> str:
+    n_seeds = _n_seeds(record)
+    if n_seeds >= MIN_SEEDS:
+        return ""
+    return f"fewer than {MIN_SEEDS} seeds ({n_seeds}): the paired test over seeds needs {MIN_SEEDS}"
+
+
+def _both_high(levels: tuple[float, float]) -> bool:
+    return min(levels) >= HIGH
+
+
+def _high_note(record: Record, config: Config) -> str:
+    """The held-out probes by epoch, where they are not both high."""
+    if _both_high(record.late_mean):
+        return ""
+    curves = record.curves
+    return "held-out S^(1) / S^(2) by epoch: " + ", ".join(
+        f"{a:.2f}/{b:.2f}@{e}"
+        for a, b, e in zip(
+            curves.S1_probe.mean(0), curves.S2_probe.mean(0), record.epochs, strict=True
+        )
+    )
+
+
+HELD_OUT_CLAIMS = (
+    ClaimSpec(
+        item="§8.5 / App C",
+        claim="late, corr(S^emb, S^(2)) >= corr(S^emb, S^(1)) (held-out probes)",
+        statistic=_differences,
+        measured=_order2_measured,
+        criterion=Criterion(ORDER2_CRITERION, _order2_verdict),
+        null=_init_differences,
+        null_text=_order2_null,
+        kind=Kind.PAPER,
+        note=_order2_note,
+        untested=_order2_untested,
+        failure=lambda r, c: late_failure(r.second_escape_predicted, c.late_from),
+    ),
+    ClaimSpec(
+        item="§8.5 / App C",
+        claim="late, corr(S^emb, S^(1)) and corr(S^emb, S^(2)) are both high (held-out probes)",
+        statistic=lambda r, c: r.late_mean,
+        measured=lambda r, c: (
+            f"late mean held-out S^(1) {r.late_mean.S1_probe:.3f}, S^(2) "
+            f"{r.late_mean.S2_probe:.3f}{_seeds_text(r)}"
+        ),
+        criterion=Criterion(
+            f"both >= {HIGH} [R: a conventional reading of 'high' for a correlation]", _both_high
+        ),
+        null=lambda r, c: (r.init.S1_probe, r.init.S2_probe),
+        null_text=lambda r, c: f"init: S^(1) {r.init.S1_probe:.3f}, S^(2) {r.init.S2_probe:.3f}",
+        kind=Kind.PROJECT,
+        note=_high_note,
+    ),
+)
+
+
+class DataFact(NamedTuple):
+    """The anchors' exact geometries of the task (`_data_fact`): the cosine matrices of their
+    flattened signatures of orders 0, 1, 2, and of order 0 on the label-shuffled data."""
+
+    S0: np.ndarray
+    S1_flat: np.ndarray
+    S2_flat: np.ndarray
+    S0_shuffled: np.ndarray
+
+    def off_diagonal(self, S: np.ndarray) -> np.ndarray:
+        return S[np.triu_indices(S.shape[0], k=1)]
+
+
+@functools.lru_cache(maxsize=4)
+def _data_fact(regime: str, task: str, n_x: int, n_a: int) -> DataFact:
+    ds = regime_mod.parse(regime).make(task, n_x=n_x, n_a=n_a)
     shuffled = regime_mod.shuffled_labels(ds, seed=0)
     S0_shuffled = _flat_cosines(
         signatures.label_signature(
             shuffled, 0, alphas=ds.groups["anchors"], labels=ds.groups["labels"]
         )
     )
-    return Claim(
-        "§7 Fig. 13 [GAP]",
-        "the exact S^(0) of the anchors is constant, so the paper's S^(0) curve must be empirical",
-        f"exact S^(0) off-diagonal in [{S0[iu].min():.6f}, {S0[iu].max():.6f}]; "
-        f"flattened S^(1) is banded (off-diag {S1_flat[iu].min():.2f}..{S1_flat[iu].max():.2f}"
-        f"), flattened S^(2) is the identity (max off-diag {S2_flat[iu].max():.1e})",
-        "S^(0) off-diagonal constant to 1e-12",
-        note="with S^(0) constant, alignment is scored as 1 - MSE (as for F_mod)",
-        kind="project",
-        regime="data only (no training)",
-        null=f"shuffled labels: S^(0) off-diagonal in [{S0_shuffled[iu].min():.4f}, "
-        f"{S0_shuffled[iu].max():.4f}]",
-        **scored(lambda S: np.ptp(S[iu]) <= 1e-12, S0, S0_shuffled),
+    return DataFact(*(_flat_cosines(p) for p in _signatures(ds)), S0_shuffled)
+
+
+def data_fact(config: Config) -> DataFact:
+    """The exact geometries of ``config``'s task in its regime (computed once per task)."""
+    return _data_fact(config.regime, config.task, config.n_x, config.n_a)
+
+
+def _fact_measured(record: Record, config: Config) -> str:
+    fact = data_fact(config)
+    S0, S1, S2 = (fact.off_diagonal(S) for S in (fact.S0, fact.S1_flat, fact.S2_flat))
+    return (
+        f"exact S^(0) off-diagonal in [{S0.min():.6f}, {S0.max():.6f}]; flattened S^(1) is "
+        f"banded (off-diag {S1.min():.2f}..{S1.max():.2f}), flattened S^(2) is the identity "
+        f"(max off-diag {S2.max():.1e})"
     )
 
 
-def _trajectory_claims(curves: dict, null_curves: dict, steps, regime: str) -> list[Claim]:
-    """The S^(0) peak, the t_peak order and the collapsed-then-banded stages; null: the same
-    training on the label-shuffled data."""
-    summary, null_summary = _summary(curves, steps), _summary(null_curves, steps)
-    t_peak, null_t_peak = summary["t_peak"], null_summary["t_peak"]
-    s0_curve = curves["S0_1mse"].mean(0)
-    return [
-        Claim(
-            "§7 Fig. 13",
-            "S^(0) alignment briefly reaches about 1, then falls",
-            f"1-MSE peak {summary['s0_peak']:.3f} at epoch {t_peak[0]}, final "
-            f"{summary['s0_final']:.3f}",
-            "peak >= 0.95 and final <= peak - 0.5 [R: 'about 1' read as within 0.05, 'falls' "
-            "as losing at least half of that peak]",
-            note="1 - MSE against the constant S^(0) ≡ 1 measures the collapse of the anchor "
-            "embeddings onto one direction (a correlation is undefined)"
-            + (
-                ""
-                if summary["s0_passed"]
-                else "; 1-MSE by epoch: "
-                + ", ".join(f"{v:.2f}@{e}" for v, e in zip(s0_curve, steps, strict=True))
-            ),
-            kind="paper",
-            regime=regime,
-            null=f"shuffled labels: peak {null_summary['s0_peak']:.3f} at epoch "
-            f"{null_t_peak[0]}, final {null_summary['s0_final']:.3f}",
-            **scored(lambda m: m["s0_passed"], summary, null_summary),
-        ),
-        Claim(
-            "§8.5 summary [R]",
-            "t_peak_m = argmax_t rho_m(t) is nondecreasing in m",
-            f"t_peak: m=0 {t_peak[0]}, m=1 {t_peak[1]}, m=2 {t_peak[2]}",
-            "t_peak_0 <= t_peak_1 <= t_peak_2",
-            note=""
-            if summary["ordered"]
-            else f"rho_m at the t_peaks: m=0 {summary['s0_peak']:.3f}, m=1 "
-            f"{curves['S1_probe'].mean(0).max():.3f}, m=2 {curves['S2_probe'].mean(0).max():.3f}",
-            kind="project",
-            regime=regime,
-            null=f"shuffled labels: t_peak {null_t_peak[0]}, {null_t_peak[1]}, {null_t_peak[2]}",
-            **scored(lambda m: m["ordered"], summary, null_summary),
-        ),
-        _staged_claim(curves, steps, summary, null_summary, regime),
-    ]
+def _fact_null(record: Record, config: Config) -> str:
+    fact = data_fact(config)
+    S0 = fact.off_diagonal(fact.S0_shuffled)
+    return f"shuffled labels: S^(0) off-diagonal in [{S0.min():.4f}, {S0.max():.4f}]"
 
 
-def _staged_claim(curves: dict, steps, summary: dict, null_summary: dict, regime: str) -> Claim:
-    """Collapsed first, banded later (Fig. 12), at the paper's checkpoints; null: the same
-    training on the label-shuffled data."""
-    index_of = {int(x): i for i, x in enumerate(steps)}
-    checkpoint_text = "; ".join(
-        f"epoch {e}: mean off-diag cos {curves['offdiag_cos'][:, index_of[e]].mean():.2f}, corr "
-        f"with banded S^(1)flat {curves['S1_flat'][:, index_of[e]].mean():.2f}"
+def _constant(S: np.ndarray) -> bool:
+    return np.ptp(S[np.triu_indices(S.shape[0], k=1)]) <= 1e-12
+
+
+DATA_CLAIM = ClaimSpec(
+    item="§7 Fig. 13 [GAP]",
+    claim="the exact S^(0) of the anchors is constant, so the paper's S^(0) curve must be "
+    "empirical",
+    statistic=lambda r, c: data_fact(c).S0,
+    measured=_fact_measured,
+    criterion=Criterion("S^(0) off-diagonal constant to 1e-12", _constant),
+    null=lambda r, c: data_fact(c).S0_shuffled,
+    null_text=_fact_null,
+    kind=Kind.PROJECT,
+    note="with S^(0) constant, alignment is scored as 1 - MSE (as for F_mod)",
+    regime="data only (no training)",
+)
+
+
+def _summary(record: Record, config: Config) -> Summary:
+    return summary(record.curves, record.epochs)
+
+
+def _null_summary(record: Record, config: Config) -> Summary:
+    return summary(record.null_curves, record.epochs)
+
+
+def _peak_measured(record: Record, config: Config) -> str:
+    of = _summary(record, config)
+    return f"1-MSE peak {of.s0_peak:.3f} at epoch {of.t_peak[0]}, final {of.s0_final:.3f}"
+
+
+def _peak_note(record: Record, config: Config) -> str:
+    note = (
+        "1 - MSE against the constant S^(0) ≡ 1 measures the collapse of the anchor embeddings "
+        "onto one direction (a correlation is undefined)"
+    )
+    if _summary(record, config).s0_passed:
+        return note
+    s0_curve = record.curves.S0_1mse.mean(0)
+    return (
+        note
+        + "; 1-MSE by epoch: "
+        + ", ".join(f"{v:.2f}@{e}" for v, e in zip(s0_curve, record.epochs, strict=True))
+    )
+
+
+def _peak_null(record: Record, config: Config) -> str:
+    of = _null_summary(record, config)
+    return (
+        f"shuffled labels: peak {of.s0_peak:.3f} at epoch {of.t_peak[0]}, final {of.s0_final:.3f}"
+    )
+
+
+def _order_note(record: Record, config: Config) -> str:
+    of = _summary(record, config)
+    if of.ordered:
+        return ""
+    return (
+        f"rho_m at the t_peaks: m=0 {of.s0_peak:.3f}, m=1 "
+        f"{record.curves.S1_probe.mean(0).max():.3f}, m=2 "
+        f"{record.curves.S2_probe.mean(0).max():.3f}"
+    )
+
+
+def _staged_measured(record: Record, config: Config) -> str:
+    """The mean off-diagonal cosine and the correlation with the banded flattened S^(1) at the
+    paper's checkpoints (those the run has)."""
+    index_of = {int(x): i for i, x in enumerate(record.epochs)}
+    curves = record.curves
+    return "; ".join(
+        f"epoch {e}: mean off-diag cos {curves.offdiag_cos[:, index_of[e]].mean():.2f}, corr "
+        f"with banded S^(1)flat {curves.S1_flat[:, index_of[e]].mean():.2f}"
         for e in CHECKPOINTS
         if e in index_of
     )
-    return Claim(
-        "§7 Fig. 12",
-        "anchor geometry: collapsed (near-uniform cosines) first, banded later",
-        checkpoint_text,
-        "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
-        "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
-        "'banded' at the same 0.9]",
-        note=f"first collapsed snapshot: epoch {summary['first_collapsed']}; last banded: "
-        f"epoch {summary['last_banded']}; the paper's checkpoints are near-uniform / banded "
-        f"/ complex; max mean off-diag cos {curves['offdiag_cos'].mean(0).max():.2f}, max "
-        f"corr with banded S^(1)flat {curves['S1_flat'].mean(0).max():.2f}",
-        kind="paper",
-        regime=regime,
-        null=f"shuffled labels: first collapsed {null_summary['first_collapsed']}, last "
-        f"banded {null_summary['last_banded']}",
-        **scored(lambda m: m["staged"], summary, null_summary),
+
+
+def _staged_note(record: Record, config: Config) -> str:
+    of, curves = _summary(record, config), record.curves
+    return (
+        f"first collapsed snapshot: epoch {of.first_collapsed}; last banded: epoch "
+        f"{of.last_banded}; the paper's checkpoints are near-uniform / banded / complex; max "
+        f"mean off-diag cos {curves.offdiag_cos.mean(0).max():.2f}, max corr with banded "
+        f"S^(1)flat {curves.S1_flat.mean(0).max():.2f}"
     )
 
 
-def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime):
+def _staged_null(record: Record, config: Config) -> str:
+    of = _null_summary(record, config)
+    return f"shuffled labels: first collapsed {of.first_collapsed}, last banded {of.last_banded}"
+
+
+#: Read on the seed-mean curves; null: the same training on the label-shuffled data.
+TRAJECTORY_CLAIMS = (
+    ClaimSpec(
+        item="§7 Fig. 13",
+        claim="S^(0) alignment briefly reaches about 1, then falls",
+        statistic=_summary,
+        measured=_peak_measured,
+        criterion=Criterion(
+            "peak >= 0.95 and final <= peak - 0.5 [R: 'about 1' read as within 0.05, 'falls' "
+            "as losing at least half of that peak]",
+            lambda of: of.s0_passed,
+        ),
+        null=_null_summary,
+        null_text=_peak_null,
+        kind=Kind.PAPER,
+        note=_peak_note,
+    ),
+    ClaimSpec(
+        item="§8.5 summary [R]",
+        claim="t_peak_m = argmax_t rho_m(t) is nondecreasing in m",
+        statistic=_summary,
+        measured=lambda r, c: (
+            "t_peak: " + ", ".join(f"m={m} {t}" for m, t in enumerate(_summary(r, c).t_peak))
+        ),
+        criterion=Criterion("t_peak_0 <= t_peak_1 <= t_peak_2", lambda of: of.ordered),
+        null=_null_summary,
+        null_text=lambda r, c: (
+            "shuffled labels: t_peak " + ", ".join(str(t) for t in _null_summary(r, c).t_peak)
+        ),
+        kind=Kind.PROJECT,
+        note=_order_note,
+    ),
+    ClaimSpec(
+        item="§7 Fig. 12",
+        claim="anchor geometry: collapsed (near-uniform cosines) first, banded later",
+        statistic=_summary,
+        measured=_staged_measured,
+        criterion=Criterion(
+            "some snapshot with mean off-diag cos >= 0.9 precedes one with corr(S^emb, "
+            "banded S^(1)flat) >= 0.9 [R: 'near-uniform' read as Fig. 3A/B's collapse, "
+            "'banded' at the same 0.9]",
+            lambda of: of.staged,
+        ),
+        null=_null_summary,
+        null_text=_staged_null,
+        kind=Kind.PAPER,
+        note=_staged_note,
+    ),
+)
+
+CLAIMS = (*HELD_OUT_CLAIMS, DATA_CLAIM, *TRAJECTORY_CLAIMS)
+
+
+def figures(config: Config, record: Record) -> dict:
+    """``geometry`` (seed 0's anchors, `geometry_figure`) and ``orders`` (`orders_figure`),
+    where the record holds what they draw (a measured one, not one read back)."""
+    if record.panels is None:
+        return {}
+    return {
+        "geometry": geometry_figure(record.epochs, record.panels, record.S1_flat, config),
+        "orders": orders_figure(
+            record.epochs,
+            record.curves,
+            record.train_accuracy,
+            record.null_train_accuracy,
+            config,
+        ),
+    }
+
+
+SPEC = Spec(
+    record=Record,
+    configs=CONFIGS,
+    measure=measure,
+    claims=CLAIMS,
+    figures=figures,
+    settle=settle,
+    regime_text=lambda config: config.regime,
+)
+
+
+# --------------------------------------------------------------------------------------------
+# figures
+
+
+def geometry_figure(steps, panels: Panels, S1_flat, config: Config):
+    """Seed 0's anchor ``S^emb`` and PCA at the paper's checkpoints the run has, the exact
+    flattened ``S^(1)`` and the probe geometries at the last snapshot."""
     shown = [int(np.flatnonzero(steps == e)[0]) for e in (10, 100, 200, 1000) if e in steps]
-    columns = len(shown) + 2
+    anchors = panels.anchors
     fig, axes = plots.grid(
         2,
-        columns,
+        len(shown) + 2,
         panel=(3.0, 3.0),
-        suptitle=f"Task 4 ($n_x$=20, $n_a$=10): anchor embedding geometry (seed 0); {regime.label}",
+        suptitle="Task 4 ($n_x$=20, $n_a$=10): anchor embedding geometry (seed 0); "
+        + config.regime_label,
     )
     for column, t in enumerate(shown):
-        image = plots.heatmap(axes[0, column], S_emb[t], anchors, f"$S^{{emb}}$, epoch {steps[t]}")
-        pca = metrics.pca(W_E[t], k=2)
+        image = plots.heatmap(
+            axes[0, column], panels.S_emb[t], anchors, f"$S^{{emb}}$, epoch {steps[t]}"
+        )
+        pca = metrics.pca(panels.W_E[t], k=2)
         plots.pca_scatter(
             axes[1, column],
             np.asarray(pca.scores),
@@ -517,43 +826,40 @@ def _geometry_figure(steps, W_E, S_emb, S1_flat, probe_geometry, anchors, regime
             np.asarray(pca.explained_variance_ratio),
             f"PCA of anchors, epoch {steps[t]}",
         )
+    order1, order2 = panels.probe_geometry
     plots.heatmap(axes[0, -2], S1_flat, anchors, "flattened $S^{(1)}$ (exact, banded)")
-    plots.heatmap(
-        axes[0, -1], probe_geometry[2], anchors, f"$S^{{(2)}}$ probe fit, epoch {steps[-1]}"
-    )
-    plots.heatmap(
-        axes[1, -2], probe_geometry[1], anchors, f"$S^{{(1)}}$ probe fit, epoch {steps[-1]}"
-    )
+    plots.heatmap(axes[0, -1], order2, anchors, f"$S^{{(2)}}$ probe fit, epoch {steps[-1]}")
+    plots.heatmap(axes[1, -2], order1, anchors, f"$S^{{(1)}}$ probe fit, epoch {steps[-1]}")
     axes[1, -1].axis("off")
     plots.colorbar(fig, image, axes[0, :])
     return fig
 
 
-def orders_figure(steps, curves, accuracy, null_accuracy, config, regime):
+def orders_figure(steps, curves: Curves, accuracy, null_accuracy, config: Config):
     """Mean alignment of each signature order with the anchor geometry (left) and accuracy with
-    the anchor collapse (right) against epoch. ``steps`` [T]; ``curves[key]`` [seeds, T];
+    the anchor collapse (right) against epoch. ``steps`` [T]; each of ``curves`` [seeds, T];
     ``accuracy``, ``null_accuracy`` [seeds, T]."""
     x = steps
     fig, axes = plots.figure(
         1,
         2,
         panel=(5.5, 4.0),
-        suptitle=f"Task 4: FFN ReLU d={config['d']}, $\\gamma$={config['gamma']:g}; {regime.label}",
+        suptitle=f"Task 4: FFN ReLU d={config.d}, $\\gamma$={config.gamma:g}; "
+        + config.regime_label,
     )
     ax = axes[0]
     series = (
-        ("S0_1mse", "$S^{(0)}$ (1 − MSE; exact $S^{(0)}$ ≡ 1)", 0, "o"),
-        ("S1_probe", "$S^{(1)}$ probe, held-out corr.", 1, "o"),
-        ("S2_probe", "$S^{(2)}$ probe, held-out corr.", 2, "o"),
-        ("S1_flat", "flattened $S^{(1)}$ (banded), corr.", 1, "x"),
+        (curves.S0_1mse, "$S^{(0)}$ (1 − MSE; exact $S^{(0)}$ ≡ 1)", 0, "o"),
+        (curves.S1_probe, "$S^{(1)}$ probe, held-out corr.", 1, "o"),
+        (curves.S2_probe, "$S^{(2)}$ probe, held-out corr.", 2, "o"),
+        (curves.S1_flat, "flattened $S^{(1)}$ (banded), corr.", 1, "x"),
     )
-    for key, label, order, marker in series:
-        values = curves[key]
+    for values, label, order, marker in series:
         colour = plots.order_colour(order)
         ax.plot(x, values.mean(0), color=colour, label=label, marker=marker, ms=3)
     plots.reference(ax, y=0, ls="-")
-    plots.reference(ax, y=HIGH)
-    ax.axvspan(LATE_FRACTION * config["epochs"], config["epochs"], color="0.92")
+    plots.reference(ax, y=config.high)
+    ax.axvspan(config.late_from, config.epochs, color="0.92")
     plots.epoch_axis(ax, SYMLOG)
     ax.set_ylim(-1.05, 1.05)
     plots.axis_labels(
@@ -571,9 +877,7 @@ def orders_figure(steps, curves, accuracy, null_accuracy, config, regime):
         ls=plots.LINE_STYLE["null"],
         label="null: labels shuffled",
     )
-    ax.plot(
-        x, curves["offdiag_cos"].mean(0), color="C3", label="mean off-diagonal cosine (anchors)"
-    )
+    ax.plot(x, curves.offdiag_cos.mean(0), color="C3", label="mean off-diagonal cosine (anchors)")
     plots.epoch_axis(ax, SYMLOG)
     ax.set_ylim(-0.05, 1.05)
     plots.axis_labels(ax, y="accuracy, cosine", title="training accuracy and anchor collapse")

@@ -76,6 +76,8 @@ class ClaimSpec:
         note: what else was seen (a text or a callable).
         untested: why the run cannot test the claim ("" when it can), or ``None``.
         failure: the class of a FAIL (an `experiments.FAILURES` name, or a callable).
+        regime: the regime the claim names where it is not the experiment's (a data fact
+            checked without training), or ``None``.
     """
 
     item: str
@@ -89,6 +91,7 @@ class ClaimSpec:
     note: Callable[[Any, Any], str] | str = ""
     untested: Callable[[Any, Any], str] | None = None
     failure: Callable[[Any, Any], str] | str = "unclassified"
+    regime: str | None = None
 
     def score(self, record: Any, config: Any, regime: str = "") -> Claim:
         """The `Claim` this spec makes of ``record`` measured under ``config``, in ``regime``."""
@@ -98,7 +101,7 @@ class ClaimSpec:
             measured=self.measured(record, config),
             note=_text(self.note, record, config),
             kind=self.kind,
-            regime=regime,
+            regime=regime if self.regime is None else self.regime,
             untested=self.untested(record, config) if self.untested else "",
             failure=_text(self.failure, record, config),
         )
