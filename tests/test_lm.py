@@ -361,6 +361,13 @@ def summary_lane(**changes):
         probe_corr_median=0.7,
         probe_corr_at_peak=0.7,
         probe_slope_median=0.4,
+        rho_previous_peak=0.5,
+        rho_previous_final=0.4,
+        rho_attention_early_max=[0.3],
+        rho_attention_final=[0.2],
+        loss_final=1.0,
+        validation_loss_final=1.1,
+        diverged_step=-1,
     )
     return lane | changes
 
