@@ -199,3 +199,13 @@ def test_a_claim_checked_without_training_names_its_own_regime():
         regime_text=lambda config: "gd-wide",
     )
     assert [c.regime for c in run(spec).claims] == ["data only (no training)", "gd-wide"]
+
+
+def test_a_module_declares_its_spec_by_its_names():
+    names = vars(toy_experiment) | {"CLAIMS": toy_experiment.SPEC.claims}
+    spec = Spec.declared(names)
+    assert spec.record is toy_experiment.Record and spec.measure is toy_experiment.measure
+    assert spec.claims == toy_experiment.SPEC.claims and spec.figures is toy_experiment.figures
+    assert spec.regime_text(toy_experiment.CONFIG_CPU) == ""  # none declared: no regime text
+    with pytest.raises(ValueError, match=r"must define \['CONFIGS', 'CLAIMS'\]"):
+        Spec.declared({"Record": Point, "measure": None, "figures": None})

@@ -37,6 +37,10 @@ class Record:
     rows: np.ndarray
 
 
+CONFIG_CPU = Config(N=20)
+CONFIGS = {Size.TINY: Config(N=6), Size.CPU: CONFIG_CPU, Size.FULL: Config(N=40)}
+
+
 def spread(rows: np.ndarray) -> float:
     """``max_{a, b} (1/2) |phi_a - phi_b|_1`` over the rows ``[A, V]``."""
     return float(0.5 * np.abs(rows[:, None, :] - rows[None, :, :]).sum(-1).max())
@@ -64,7 +68,7 @@ def figures(config: Config, record: Record) -> dict:
 
 SPEC = Spec(
     record=Record,
-    configs={Size.TINY: Config(N=6), Size.CPU: Config(N=20), Size.FULL: Config(N=40)},
+    configs=CONFIGS,
     measure=measure,
     claims=(
         ClaimSpec(

@@ -31,7 +31,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, second_escape, signatures, sweep
 from ctx_staircase.experiments import Kind
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec, config_regime
 from ctx_staircase.experiments.paired import MIN_SEEDS, paired_test
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
@@ -787,15 +787,8 @@ def figures(config: Config, record: Record) -> dict:
     }
 
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=CLAIMS,
-    figures=figures,
-    settle=settle,
-    regime_text=lambda config: config.regime,
-)
+regime_text = config_regime
+SPEC = Spec.declared(globals())
 
 
 # --------------------------------------------------------------------------------------------

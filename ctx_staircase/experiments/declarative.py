@@ -20,7 +20,7 @@ from ctx_staircase import records
 from ctx_staircase.experiments import Claim, Kind, Outcome
 from ctx_staircase.experiments.common import NoNull, reported, scored
 
-__all__ = ["ClaimSpec", "Criterion", "Size", "Spec", "rescore", "run"]
+__all__ = ["DECLARED", "ClaimSpec", "Criterion", "Size", "Spec", "config_regime", "rescore", "run"]
 
 
 class Size(enum.StrEnum):
@@ -123,6 +123,15 @@ class ClaimSpec:
         return self.null(record, config)
 
 
+#: The names a declarative module defines, in `Spec`'s field order (`Spec.declared`).
+DECLARED = ("Record", "CONFIGS", "measure", "CLAIMS", "figures")
+
+
+def config_regime(config: Any) -> str:
+    """A `Spec.regime_text` for a config that records its regime's name (``config.regime``)."""
+    return config.regime
+
+
 def _no_figures(config: Any, record: Any) -> dict[str, Any]:
     return {}
 
@@ -160,6 +169,18 @@ class Spec:
     figures: Callable[[Any, Any], dict[str, Any]] = _no_figures
     settle: Callable[[Any, Any], Any] = _as_given
     regime_text: Callable[[Any], str] = _no_regime
+
+    @classmethod
+    def declared(cls, names: Mapping[str, Any]) -> Spec:
+        """The `Spec` a module declares by its names (``SPEC = Spec.declared(globals())``):
+        `DECLARED` (``Record``, ``CONFIGS``, ``measure``, ``CLAIMS``, ``figures``) and, where
+        it defines them, ``settle`` and ``regime_text``; ``ValueError`` naming what is
+        missing."""
+        missing = [name for name in DECLARED if name not in names]
+        if missing:
+            raise ValueError(f"a declarative experiment must define {missing}")
+        optional = {name: names[name] for name in ("settle", "regime_text") if name in names}
+        return cls(*(names[name] for name in DECLARED), **optional)
 
     def config(self, size: Size, regime: Any = None) -> Any:
         """The config of ``size`` in ``regime`` (`settle`); ``ValueError`` naming the sizes it

@@ -30,7 +30,7 @@ import numpy as np
 
 from ctx_staircase import metrics, plots, signatures, tasks
 from ctx_staircase.experiments.common import reported, train_in_regime
-from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec, config_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 
@@ -489,12 +489,5 @@ def figures(config: Config, record: Record) -> dict:
     return {task: _figure(task, entry, config) for task, entry in record.by_task().items()}
 
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=CLAIMS,
-    figures=figures,
-    settle=settle,
-    regime_text=lambda config: config.regime,
-)
+regime_text = config_regime
+SPEC = Spec.declared(globals())

@@ -29,7 +29,7 @@ import numpy as np
 from ctx_staircase import metrics, plots, records, signatures, tasks
 from ctx_staircase.experiments import Kind
 from ctx_staircase.experiments.common import train_in_regime
-from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec, config_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 UNIFORM = "uniform"  # constant p_a: its Pearson is undefined, and the init already matches it
@@ -404,15 +404,9 @@ def claim_table(config: Config) -> tuple[ClaimSpec, ...]:
     return (*(_law_claim(law) for law in config.laws), UNIFORM_EMPIRICAL)
 
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=claim_table,
-    figures=figures,
-    settle=settle,
-    regime_text=lambda config: config.regime,
-)
+CLAIMS = claim_table
+regime_text = config_regime
+SPEC = Spec.declared(globals())
 
 
 def laws_figure(laws: dict[str, LawRun], config: Config):

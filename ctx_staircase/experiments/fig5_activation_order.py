@@ -32,7 +32,7 @@ import numpy as np
 from ctx_staircase import plots, signatures, sweep, tasks
 from ctx_staircase.experiments import Kind
 from ctx_staircase.experiments import regime as regime_mod
-from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec, config_regime
 from ctx_staircase.experiments.regime import PRIMARY, Regime
 
 LEARNED = 0.95  # [R] "≈ 1"
@@ -636,15 +636,8 @@ CLAIMS = (
     ),
 )
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=CLAIMS,
-    figures=figures,
-    settle=settle,
-    regime_text=lambda config: config.regime,
-)
+regime_text = config_regime
+SPEC = Spec.declared(globals())
 
 
 # --------------------------------------------------------------------------------------------

@@ -573,14 +573,7 @@ CLAIMS = (
     ),
 )
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=CLAIMS,
-    figures=figures,
-    settle=settle,
-)
+SPEC = Spec.declared(globals())
 
 
 def epochs_figure(Ms, epochs, censored, divides, early_cos, config):

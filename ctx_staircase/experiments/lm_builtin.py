@@ -290,12 +290,10 @@ CLAIMS = (
     *lm_text.CLAIMS,
 )
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=CLAIMS,
-    figures=figures,
-    settle=settle,
-    regime_text=lambda config: lm_text.regime("built-in corpus", config.vocab_size),
-)
+
+def regime_text(config: Config) -> str:
+    """The regime its claims name: the built-in corpus in its vocabulary."""
+    return lm_text.regime("built-in corpus", config.vocab_size)
+
+
+SPEC = Spec.declared(globals())

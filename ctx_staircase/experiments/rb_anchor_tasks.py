@@ -29,7 +29,7 @@ import numpy as np
 
 from ctx_staircase import geometry, metrics, plots, sweep, tasks, train
 from ctx_staircase.experiments import Kind
-from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec
+from ctx_staircase.experiments.declarative import ClaimSpec, Criterion, Size, Spec, config_regime
 
 EQUAL_TOLERANCE = 0.10
 MARGIN = 0.05  # nats: "lower" means lower by more than this [R]
@@ -627,11 +627,5 @@ def figures(config: Config, record: Record) -> dict:
     }
 
 
-SPEC = Spec(
-    record=Record,
-    configs=CONFIGS,
-    measure=measure,
-    claims=CLAIMS,
-    figures=figures,
-    regime_text=lambda config: config.regime,
-)
+regime_text = config_regime
+SPEC = Spec.declared(globals())
