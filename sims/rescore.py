@@ -4,7 +4,8 @@ A claim is a function of its record's saved numbers (tests/test_experiments.py r
 compares), so a change to a claim's criterion or note text leaves the saved records stale. For
 each experiment named, this rebuilds the claims of every saved record of it (sims/results/NAME.json,
 sims/results/regimes/NAME__*.json and tests/data/tiny/NAME.json, those that exist) with the
-function the tests use (``saved_claims`` or ``claims``), and writes each record back atomically
+function the tests use (a declarative module's table by `declarative.rescore`, else
+``saved_claims`` or ``claims``), and writes each record back atomically
 (`results.write_json`), its numbers and everything else untouched.
 
 Only texts may move: it refuses, writing nothing, when any rebuilt claim differs from the saved
