@@ -4,8 +4,10 @@ strings, NumPy arrays, tuples, dicts, enums and other records.
 `encode` turns a record into plain JSON values (`results.write_json` writes them); `decode`
 reads them back into the type named, guided by its annotations, so a record saved by one run is
 the same record when a later one loads it (``decode(T, encode(x)) == x``, arrays equal with NaN
-in the same places). Nothing is renamed between the two: the JSON keys are the field names. A
-dataclass field with ``metadata={"saved": False}`` (and a default) is left out of both.
+in the same places). Nothing is renamed between the two: the JSON keys are the field names,
+or a field's ``metadata={"key": ...}`` where the JSON's key is no Python name (``"mod/relu"``).
+A dataclass field with ``metadata={"saved": False}`` (and a default) is left out of both; one
+with ``metadata={"saved": IF_SET}`` (and the default None) is left out where it is None.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["decode", "encode"]
+__all__ = ["IF_SET", "decode", "encode"]
+
+#: A field's ``metadata["saved"]`` for a value saved only where it is not None.
+IF_SET = "if set"
 
 
 def encode(value: Any) -> Any:
@@ -26,7 +31,12 @@ def encode(value: Any) -> Any:
     array as nested lists, an enum as its value, a NumPy scalar as a Python number, tuples and
     lists as lists, dicts with string keys as dicts."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in _saved_fields(type(value))}
+        fields = _saved_fields(type(value))
+        return {
+            _key(f): encode(getattr(value, f.name))
+            for f in fields
+            if not (f.metadata.get("saved") == IF_SET and getattr(value, f.name) is None)
+        }
     if _is_named_tuple(type(value)):
         return {name: encode(getattr(value, name)) for name in type(value)._fields}
     if isinstance(value, enum.Enum):
@@ -86,15 +96,29 @@ def _saved_fields(kind: type) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(kind) if f.metadata.get("saved", True)]
 
 
+def _key(field: dataclasses.Field) -> str:
+    """A field's key in the JSON: its ``metadata["key"]``, else its name."""
+    return field.metadata.get("key", field.name)
+
+
 def _decode_record(kind: type, data: dict) -> Any:
     hints = typing.get_type_hints(kind)
-    names = (
-        [f.name for f in _saved_fields(kind)] if dataclasses.is_dataclass(kind) else kind._fields
-    )
-    missing = [name for name in names if name not in data]
+    if dataclasses.is_dataclass(kind):
+        fields = _saved_fields(kind)
+        keys = {f.name: _key(f) for f in fields}
+        optional = {f.name for f in fields if f.metadata.get("saved") == IF_SET}
+    else:
+        keys, optional = {name: name for name in kind._fields}, set()
+    missing = [key for name, key in keys.items() if key not in data and name not in optional]
     if missing:
         raise ValueError(f"a saved {kind.__name__} lacks {missing}; it has {sorted(data)}")
-    return kind(**{name: decode(hints.get(name, Any), data[name]) for name in names})
+    return kind(
+        **{
+            name: decode(hints.get(name, Any), data[key])
+            for name, key in keys.items()
+            if key in data
+        }
+    )
 
 
 def _is_named_tuple(kind: type) -> bool:

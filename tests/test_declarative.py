@@ -209,3 +209,18 @@ def test_a_module_declares_its_spec_by_its_names():
     assert spec.regime_text(toy_experiment.CONFIG_CPU) == ""  # none declared: no regime text
     with pytest.raises(ValueError, match=r"must define \['CONFIGS', 'CLAIMS'\]"):
         Spec.declared({"Record": Point, "measure": None, "figures": None})
+
+
+@dataclasses.dataclass(frozen=True)
+class Keyed:
+    first: Point = dataclasses.field(metadata={"key": "a/b"})
+    maybe: Point | None = dataclasses.field(default=None, metadata={"saved": records.IF_SET})
+
+
+def test_a_field_saves_under_its_key_and_only_where_set():
+    bare = Keyed(Point(1.0, "x"))
+    assert records.encode(bare) == {"a/b": {"x": 1.0, "label": "x"}}
+    full = Keyed(Point(1.0, "x"), Point(2.0, "y"))
+    assert records.encode(full)["maybe"] == {"x": 2.0, "label": "y"}
+    for value in (bare, full):
+        assert records.decode(Keyed, records.encode(value)) == value

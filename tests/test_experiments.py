@@ -560,7 +560,8 @@ def test_fig4_own_match_without_a_testable_seed_has_no_verdict_on_either_side():
     record = _saved("fig4_frequency")
     for seed in record["numbers"]["mod/relu"]["seeds"]:
         seed["rho_k_star"] = 0.1
-    own = next(c for c in fig4.claims(record["numbers"], record["config"]) if c.item == "App. D")
+    claims = declarative.rescore(fig4.SPEC, record["numbers"], record["config"])
+    own = next(c for c in claims if c.item == "App. D")
     assert own.passed is None and own.null_passed is None and own.note == "not testable"
 
 
@@ -1228,7 +1229,7 @@ def test_fig4_frequency_peaks_by_hand_and_on_every_saved_seed():
 
     rho = np.zeros(21)
     rho[[0, fig4.K_SEARCH_MIN + 2, 20]] = [0.9, 0.7, 0.4]
-    assert fig4.frequency_peaks(rho) == {
+    assert fig4.frequency_peaks(rho)._asdict() == {
         "k_star": fig4.K_SEARCH_MIN + 2,
         "rho_k_star": 0.7,
         "rho_k20": 0.4,
@@ -1241,7 +1242,7 @@ def test_fig4_frequency_peaks_by_hand_and_on_every_saved_seed():
     ]
     assert len(rows) >= 20
     for row in rows:
-        assert fig4.frequency_peaks(row["rho_vs_k"]) == {
+        assert fig4.frequency_peaks(row["rho_vs_k"])._asdict() == {
             key: row[key] for key in ("k_star", "rho_k_star", "rho_k20", "argmax_all_k")
         }
 

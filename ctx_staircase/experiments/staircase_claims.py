@@ -319,6 +319,26 @@ def low_frequency_criterion(epoch: int) -> str:
     )
 
 
+def low_frequency_note(early_rho, constant, task: str, epoch: int = EARLY) -> str:
+    """§8.6's note on ``rho_(1),k`` ``[K]`` at ``epoch``: how k = 0 is scored where its
+    signature is constant (``constant [K]``), and the early maximum where it is not a low
+    frequency."""
+    early_rho = np.asarray(early_rho)
+    note = ""
+    if np.any(constant):
+        pearson = [k for k in range(early_rho.size) if not constant[k]]
+        best = max(pearson, key=lambda k: early_rho[k])
+        note = (
+            f"k=0 is scored 1−MSE here (S^sig,(1)_0 is constant for {task}), the other k Pearson: "
+            f"k=0 {early_rho[0]:.3f} at epoch {epoch}, the largest Pearson entry is "
+            f"k={best} at {early_rho[best]:.3f}; a k=0 argmax is the early collapse. "
+        )
+    run = int(np.argmax(early_rho))
+    if not run <= EARLY_K_MAX:
+        note += f"The early maximum is k={k_text(run, constant)} at rho {early_rho[run]:.2f}"
+    return note.strip()
+
+
 def low_frequency_claim(
     early_rho,
     init_rho,
@@ -341,17 +361,7 @@ def low_frequency_claim(
     early_rho, init_rho = np.asarray(early_rho), np.asarray(init_rho)
     run, null = int(np.argmax(early_rho)), int(np.argmax(init_rho))
     verdict = scored(lambda k: k <= EARLY_K_MAX, run, null)
-    note = ""
-    if np.any(constant):
-        pearson = [k for k in range(early_rho.size) if not constant[k]]
-        best = max(pearson, key=lambda k: early_rho[k])
-        note = (
-            f"k=0 is scored 1−MSE here (S^sig,(1)_0 is constant for {task}), the other k Pearson: "
-            f"k=0 {early_rho[0]:.3f} at epoch {epoch}, the largest Pearson entry is "
-            f"k={best} at {early_rho[best]:.3f}; a k=0 argmax is the early collapse. "
-        )
-    if not verdict["passed"]:
-        note += f"The early maximum is k={k_text(run, constant)} at rho {early_rho[run]:.2f}"
+    note = low_frequency_note(early_rho, constant, task, epoch)
     seeds = f"; all seeds {seeds_argmax}" if seeds_argmax is not None else ""
     return Claim(
         item,
@@ -359,7 +369,7 @@ def low_frequency_claim(
         f"epoch {epoch}: argmax_k = {k_value_text(run, float(early_rho[run]), constant)}, "
         f"seed 0{seeds}",
         low_frequency_criterion(epoch),
-        note=note.strip(),
+        note=note,
         kind=kind,
         regime=regime,
         null=f"init: argmax_k = {k_text(null, constant)} (seed 0)",
